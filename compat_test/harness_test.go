@@ -1,0 +1,258 @@
+// Package compat_test checks lockserver against real clients and, differentially,
+// against a real redis-server: the same commands go to both and the replies must
+// be equal byte for byte.
+//
+// Tests that need redis-server, redis-cli or python skip with a message when the
+// program is missing, and fail instead when the CI environment variable is set.
+package compat_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockserver/lockserver"
+)
+
+// need returns the path of program, or skips the test (fails it under CI).
+func need(t testing.TB, program string) string {
+	t.Helper()
+	path, err := exec.LookPath(program)
+	if err != nil {
+		missing(t, program+" is not installed (Debian: apt-get install redis-server redis-tools python3-redis)")
+	}
+	return path
+}
+
+// missing skips the test, or fails it under CI where every dependency must be present.
+func missing(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatalf("CI is set and %s", why)
+	}
+	t.Skipf("skipping: %s", why)
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// startRedis starts a redis-server without persistence on a free port and
+// returns its address. Extra arguments are passed as configuration ("--maxmemory", "1mb").
+func startRedis(t testing.TB, extra ...string) string {
+	t.Helper()
+	bin := need(t, "redis-server")
+	port := freePort(t)
+	args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
+		"--appendonly", "no", "--dir", t.TempDir()}, extra...)
+	cmd := exec.Command(bin, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			return addr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server did not start: %v\n%s", err, out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// startLockserver starts an embedded lockserver on a free loopback port.
+func startLockserver(t testing.TB, opts lockserver.Options) *lockserver.Server {
+	t.Helper()
+	s, err := lockserver.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// scriptsDir finds ../shared/scripts beside the project root, the lock scripts
+// the project was specified with.
+func scriptsDir(t testing.TB) string {
+	t.Helper()
+	dir, _ := os.Getwd()
+	for d := dir; ; d = filepath.Dir(d) {
+		p := filepath.Join(d, "shared", "scripts")
+		if st, err := os.Stat(p); err == nil && st.IsDir() {
+			return p
+		}
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	missing(t, "../shared/scripts (the specification's lock scripts) was not found beside the project")
+	return ""
+}
+
+// loadScript returns the body of a script from ../shared/scripts without its
+// trailing newline, as clients send it.
+func loadScript(t testing.TB, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(scriptsDir(t), name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSuffix(string(b), "\n")
+}
+
+// rawClient sends commands and returns each reply as the exact RESP bytes the
+// server wrote, so that differential tests compare types as well as values.
+type rawClient struct {
+	t    testing.TB
+	conn net.Conn
+	rd   *bufio.Reader
+}
+
+func dialRaw(t testing.TB, addr string) *rawClient {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &rawClient{t: t, conn: c, rd: bufio.NewReader(c)}
+}
+
+// Do sends one command and returns its raw reply.
+func (c *rawClient) Do(args ...string) string {
+	c.t.Helper()
+	c.Send(args...)
+	return c.Read()
+}
+
+// Send writes one command without reading the reply.
+func (c *rawClient) Send(args ...string) {
+	c.t.Helper()
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	c.SendRaw(b.Bytes())
+}
+
+// SendRaw writes bytes as they are.
+func (c *rawClient) SendRaw(b []byte) {
+	c.t.Helper()
+	c.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.conn.Write(b); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// Read reads one whole reply (RESP2 or RESP3) and returns its bytes.
+func (c *rawClient) Read() string {
+	c.t.Helper()
+	c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var b strings.Builder
+	if err := readReply(c.rd, &b); err != nil {
+		c.t.Fatalf("reading reply: %v (so far %q)", err, b.String())
+	}
+	return b.String()
+}
+
+// readReply copies one RESP reply from rd to out.
+func readReply(rd *bufio.Reader, out *strings.Builder) error {
+	line, err := rd.ReadString('\n')
+	if err != nil {
+		return err
+	}
+	out.WriteString(line)
+	if len(line) < 3 {
+		return fmt.Errorf("short line %q", line)
+	}
+	body := strings.TrimSuffix(line[1:], "\r\n")
+	switch line[0] {
+	case '+', '-', ':', '_', '#', ',', '(':
+		return nil
+	case '$', '=', '!':
+		n, err := strconv.Atoi(body)
+		if err != nil || n < 0 {
+			return err
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(rd, buf); err != nil {
+			return err
+		}
+		out.Write(buf)
+		return nil
+	case '*', '~', '>', '%', '|':
+		n, err := strconv.Atoi(body)
+		if err != nil {
+			return err
+		}
+		if line[0] == '%' || line[0] == '|' {
+			n *= 2
+		}
+		for i := 0; i < n; i++ {
+			if err := readReply(rd, out); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown reply type in %q", line)
+}
+
+// pair is a redis-server and a lockserver given the same commands.
+type pair struct {
+	t          testing.TB
+	redis, ls  *rawClient
+	redisAddr  string
+	lockserver *lockserver.Server
+}
+
+// newPair starts a redis-server and a lockserver and connects to both.
+func newPair(t testing.TB) *pair {
+	t.Helper()
+	raddr := startRedis(t)
+	s := startLockserver(t, lockserver.Options{})
+	return &pair{t: t, redis: dialRaw(t, raddr), ls: dialRaw(t, s.Addr()), redisAddr: raddr, lockserver: s}
+}
+
+// Do sends one command to both servers and fails the test unless the replies are equal.
+func (p *pair) Do(args ...string) string {
+	p.t.Helper()
+	want := p.redis.Do(args...)
+	got := p.ls.Do(args...)
+	if got != want {
+		p.t.Errorf("%q:\n redis-server: %q\n   lockserver: %q", args, want, got)
+	}
+	return got
+}
+
+// Run sends each command of a sequence to both servers, comparing replies.
+func (p *pair) Run(cmds [][]string) {
+	p.t.Helper()
+	for _, c := range cmds {
+		p.Do(c...)
+	}
+}

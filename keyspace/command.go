@@ -1,0 +1,130 @@
+package keyspace
+
+import (
+	"sort"
+	"strings"
+)
+
+// Flags describe a command to the layers above: whether it writes, where it runs,
+// and whether a script may call it.
+type Flags uint32
+
+const (
+	// Write marks a command that may modify the keyspace: it is replicated as a log entry.
+	Write Flags = 1 << iota
+	// ReadOnly marks a command that only reads the keyspace.
+	ReadOnly
+	// DenyOOM marks a command refused with OOM when used memory is over maxmemory.
+	DenyOOM
+	// NoScript marks a command that scripts may not call.
+	NoScript
+	// Admin marks an administrative command.
+	Admin
+	// PubSub marks a publish/subscribe command.
+	PubSub
+	// Fast marks a command that runs in constant or logarithmic time.
+	Fast
+	// Connection marks a command served by the connection layer (server), not the keyspace.
+	Connection
+	// Scripting marks EVAL, EVALSHA, their _RO variants and SCRIPT: run by luaexec.
+	Scripting
+	// Transaction marks MULTI, EXEC, DISCARD, WATCH and UNWATCH.
+	Transaction
+	// NoMulti marks a command that cannot be queued inside MULTI.
+	NoMulti
+	// Random marks a command whose reply is unordered (sorted when called from a script).
+	Random
+)
+
+// Command is one row of the command table: its spec, and, for commands that
+// run against the keyspace, the function that runs it.
+type Command struct {
+	Name  string // lower case
+	Arity int    // Redis's convention: N means exactly N arguments with the name, -N at least N
+	Flags Flags
+	// FirstKey, LastKey and KeyStep locate the key arguments as Redis's COMMAND
+	// reports them (LastKey -1 means the last argument).
+	FirstKey, LastKey, KeyStep int
+	// Run executes the command; nil for commands that upper layers serve
+	// (Connection, Scripting, Transaction, and subscribing).
+	Run func(c *Call) Reply
+	// Subcommands, for container commands (CLIENT, SCRIPT, CONFIG, ...), by lower-case name.
+	Subcommands map[string]*Command
+}
+
+// Has reports whether the command has all of flags f.
+func (c *Command) Has(f Flags) bool { return c.Flags&f == f }
+
+// CheckArity reports whether n arguments (with the name) suit the command.
+func (c *Command) CheckArity(n int) bool {
+	if c.Arity >= 0 {
+		return n == c.Arity
+	}
+	return n >= -c.Arity
+}
+
+// Keys returns the indexes of the key arguments in args.
+func (c *Command) Keys(args [][]byte) []int {
+	if c.FirstKey <= 0 {
+		return nil
+	}
+	last := c.LastKey
+	if last < 0 {
+		last = len(args) + last
+	}
+	step := c.KeyStep
+	if step <= 0 {
+		step = 1
+	}
+	var idx []int
+	for i := c.FirstKey; i <= last && i < len(args); i += step {
+		idx = append(idx, i)
+	}
+	return idx
+}
+
+// table is the command table: every command the server knows, by lower-case name.
+var table = map[string]*Command{}
+
+// register adds commands to the table; each command group file calls it from init.
+func register(cmds ...*Command) {
+	for _, c := range cmds {
+		if _, dup := table[c.Name]; dup {
+			panic("keyspace: command registered twice: " + c.Name)
+		}
+		table[c.Name] = c
+	}
+}
+
+// Lookup finds a command by name, in any case. It does not allocate.
+func Lookup(name []byte) *Command {
+	var buf [32]byte
+	if len(name) > len(buf) {
+		return table[strings.ToLower(string(name))]
+	}
+	for i, c := range name {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	return table[string(buf[:len(name)])]
+}
+
+// LookupSub finds a subcommand of c by name, in any case.
+func (c *Command) LookupSub(name []byte) *Command {
+	if c.Subcommands == nil {
+		return nil
+	}
+	return c.Subcommands[strings.ToLower(string(name))]
+}
+
+// Commands returns every command in the table, sorted by name.
+func Commands() []*Command {
+	cmds := make([]*Command, 0, len(table))
+	for _, c := range table {
+		cmds = append(cmds, c)
+	}
+	sort.Slice(cmds, func(i, j int) bool { return cmds[i].Name < cmds[j].Name })
+	return cmds
+}

@@ -1,0 +1,178 @@
+package keyspace
+
+import (
+	"math"
+	"strconv"
+)
+
+// Kind is the type of a Reply. The kinds are RESP3's; a RESP2 connection
+// receives the RESP2 rendering of each (see server's writer).
+type Kind uint8
+
+const (
+	// KindNull is a missing value: RESP2 null bulk ($-1), RESP3 null (_), Lua false.
+	KindNull Kind = iota
+	// KindNullArray is a missing array: RESP2 null array (*-1), RESP3 null (_), Lua false.
+	KindNullArray
+	// KindStatus is a simple string (+OK).
+	KindStatus
+	// KindError is an error reply; Str holds the whole text, code included ("ERR syntax error").
+	KindError
+	// KindInt is an integer reply.
+	KindInt
+	// KindBulk is a binary-safe string.
+	KindBulk
+	// KindArray is an array of Elems.
+	KindArray
+	// KindMap holds key/value pairs flattened in Elems (k1, v1, k2, v2, ...).
+	// RESP2 renders it as a flat array.
+	KindMap
+	// KindSet is an unordered collection in Elems; RESP2 renders it as an array.
+	KindSet
+	// KindDouble is a floating point number in Float; RESP2 renders it as a bulk string.
+	KindDouble
+	// KindBool is a RESP3 boolean in Int (0 or 1); RESP2 renders it as an integer.
+	KindBool
+	// KindVerbatim is a RESP3 verbatim text ("txt") in Str; RESP2 renders it as a bulk string.
+	KindVerbatim
+	// KindPush is an out-of-band message (pub/sub) in Elems; RESP2 renders it as an array.
+	KindPush
+)
+
+// Reply is the protocol-independent result of a command. The zero Reply is a null bulk.
+type Reply struct {
+	Kind  Kind
+	Int   int64
+	Float float64
+	Str   string
+	Elems []Reply
+}
+
+// Frequent replies, shared to avoid rebuilding them.
+var (
+	OK        = Reply{Kind: KindStatus, Str: "OK"}
+	Null      = Reply{Kind: KindNull}
+	NullArray = Reply{Kind: KindNullArray}
+	Zero      = Reply{Kind: KindInt, Int: 0}
+	One       = Reply{Kind: KindInt, Int: 1}
+	EmptyArr  = Reply{Kind: KindArray, Elems: []Reply{}}
+)
+
+// Int returns an integer reply.
+func Int(n int64) Reply { return Reply{Kind: KindInt, Int: n} }
+
+// Bool returns 1 or 0 as an integer reply, as Redis's predicates (EXISTS, HEXISTS, ...) do.
+func Bool(b bool) Reply {
+	if b {
+		return One
+	}
+	return Zero
+}
+
+// Bulk returns a bulk string reply.
+func Bulk(s string) Reply { return Reply{Kind: KindBulk, Str: s} }
+
+// BulkBytes returns a bulk string reply holding a copy of b.
+func BulkBytes(b []byte) Reply { return Reply{Kind: KindBulk, Str: string(b)} }
+
+// Status returns a simple string reply.
+func Status(s string) Reply { return Reply{Kind: KindStatus, Str: s} }
+
+// Error returns an error reply. msg must start with its code ("ERR ...", "WRONGTYPE ...").
+func Error(msg string) Reply { return Reply{Kind: KindError, Str: msg} }
+
+// Array returns an array reply.
+func Array(elems ...Reply) Reply {
+	if elems == nil {
+		elems = []Reply{}
+	}
+	return Reply{Kind: KindArray, Elems: elems}
+}
+
+// BulkArray returns an array of bulk strings.
+func BulkArray(items []string) Reply {
+	elems := make([]Reply, len(items))
+	for i, s := range items {
+		elems[i] = Bulk(s)
+	}
+	return Reply{Kind: KindArray, Elems: elems}
+}
+
+// Map returns a map reply from flattened key/value pairs.
+func Map(pairs ...Reply) Reply {
+	if pairs == nil {
+		pairs = []Reply{}
+	}
+	return Reply{Kind: KindMap, Elems: pairs}
+}
+
+// Double returns a double reply.
+func Double(f float64) Reply { return Reply{Kind: KindDouble, Float: f} }
+
+// IsError reports whether r is an error reply.
+func (r Reply) IsError() bool { return r.Kind == KindError }
+
+// FormatDouble formats f as Redis 7 does when a double travels as a string
+// (RESP2 doubles, scores passed to Lua, INCRBYFLOAT's stored value aside):
+// "inf", "-inf", integers without a fraction, otherwise %.17g.
+func FormatDouble(f float64) string {
+	return string(AppendDouble(nil, f))
+}
+
+// AppendDouble appends FormatDouble(f) to b.
+func AppendDouble(b []byte, f float64) []byte {
+	switch {
+	case math.IsInf(f, 1):
+		return append(b, "inf"...)
+	case math.IsInf(f, -1):
+		return append(b, "-inf"...)
+	case math.IsNaN(f):
+		return append(b, "nan"...)
+	}
+	return strconv.AppendFloat(b, f, 'g', 17, 64)
+}
+
+// Standard error replies, with Redis 7's exact texts.
+var (
+	ErrWrongType   = Error("WRONGTYPE Operation against a key holding the wrong kind of value")
+	ErrSyntax      = Error("ERR syntax error")
+	ErrNotInteger  = Error("ERR value is not an integer or out of range")
+	ErrNotFloat    = Error("ERR value is not a valid float")
+	ErrOverflow    = Error("ERR increment or decrement would overflow")
+	ErrNoSuchKey   = Error("ERR no such key")
+	ErrOutOfRange  = Error("ERR index out of range")
+	ErrInvalidDB   = Error("ERR DB index is out of range")
+	ErrInvalidExpr = Error("ERR invalid expire time in 'set' command")
+)
+
+// ErrWrongArity returns Redis's arity error for the named command.
+func ErrWrongArity(name string) Reply {
+	return Error("ERR wrong number of arguments for '" + name + "' command")
+}
+
+// ErrUnknownCommand returns Redis 7's reply to an unknown command: the name cut at
+// 128 bytes, then the first arguments quoted until 128 bytes of them are shown,
+// with CR and LF turned into spaces.
+func ErrUnknownCommand(args [][]byte) Reply {
+	name := args[0]
+	if len(name) > 128 {
+		name = name[:128]
+	}
+	var shown []byte
+	for _, a := range args[1:] {
+		if len(shown) >= 128 {
+			break
+		}
+		if room := 128 - len(shown); len(a) > room {
+			a = a[:room]
+		}
+		shown = append(append(append(shown, '\''), a...), "' "...)
+	}
+	msg := []byte("ERR unknown command '" + string(name) + "', with args beginning with: " + string(shown))
+	for i, c := range msg {
+		if c == '\r' || c == '\n' {
+			msg[i] = ' '
+		}
+	}
+	return Error(string(msg))
+}

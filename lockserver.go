@@ -1,0 +1,205 @@
+// Package lockserver is an embeddable, Redis-compatible lock server.
+//
+// Open starts a server inside the calling process. Clients reach it over
+// loopback TCP (Addr), over an in-memory connection with no socket (Dialer, for
+// go-redis), or by a direct call that skips RESP entirely (Do). Existing Redis
+// lock clients (go-redis, redsync, redislock, Redisson, redis-py) and their Lua
+// scripts work unmodified.
+package lockserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+
+	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/luaexec"
+	"github.com/lockserver/lockserver/replication"
+	"github.com/lockserver/lockserver/server"
+)
+
+// Options configure a Server. The zero value starts a standalone server on a
+// free loopback port with no password.
+type Options struct {
+	// Addr is the TCP address to listen on. Empty means "127.0.0.1:0", a free
+	// loopback port; "-" means no listener (Dialer and Do only).
+	Addr string
+	// Password, when set, is required by AUTH (Redis's requirepass).
+	Password string
+	// MaxClients bounds concurrent connections; 0 means 10000.
+	MaxClients int
+	// Limits bound request sizes (bulk length, arguments, inline length).
+	Limits server.Limits
+	// ScriptBudget is how many loop iterations and calls a script may make; 0
+	// means luaexec.DefaultBudget.
+	ScriptBudget int64
+	// Logger receives structured logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Server is a running lockserver.
+type Server struct {
+	srv    *server.Server
+	engine replication.Engine
+	ln     net.Listener
+	done   chan error
+}
+
+// Open starts a server.
+func Open(opts Options) (*Server, error) {
+	hub := server.NewHub()
+	engine := replication.NewStandalone(replication.StandaloneOptions{
+		Lua: luaexec.Options{Budget: opts.ScriptBudget},
+		Hub: hub,
+	})
+	s := &Server{
+		engine: engine,
+		srv: server.New(server.Config{
+			Engine:     engine,
+			Hub:        hub,
+			Password:   opts.Password,
+			MaxClients: opts.MaxClients,
+			Limits:     opts.Limits,
+			Logger:     opts.Logger,
+		}),
+	}
+	if opts.Addr != "-" {
+		addr := opts.Addr
+		if addr == "" {
+			addr = "127.0.0.1:0"
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			engine.Close()
+			return nil, fmt.Errorf("lockserver: listen: %w", err)
+		}
+		s.ln = ln
+		s.done = make(chan error, 1)
+		go func() { s.done <- s.srv.Serve(ln) }()
+	}
+	return s, nil
+}
+
+// Addr returns the address the server listens on, or "" without a listener.
+func (s *Server) Addr() string {
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// Dialer returns a dial function for go-redis's Options.Dialer that connects to
+// this server in memory, with no socket. Network and address are ignored.
+func (s *Server) Dialer() func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		client, srv := memPipe()
+		s.srv.ServeConn(srv)
+		return client, nil
+	}
+}
+
+// Nil is returned by Do when the reply is a null (a missing key, a failed SET NX),
+// as go-redis returns redis.Nil.
+var Nil = errors.New("lockserver: nil")
+
+// Do runs one command in database 0 with no RESP at all and returns its reply as
+// go-redis would: string for bulk and status replies, int64, []any, map[any]any
+// for maps, float64, bool; nil and Nil for a null; an error for an error reply.
+// Arguments may be string, []byte, integers, floats or bools.
+func (s *Server) Do(ctx context.Context, args ...any) (any, error) {
+	if len(args) == 0 {
+		return nil, errors.New("lockserver: Do needs a command")
+	}
+	argv := make([][]byte, len(args))
+	for i, a := range args {
+		b, err := toArg(a)
+		if err != nil {
+			return nil, err
+		}
+		argv[i] = b
+	}
+	return fromReply(s.srv.Do(ctx, 0, argv))
+}
+
+// Close stops accepting connections, lets open connections finish the commands
+// they have read, closes them, and stops the engine.
+func (s *Server) Close() error {
+	err := s.srv.Close()
+	if s.done != nil {
+		<-s.done
+	}
+	return errors.Join(err, s.engine.Close())
+}
+
+func toArg(a any) ([]byte, error) {
+	switch v := a.(type) {
+	case string:
+		return []byte(v), nil
+	case []byte:
+		return v, nil
+	case int:
+		return strconv.AppendInt(nil, int64(v), 10), nil
+	case int64:
+		return strconv.AppendInt(nil, v, 10), nil
+	case int32:
+		return strconv.AppendInt(nil, int64(v), 10), nil
+	case uint64:
+		return strconv.AppendUint(nil, v, 10), nil
+	case uint32:
+		return strconv.AppendUint(nil, uint64(v), 10), nil
+	case float64:
+		return strconv.AppendFloat(nil, v, 'f', -1, 64), nil
+	case bool:
+		if v {
+			return []byte("1"), nil
+		}
+		return []byte("0"), nil
+	}
+	return nil, fmt.Errorf("lockserver: can't use %T as a command argument", a)
+}
+
+// ReplyError is an error reply from the server, such as "WRONGTYPE ...".
+type ReplyError string
+
+func (e ReplyError) Error() string { return string(e) }
+
+func fromReply(r keyspace.Reply) (any, error) {
+	switch r.Kind {
+	case keyspace.KindNull, keyspace.KindNullArray:
+		return nil, Nil
+	case keyspace.KindError:
+		return nil, ReplyError(r.Str)
+	case keyspace.KindInt:
+		return r.Int, nil
+	case keyspace.KindBool:
+		return r.Int != 0, nil
+	case keyspace.KindDouble:
+		return r.Float, nil
+	case keyspace.KindStatus, keyspace.KindBulk, keyspace.KindVerbatim:
+		return r.Str, nil
+	case keyspace.KindMap:
+		m := make(map[any]any, len(r.Elems)/2)
+		for i := 0; i+1 < len(r.Elems); i += 2 {
+			k, _ := fromReply(r.Elems[i])
+			v, err := fromReply(r.Elems[i+1])
+			if err != nil && err != Nil {
+				v = err
+			}
+			m[k] = v
+		}
+		return m, nil
+	default: // arrays, sets, pushes
+		out := make([]any, len(r.Elems))
+		for i, e := range r.Elems {
+			v, err := fromReply(e)
+			if err != nil && err != Nil {
+				v = err
+			}
+			out[i] = v
+		}
+		return out, nil
+	}
+}

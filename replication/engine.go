@@ -1,0 +1,53 @@
+package replication
+
+import (
+	"context"
+
+	"github.com/lockserver/lockserver/keyspace"
+)
+
+// Engine runs requests against the replicated state machine. Requests that one
+// goroutine submits take effect in the order it submits them.
+type Engine interface {
+	// Submit starts req. Its reply is available through req.Wait.
+	Submit(req *Request)
+	// Now returns the log clock's current time in milliseconds.
+	Now() int64
+	// Close stops the engine.
+	Close() error
+}
+
+// Request is what a client connection asks of the engine: one command, the
+// queued commands of an EXEC, or the versions of keys to WATCH.
+type Request struct {
+	DB    int
+	Cmds  [][][]byte
+	Multi bool
+	Watch []Watch // for an EXEC: the keys WATCHed before it
+	// WatchKeys, when set, asks for the current versions of these keys (WATCH);
+	// the reply is an array of integers.
+	WatchKeys []string
+
+	reply keyspace.Reply
+	done  chan struct{} // nil when the reply was ready at Submit
+}
+
+// Wait returns the request's reply once it is ready, or an error reply when
+// ctx ends first (the outcome of a write is then unknown).
+func (r *Request) Wait(ctx context.Context) keyspace.Reply {
+	if r.done == nil {
+		return r.reply
+	}
+	select {
+	case <-r.done:
+		return r.reply
+	case <-ctx.Done():
+		return keyspace.Error("ERR " + ctx.Err().Error() + " before the reply (the outcome of a write is unknown)")
+	}
+}
+
+// resolve sets the reply of a request that completes at Submit.
+func (r *Request) resolve(reply keyspace.Reply) {
+	r.reply = reply
+	r.done = nil
+}

@@ -1,0 +1,107 @@
+package replication
+
+import (
+	"sync"
+	"time"
+
+	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/luaexec"
+)
+
+// StandaloneOptions configure a Standalone engine.
+type StandaloneOptions struct {
+	Lua luaexec.Options
+	// Hub receives the messages that entries publish.
+	Hub keyspace.Publisher
+}
+
+// Standalone is the engine of a single node without a log: it applies every
+// write at once, under one mutex, stamped by the log clock.
+type Standalone struct {
+	mu    sync.Mutex
+	sm    *StateMachine
+	clock *Clock
+	hub   keyspace.Publisher
+	stop  chan struct{}
+	wg    sync.WaitGroup
+}
+
+// NewStandalone returns a running standalone engine.
+func NewStandalone(opts StandaloneOptions) *Standalone {
+	s := &Standalone{
+		sm:    NewStateMachine(opts.Lua),
+		clock: NewClock(0),
+		hub:   opts.Hub,
+		stop:  make(chan struct{}),
+	}
+	s.wg.Add(1)
+	go s.sweep()
+	return s
+}
+
+// Submit runs req at once.
+func (s *Standalone) Submit(req *Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if req.WatchKeys != nil {
+		req.resolve(versionsReply(s.sm.Versions(req.DB, req.WatchKeys)))
+		return
+	}
+	write, errReply := s.sm.Prepare(req)
+	if errReply != nil {
+		req.resolve(*errReply)
+		return
+	}
+	now := s.clock.Now()
+	if !write {
+		req.resolve(s.sm.Read(req.DB, req.Cmds, req.Multi, req.Watch, now))
+		return
+	}
+	e := Entry{Time: now, DB: req.DB, Cmds: req.Cmds, Multi: req.Multi, Watch: req.Watch}
+	req.resolve(s.sm.Apply(&e, s.hub))
+}
+
+// Now returns the log clock's time.
+func (s *Standalone) Now() int64 { return s.clock.Now() }
+
+// Close stops the background sweep.
+func (s *Standalone) Close() error {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	s.wg.Wait()
+	return nil
+}
+
+// sweepInterval and sweepBudget pace the reclaiming of expired keys: at most
+// sweepBudget keys every sweepInterval, so a sweep never holds the lock long.
+const (
+	sweepInterval = 100 * time.Millisecond
+	sweepBudget   = 2000
+)
+
+func (s *Standalone) sweep() {
+	defer s.wg.Done()
+	t := time.NewTicker(sweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.mu.Lock()
+			s.sm.Sweep(s.clock.Now(), sweepBudget)
+			s.mu.Unlock()
+		}
+	}
+}
+
+func versionsReply(ws []Watch) keyspace.Reply {
+	elems := make([]keyspace.Reply, len(ws))
+	for i, w := range ws {
+		elems[i] = keyspace.Int(int64(w.Version))
+	}
+	return keyspace.Array(elems...)
+}

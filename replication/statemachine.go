@@ -1,0 +1,134 @@
+// Package replication is lockserver's replicated state machine and the engines
+// that drive it: Standalone (one node, no log) and, beside it, Raft.
+//
+// The path of one command: the server hands a Request to an Engine. The engine
+// asks the StateMachine to Prepare it (validate, classify as read or write). A
+// write becomes an Entry stamped by the log clock; the engine applies it with
+// StateMachine.Apply (Standalone directly, Raft on every node once committed).
+// A read runs with StateMachine.Read at the log clock's current time.
+package replication
+
+import (
+	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/luaexec"
+)
+
+// Entry is one replicated change: a single command, or the queued commands of
+// an EXEC. It is what the log holds.
+type Entry struct {
+	// Time is the log clock's stamp in milliseconds. Apply runs the entry at
+	// max(Time, previous entry's time) so that time never goes backwards.
+	Time int64
+	DB   int
+	Cmds [][][]byte
+	// Multi marks an EXEC: the reply is the array of the commands' replies.
+	Multi bool
+	// Watch lists the keys WATCHed before an EXEC; if any changed, the EXEC
+	// replies a null array and runs nothing.
+	Watch []Watch
+}
+
+// Watch is a key a connection WATCHed and what it looked like then.
+type Watch struct {
+	DB      int
+	Key     string
+	Version uint64 // keyspace.Store.Version at WATCH time
+}
+
+// StateMachine is the deterministic core that every node runs: the keyspace,
+// the script engine and the time of the last applied entry.
+//
+// Apply is the only code that mutates state. It is deterministic: the same
+// entries in the same order give the same state and the same replies on every
+// node, on replay and after a restore. It must not be called concurrently with
+// itself or with Read; the engines serialise them.
+type StateMachine struct {
+	store *keyspace.Store
+	lua   *luaexec.Engine
+	last  int64 // time of the last applied entry, ms
+}
+
+// NewStateMachine returns an empty state machine.
+func NewStateMachine(opts luaexec.Options) *StateMachine {
+	store := keyspace.New()
+	return &StateMachine{store: store, lua: luaexec.New(store, opts)}
+}
+
+// LastTime returns the time of the last applied entry.
+func (sm *StateMachine) LastTime() int64 { return sm.last }
+
+// Apply runs entry e. pub receives the messages the entry publishes; pass nil
+// when the entry is not applied live (log replay, snapshot restore), so that
+// nothing is delivered twice.
+func (sm *StateMachine) Apply(e *Entry, pub keyspace.Publisher) keyspace.Reply {
+	if e.Time > sm.last {
+		sm.last = e.Time
+	}
+	return sm.run(e.DB, e.Cmds, e.Multi, e.Watch, sm.last, pub)
+}
+
+// Read runs commands that do not mutate state at time now (at least the time
+// of the last applied entry).
+func (sm *StateMachine) Read(db int, cmds [][][]byte, multi bool, watch []Watch, now int64) keyspace.Reply {
+	if now < sm.last {
+		now = sm.last
+	}
+	return sm.run(db, cmds, multi, watch, now, nil)
+}
+
+func (sm *StateMachine) run(db int, cmds [][][]byte, multi bool, watch []Watch, now int64, pub keyspace.Publisher) keyspace.Reply {
+	call := keyspace.Call{Store: sm.store, DB: db, Now: now, Pub: pub}
+	if !multi {
+		call.Args = cmds[0]
+		return sm.lua.Exec(&call)
+	}
+	for _, w := range watch {
+		if sm.store.Version(w.DB, w.Key) != w.Version {
+			return keyspace.NullArray
+		}
+	}
+	replies := make([]keyspace.Reply, len(cmds))
+	for i, args := range cmds {
+		call.Args = args
+		replies[i] = sm.lua.Exec(&call)
+	}
+	return keyspace.Array(replies...)
+}
+
+// Sweep reclaims up to budget keys expired at now; see keyspace.Store.Sweep.
+// now must not exceed the time of any entry still to be applied: a Raft node
+// passes LastTime, the standalone engine, whose clock stamps every entry, its
+// clock's time.
+func (sm *StateMachine) Sweep(now int64, budget int) int { return sm.store.Sweep(now, budget) }
+
+// Prepare validates req before it is proposed, so that errors a leader can see
+// (unknown command, arity, NOSCRIPT, compile errors) never enter the log, and
+// reports whether it must be applied as a write.
+func (sm *StateMachine) Prepare(req *Request) (write bool, errReply *keyspace.Reply) {
+	for _, args := range req.Cmds {
+		cmd := keyspace.Lookup(args[0])
+		if cmd == nil {
+			r := keyspace.ErrUnknownCommand(args)
+			return false, &r
+		}
+		if !cmd.CheckArity(len(args)) {
+			r := keyspace.ErrWrongArity(cmd.Name)
+			return false, &r
+		}
+		w, errReply := sm.lua.Prepare(cmd, args)
+		if errReply != nil && !req.Multi {
+			return false, errReply
+		}
+		write = write || w
+	}
+	return write, nil
+}
+
+// Versions returns the current versions of the given keys of database db, for WATCH.
+func (sm *StateMachine) Versions(db int, keys []string) []Watch {
+	ws := make([]Watch, len(keys))
+	for i, k := range keys {
+		ws[i] = Watch{DB: db, Key: k, Version: sm.store.Version(db, k)}
+	}
+	return ws
+}
