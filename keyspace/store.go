@@ -57,6 +57,10 @@ type Call struct {
 	Script bool
 	// Pub receives published messages; nil publishes to nobody.
 	Pub Publisher
+	// DenyOOM is set when the entry was proposed while the server was over
+	// maxmemory: scripts may then not run DenyOOM commands. It travels in the
+	// entry, so every node decides alike.
+	DenyOOM bool
 }
 
 // New returns an empty keyspace.

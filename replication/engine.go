@@ -27,6 +27,9 @@ type Request struct {
 	// WatchKeys, when set, asks for the current versions of these keys (WATCH);
 	// the reply is an array of integers.
 	WatchKeys []string
+	// OverMemory is set by the server when used memory is over maxmemory:
+	// DenyOOM commands are refused, and scripts run with Call.DenyOOM.
+	OverMemory bool
 
 	reply keyspace.Reply
 	done  chan struct{} // nil when the reply was ready at Submit

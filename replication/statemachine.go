@@ -26,6 +26,9 @@ type Entry struct {
 	// Watch lists the keys WATCHed before an EXEC; if any changed, the EXEC
 	// replies a null array and runs nothing.
 	Watch []Watch
+	// OOM is set when the leader was over maxmemory at proposal: commands
+	// flagged DenyOOM inside scripts then fail, on every node alike.
+	OOM bool
 }
 
 // Watch is a key a connection WATCHed and what it looked like then.
