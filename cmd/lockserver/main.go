@@ -1,23 +1,159 @@
+// Command lockserver runs a Redis-compatible lock server.
+//
+// With no flags it listens on 127.0.0.1:6379 as a single node. Every flag can
+// also be set through the environment: --max-clients is LOCKSERVER_MAX_CLIENTS.
+// A flag on the command line wins over the environment.
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
-	"log"
+	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
 
 	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/server"
 )
 
 func main() {
-	addr := flag.String("addr", "127.0.0.1:6379", "listen address")
-	flag.Parse()
-	s, err := lockserver.Open(lockserver.Options{Addr: *addr})
-	if err != nil {
-		log.Fatal(err)
+	if err := run(os.Args[1:], os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "lockserver:", err)
+		os.Exit(1)
 	}
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, os.Interrupt)
-	<-ch
-	s.Close()
+}
+
+// config is the command line, parsed.
+type config struct {
+	opts      lockserver.Options
+	logLevel  slog.Level
+	logFormat string
+}
+
+func parse(args []string, getenv func(string) string) (*config, error) {
+	cfg := &config{}
+	fs := flag.NewFlagSet("lockserver", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o := &cfg.opts
+	fs.StringVar(&o.Addr, "addr", "127.0.0.1:6379", "client `address` to listen on (RESP)")
+	fs.StringVar(&o.Password, "password", "", "require AUTH with this `password` (Redis's requirepass)")
+	fs.IntVar(&o.MaxClients, "max-clients", server.DefaultMaxClients, "most concurrent client connections")
+	fs.Func("proto-max-bulk-len", "largest bulk string a client may send, e.g. 512mb", sizeFlag(&o.Limits.MaxBulk))
+	fs.Int64Var(&o.ScriptBudget, "script-budget", 0, "loop iterations and calls a script may make (0: the default)")
+	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn, error")
+	fs.StringVar(&cfg.logFormat, "log-format", "text", "log `format`: text or json")
+	fs.Usage = func() {}
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, errors.New(usage(fs))
+		}
+		return nil, fmt.Errorf("%w\n%s", err, usage(fs))
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q\n%s", fs.Arg(0), usage(fs))
+	}
+	// The environment fills in what the command line left unset.
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || envErr != nil {
+			return
+		}
+		if v := getenv(envName(f.Name)); v != "" {
+			if err := fs.Set(f.Name, v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %w", envName(f.Name), v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return nil, envErr
+	}
+	if cfg.logFormat != "text" && cfg.logFormat != "json" {
+		return nil, fmt.Errorf("--log-format must be text or json, not %q", cfg.logFormat)
+	}
+	return cfg, nil
+}
+
+// envName is the environment variable for a flag: max-clients -> LOCKSERVER_MAX_CLIENTS.
+func envName(flagName string) string {
+	return "LOCKSERVER_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func usage(fs *flag.FlagSet) string {
+	var b strings.Builder
+	b.WriteString("usage: lockserver [flags]\n\nflags (each also settable as LOCKSERVER_<FLAG> in the environment):\n")
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	return b.String()
+}
+
+// sizeFlag parses a size the way redis.conf writes them: 1048576, 1mb, 1m, 1gb, 512k.
+func sizeFlag(dst *int64) func(string) error {
+	return func(s string) error {
+		n, err := parseSize(s)
+		if err != nil {
+			return err
+		}
+		*dst = n
+		return nil
+	}
+}
+
+func parseSize(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"gb", 1 << 30}, {"mb", 1 << 20}, {"kb", 1 << 10}, {"g", 1e9}, {"m", 1e6}, {"k", 1e3}, {"b", 1}}
+	lower := strings.ToLower(strings.TrimSpace(s))
+	mult := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(lower, u.suffix) {
+			lower, mult = strings.TrimSuffix(lower, u.suffix), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(lower, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("invalid size %q", s)
+	}
+	return n * mult, nil
+}
+
+func run(args []string, stderr io.Writer) error {
+	cfg, err := parse(args, os.Getenv)
+	if err != nil {
+		return err
+	}
+	hopts := &slog.HandlerOptions{Level: cfg.logLevel}
+	var handler slog.Handler = slog.NewTextHandler(stderr, hopts)
+	if cfg.logFormat == "json" {
+		handler = slog.NewJSONHandler(stderr, hopts)
+	}
+	log := slog.New(handler)
+	cfg.opts.Logger = log
+
+	s, err := lockserver.Open(cfg.opts)
+	if err != nil {
+		return err
+	}
+	log.Info("lockserver ready", "addr", s.Addr(), "pid", os.Getpid())
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+	log.Info("shutting down")
+	if err := s.Close(); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
 }
