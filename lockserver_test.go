@@ -1,0 +1,122 @@
+package lockserver_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/lockserver/lockserver"
+	"github.com/redis/go-redis/v9"
+)
+
+func open(t *testing.T, opts lockserver.Options) *lockserver.Server {
+	t.Helper()
+	s, err := lockserver.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// A pipeline of 10,000 commands through the in-memory dialer must not
+// deadlock: the server writes replies before it reads more, so the pipe must
+// buffer without a fixed capacity.
+func TestDialerLongPipeline(t *testing.T) {
+	s := open(t, lockserver.Options{Addr: "-"})
+	ctx := context.Background()
+	for _, proto := range []int{2, 3} {
+		rdb := redis.NewClient(&redis.Options{Dialer: s.Dialer(), Protocol: proto})
+		p := rdb.Pipeline()
+		const n = 10000
+		for i := 0; i < n; i++ {
+			p.Set(ctx, "k"+strconv.Itoa(i), i, 0)
+		}
+		for i := 0; i < n; i++ {
+			p.Get(ctx, "k"+strconv.Itoa(i))
+		}
+		cmds, err := p.Exec(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < n; i++ {
+			if got := cmds[n+i].(*redis.StringCmd).Val(); got != strconv.Itoa(i) {
+				t.Fatalf("RESP%d: GET k%d = %q, want %d", proto, i, got, i)
+			}
+		}
+		rdb.Close()
+	}
+}
+
+func TestDoConvertsRepliesAsGoRedis(t *testing.T) {
+	s := open(t, lockserver.Options{Addr: "-"})
+	ctx := context.Background()
+	if v, err := s.Do(ctx, "SET", "n", 41); v != "OK" || err != nil {
+		t.Fatalf("SET: %v, %v", v, err)
+	}
+	if v, err := s.Do(ctx, "GET", "n"); v != "41" || err != nil {
+		t.Fatalf("GET: %v, %v", v, err)
+	}
+	if v, err := s.Do(ctx, "DEL", "n", []byte("missing")); v != int64(1) || err != nil {
+		t.Fatalf("DEL: %v, %v", v, err)
+	}
+	if v, err := s.Do(ctx, "GET", "n"); v != nil || !errors.Is(err, lockserver.Nil) {
+		t.Fatalf("GET of a missing key: %v, %v; want nil, Nil", v, err)
+	}
+	var rerr lockserver.ReplyError
+	if _, err := s.Do(ctx, "NOPE"); !errors.As(err, &rerr) || rerr[:4] != "ERR " {
+		t.Fatalf("unknown command: %v", err)
+	}
+	if _, err := s.Do(ctx, "SUBSCRIBE", "ch"); err == nil {
+		t.Fatal("SUBSCRIBE needs a connection and must be refused by Do")
+	}
+	if _, err := s.Do(ctx, "SET", "k", struct{}{}); err == nil {
+		t.Fatal("an unsupported argument type must be an error")
+	}
+	if _, err := s.Do(ctx); err == nil {
+		t.Fatal("an empty command must be an error")
+	}
+}
+
+// Close must return promptly with idle TCP and in-memory connections open, and
+// those connections must then see the server gone.
+func TestCloseDrainsIdleConnections(t *testing.T) {
+	s, err := lockserver.Open(lockserver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tcp := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	mem := redis.NewClient(&redis.Options{Dialer: s.Dialer(), MaxRetries: -1})
+	defer tcp.Close()
+	defer mem.Close()
+	for _, c := range []*redis.Client{tcp, mem} {
+		if err := c.Ping(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close hung with idle connections open")
+	}
+	for name, c := range map[string]*redis.Client{"tcp": tcp, "memory": mem} {
+		if err := c.Ping(ctx).Err(); err == nil {
+			t.Errorf("%s: PING after Close succeeded", name)
+		}
+	}
+}
+
+func TestOpenFailsOnBusyAddress(t *testing.T) {
+	s := open(t, lockserver.Options{})
+	if _, err := lockserver.Open(lockserver.Options{Addr: s.Addr()}); err == nil {
+		t.Fatal("a second server on the same address must fail to open")
+	}
+}
