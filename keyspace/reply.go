@@ -143,6 +143,14 @@ var (
 	ErrOutOfRange  = Error("ERR index out of range")
 	ErrInvalidDB   = Error("ERR DB index is out of range")
 	ErrInvalidExpr = Error("ERR invalid expire time in 'set' command")
+
+	ErrNaNOrInfinity = Error("ERR increment would produce NaN or Infinity")
+	ErrStringTooLong = Error("ERR string exceeds maximum allowed size (proto-max-bulk-len)")
+	ErrHashNotInt    = Error("ERR hash value is not an integer")
+	ErrHashNotFloat  = Error("ERR hash value is not a float")
+	ErrInvalidCursor = Error("ERR invalid cursor")
+	ErrNotPositive   = Error("ERR value is out of range, must be positive")
+	ErrMinMaxFloat   = Error("ERR min or max is not a float")
 )
 
 // ErrWrongArity returns Redis's arity error for the named command.

@@ -9,11 +9,22 @@
 // (replication's state machine) serialises access.
 package keyspace
 
+import "encoding/binary"
+
 // NumDBs is the number of databases, as in Redis's default configuration.
 const NumDBs = 16
 
 // versionSlots is the number of WATCH version counters (see Store.Version).
 const versionSlots = 1 << 16
+
+// shardBits sets how many maps a database is split into, by the top bits of a
+// key's hash. The split lets SCAN resume from a hash position while looking at
+// one shard rather than the whole database.
+const (
+	shardBits  = 10
+	numShards  = 1 << shardBits
+	shardShift = 64 - shardBits
+)
 
 // Store is the whole keyspace.
 type Store struct {
@@ -26,18 +37,47 @@ type Store struct {
 
 // db is one numbered database.
 type db struct {
-	keys map[string]*object
-	// volatile counts keys that have a deadline, so that a sweep of a
-	// database without any can stop at once.
-	volatile int
+	shards [numShards]map[string]*object // made on first use
+	// count is the number of keys, expired ones not yet swept included (Redis's
+	// DBSIZE counts those too); volatile counts keys that have a deadline, so
+	// that a sweep of a database without any stops at once.
+	count, volatile int
+	// sweepShard is where the next sweep of this database resumes.
+	sweepShard int
 }
 
+// valueType is the Redis type of a key's value.
+type valueType uint8
+
+const (
+	typeString valueType = iota
+	typeHash
+	typeList
+	typeSet
+	typeZSet
+)
+
 // object is the value of one key. deadline is an absolute time in
-// milliseconds, 0 when the key does not expire.
+// milliseconds, 0 when the key does not expire. Its fields fit the allocator's
+// 48-byte size class: a held lock costs one object, its key and its value.
 type object struct {
 	deadline int64
-	value    any // string, *hashValue, *listValue, *setValue or *zsetValue
+	// str is a string's value, or a small hash packed as field/value pairs
+	// (see packedHash) while coll is nil.
+	str string
+	// coll is nil for strings and packed hashes; otherwise map[string]string
+	// (typeHash), *list, *set or *zset.
+	coll any
+	typ  valueType
 }
+
+// typeName returns the name TYPE replies for t.
+func (t valueType) name() string {
+	return [...]string{"string", "hash", "list", "set", "zset"}[t]
+}
+
+// live reports whether an object with this deadline exists at now.
+func live(deadline, now int64) bool { return deadline == 0 || deadline > now }
 
 // Publisher delivers PUBLISH and SPUBLISH messages. Publish returns the number of
 // subscribers that received the message.
@@ -64,13 +104,7 @@ type Call struct {
 }
 
 // New returns an empty keyspace.
-func New() *Store {
-	s := &Store{}
-	for i := range s.dbs {
-		s.dbs[i].keys = make(map[string]*object)
-	}
-	return s
-}
+func New() *Store { return &Store{} }
 
 // Exec runs a keyspace command. The caller has already looked the command up and
 // checked its arity; Exec repeats both so that it is safe on any input.
@@ -85,60 +119,102 @@ func (s *Store) Exec(c *Call) Reply {
 	return cmd.Run(c)
 }
 
+// hashKey is the fixed 64-bit hash of a key: its top bits pick the shard, and it
+// orders SCAN. It is fixed (no per-process seed) so that every node agrees on
+// SCAN cursors and on the WATCH slots.
+func hashKey[K string | []byte](key K) uint64 {
+	const m1, m2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9
+	h := uint64(len(key)) * m1
+	for len(key) >= 8 {
+		var w [8]byte
+		copy(w[:], key[:8])
+		h = (h ^ binary.LittleEndian.Uint64(w[:])) * m2
+		h ^= h >> 31
+		key = key[8:]
+	}
+	var w [8]byte
+	copy(w[:], key)
+	h = (h ^ binary.LittleEndian.Uint64(w[:]) ^ uint64(len(key))<<59) * m1
+	// Murmur3's finaliser spreads every input bit over the top bits.
+	h ^= h >> 33
+	h *= 0xFF51AFD7ED558CCD
+	h ^= h >> 33
+	h *= 0xC4CEB9FE1A85EC53
+	h ^= h >> 33
+	return h
+}
+
 // Version returns the modification count of key's slot in database dbIndex. A
 // WATCHed key is unchanged while its version is.
 func (s *Store) Version(dbIndex int, key string) uint64 {
-	return s.versions[slot(dbIndex, key)]
+	return s.versions[slot(dbIndex, hashKey(key))]
 }
 
-// slot hashes (dbIndex, key) with FNV-1a: a fixed function, so that every node
-// agrees on the slots.
-func slot(dbIndex int, key string) uint32 {
-	const offset, prime = 2166136261, 16777619
-	h := uint32(offset)
-	h = (h ^ uint32(dbIndex)) * prime
-	for i := 0; i < len(key); i++ {
-		h = (h ^ uint32(key[i])) * prime
-	}
-	return h % versionSlots
+// slot maps a key's hash in database dbIndex to its WATCH version counter.
+func slot(dbIndex int, h uint64) uint32 {
+	return uint32((h + uint64(dbIndex)*0x9E3779B97F4A7C15) >> (64 - 16))
 }
 
-// touch records a modification of key, for WATCH.
-func (s *Store) touch(dbIndex int, key string) {
-	s.versions[slot(dbIndex, key)]++
-}
+// touch records a modification of the key with hash h, for WATCH.
+func (s *Store) touch(dbIndex int, h uint64) { s.versions[slot(dbIndex, h)]++ }
 
-// get returns the live object at key, or nil if it is missing or expired at now.
-func (d *db) get(key string, now int64) *object {
-	o := d.keys[key]
-	if o == nil || (o.deadline != 0 && o.deadline <= now) {
-		return nil
-	}
-	return o
+// entry returns the object stored at key, live or not.
+func (d *db) entry(key []byte, h uint64) *object {
+	return d.shards[h>>shardShift][string(key)]
 }
 
 // db returns the call's database.
 func (c *Call) db() *db { return &c.Store.dbs[c.DB] }
 
-// get returns the live object at key.
-func (c *Call) get(key string) *object { return c.db().get(key, c.Now) }
-
-// set stores value at key with the given deadline (0 for none), replacing any
-// previous value.
-func (c *Call) set(key string, value any, deadline int64) {
-	d := c.db()
-	if old := d.keys[key]; old != nil && old.deadline != 0 {
-		d.volatile--
+// lookup returns the live object at key, or nil if it is missing or expired.
+// It does not allocate.
+func (c *Call) lookup(key []byte) *object {
+	o := c.db().entry(key, hashKey(key))
+	if o == nil || !live(o.deadline, c.Now) {
+		return nil
 	}
-	if deadline != 0 {
+	return o
+}
+
+// lookupType returns the live object at key, nil when there is none, and
+// whether the key holds another type than t.
+func (c *Call) lookupType(key []byte, t valueType) (o *object, wrongType bool) {
+	o = c.lookup(key)
+	if o != nil && o.typ != t {
+		return nil, true
+	}
+	return o, false
+}
+
+// put stores v at key, replacing whatever was there, live or expired, and
+// returns the stored object. An existing entry is overwritten in place, so that
+// replacing a value allocates neither the key nor the object again.
+func (c *Call) put(key []byte, v object) *object {
+	d, h := c.db(), hashKey(key)
+	if v.deadline != 0 {
 		d.volatile++
 	}
-	d.keys[key] = &object{deadline: deadline, value: value}
-	c.Store.touch(c.DB, key)
+	o := d.entry(key, h)
+	if o != nil {
+		if o.deadline != 0 {
+			d.volatile--
+		}
+		*o = v
+	} else {
+		shard := &d.shards[h>>shardShift]
+		if *shard == nil {
+			*shard = make(map[string]*object)
+		}
+		o = &v
+		(*shard)[string(key)] = o
+		d.count++
+	}
+	c.Store.touch(c.DB, h)
+	return o
 }
 
 // setDeadline changes the deadline of the live object o at key.
-func (c *Call) setDeadline(key string, o *object, deadline int64) {
+func (c *Call) setDeadline(key []byte, o *object, deadline int64) {
 	d := c.db()
 	if o.deadline != 0 {
 		d.volatile--
@@ -147,62 +223,85 @@ func (c *Call) setDeadline(key string, o *object, deadline int64) {
 		d.volatile++
 	}
 	o.deadline = deadline
-	c.Store.touch(c.DB, key)
+	c.modified(key)
 }
 
 // del removes key and reports whether a live key was removed.
-func (c *Call) del(key string) bool {
-	d := c.db()
-	o := d.keys[key]
+func (c *Call) del(key []byte) bool {
+	d, h := c.db(), hashKey(key)
+	shard := d.shards[h>>shardShift]
+	o := shard[string(key)]
 	if o == nil {
 		return false
 	}
-	live := o.deadline == 0 || o.deadline > c.Now
+	d.remove(shard, key, o)
+	if !live(o.deadline, c.Now) {
+		return false
+	}
+	c.Store.touch(c.DB, h)
+	return true
+}
+
+// remove deletes the entry of o at key from its shard and fixes the counts.
+func (d *db) remove(shard map[string]*object, key []byte, o *object) {
 	if o.deadline != 0 {
 		d.volatile--
 	}
-	delete(d.keys, key)
-	if live {
-		c.Store.touch(c.DB, key)
-	}
-	return live
+	d.count--
+	delete(shard, string(key))
 }
 
 // modified records an in-place change of the value at key.
-func (c *Call) modified(key string) { c.Store.touch(c.DB, key) }
+func (c *Call) modified(key []byte) { c.Store.touch(c.DB, hashKey(key)) }
 
-// Sweep removes up to budget keys whose deadline is at or before now, sampling
-// each database as Redis's active expiry does, and returns how many it removed.
+// Sweep removes up to budget keys whose deadline is at or before now and returns
+// how many it removed. It visits whole shards in turn, resuming where the last
+// sweep of each database stopped, and looks at no more than 8*budget keys, so
+// that one sweep stays short even when few keys have expired.
 // Call it with the time of the last applied entry: every later entry runs at a
 // later time, so removing such keys changes no outcome.
 func (s *Store) Sweep(now int64, budget int) int {
-	removed := 0
+	removed, examined := 0, 0
 	for i := range s.dbs {
 		d := &s.dbs[i]
-		for d.volatile > 0 && budget > 0 {
-			const sample = 20
-			seen, expired := 0, 0
-			for k, o := range d.keys {
-				if seen == sample || budget == 0 {
-					break
-				}
-				seen++
-				if o.deadline != 0 && o.deadline <= now {
-					delete(d.keys, k)
-					d.volatile--
-					expired++
+		for visited := 0; d.volatile > 0 && visited < numShards; visited++ {
+			if removed >= budget || examined >= 8*budget {
+				return removed
+			}
+			shard := d.shards[d.sweepShard]
+			for k, o := range shard {
+				examined++
+				if !live(o.deadline, now) {
+					d.remove(shard, []byte(k), o)
 					removed++
-					budget--
+					if removed >= budget {
+						break
+					}
 				}
 			}
-			// Keep going in this database while at least a quarter of the sample was expired.
-			if expired*4 < seen || seen == 0 {
-				break
-			}
+			d.sweepShard = (d.sweepShard + 1) % numShards
 		}
 	}
 	return removed
 }
 
 // DBSize returns the number of keys in database dbIndex, expired ones not yet swept included.
-func (s *Store) DBSize(dbIndex int) int { return len(s.dbs[dbIndex].keys) }
+func (s *Store) DBSize(dbIndex int) int { return s.dbs[dbIndex].count }
+
+// KeyCounts returns the number of keys in database dbIndex and how many of them
+// have a deadline, expired ones not yet swept included (INFO's keyspace section).
+func (s *Store) KeyCounts(dbIndex int) (keys, volatile int) {
+	d := &s.dbs[dbIndex]
+	return d.count, d.volatile
+}
+
+// clone returns a copy of o's value that shares nothing mutable with it (COPY).
+func (o *object) clone() object {
+	switch o.typ {
+	case typeHash:
+		v := o.cloneHash()
+		v.deadline = o.deadline
+		return v
+	}
+	return *o // strings are immutable
+}
