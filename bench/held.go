@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// heldLease is the lease of the held locks: an hour, so none expires during
+// the run.
+const heldLease = time.Hour
+
+// heldClients is the client count of the lock cycles measured beside the held
+// locks, the count the targets are stated at.
+const heldClients = 50
+
+// heldSteps are the held-lock counts the throughput is measured at: 1k, then
+// ten times more each step, and max.
+func heldSteps(max int) []int {
+	var steps []int
+	for n := 1000; n < max; n *= 10 {
+		steps = append(steps, n)
+	}
+	return append(steps, max)
+}
+
+func runHeld(ctx context.Context, b *bench, sys system, inst *instance) []row {
+	na := func(reason string) []row { return []row{row{Workload: "held", System: sys.name}.notApplicable(reason)} }
+	switch {
+	case inst.memory == nil && inst.sameServerAs != "":
+		return na("same server as " + inst.sameServerAs + ", whose row measures its memory")
+	case inst.client == nil:
+		return na("etcd's mutex is not a Redis hash lock")
+	}
+	clients := heldClients
+	if b.cfg.smoke {
+		clients = min(clients, b.cfg.clients[len(b.cfg.clients)-1])
+	}
+	prefix := b.prefix()
+	mem0, how, err := inst.memory(ctx)
+	if err != nil {
+		return []row{row{Workload: "memory", System: sys.name}.failed(err)}
+	}
+	var rows []row
+	loaded := 0
+	steps := heldSteps(b.cfg.held)
+	for i, n := range steps {
+		b.progress.step(fmt.Sprintf("%s holding %d locks", sys.name, n))
+		if err := loadHeldLocks(ctx, inst, b.owner(0), prefix, loaded, n); err != nil {
+			return append(rows, row{Workload: "held", System: sys.name, Clients: clients, Held: n}.failed(err))
+		}
+		loaded = n
+		if i == len(steps)-1 {
+			// Read memory before the cycles run, with only the held locks added.
+			mem1, _, err := inst.memory(ctx)
+			r := row{Workload: "memory", System: sys.name, Held: n}
+			if err != nil {
+				rows = append(rows, r.failed(err))
+			} else {
+				r.Value, r.Unit, r.Note = float64(mem1-mem0)/float64(n), "B/lock", how
+				rows = append(rows, r)
+			}
+		}
+		rows = append(rows, b.lockPoint(ctx, sys, inst, clients, n))
+	}
+	return rows
+}
+
+// loadHeldLocks creates the locks numbered [from, to) as Redisson leaves a held
+// lock: a hash with the owner's hold count, with a lease. It writes them with
+// HSET and PEXPIRE in pipelines, which leaves the same keys as the lock script
+// and loads a million in seconds on every system.
+func loadHeldLocks(ctx context.Context, inst *instance, owner, prefix string, from, to int) error {
+	const batch, writers = 500, 4
+	c, ok := inst.client(writers).(*goRedis)
+	if !ok {
+		return errors.New("load held locks: needs a go-redis client for pipelines")
+	}
+	defer c.close()
+	next := make(chan int)
+	errs := make(chan error, writers)
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for start := range next {
+				if err := loadBatch(ctx, c.c, owner, prefix, start, min(start+batch, to)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	var err error
+feed:
+	for start := from; start < to; start += batch {
+		select {
+		case next <- start:
+		case err = <-errs:
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	return errors.Join(err, <-errs)
+}
+
+func loadBatch(ctx context.Context, c *redis.Client, owner, prefix string, from, to int) error {
+	p := c.Pipeline()
+	for i := from; i < to; i++ {
+		key := fmt.Sprintf("%s:held:%08d", prefix, i)
+		p.HSet(ctx, key, owner, 1)
+		p.PExpire(ctx, key, heldLease)
+	}
+	cmds, err := p.Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("load held locks: %w", err)
+	}
+	for _, cmd := range cmds {
+		if cmd.Err() != nil {
+			return fmt.Errorf("load held locks: %s: %w", cmd.Name(), cmd.Err())
+		}
+	}
+	return nil
+}

@@ -1,0 +1,322 @@
+// Command bench measures lockserver side by side with the lock stores people
+// run today: redis-server with and without fsync, miniredis and etcd.
+//
+//	go run ./bench                 # every system, every workload (about 15 minutes)
+//	go run ./bench --quick         # fewer points, under 3 minutes on 2 cores
+//	go run ./bench --quick --smoke # seconds: proves the harness works (CI)
+//
+// It starts each system itself on free loopback ports, runs the same
+// workloads against each in one run, stops it, and prints one table with each
+// figure's ratio to redis-server's. --json, --plot and --markdown write the
+// same results as JSON, an SVG chart and bench/RESULTS.md.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// config is the command line, with the presets of --quick and --smoke applied
+// under any flag given explicitly.
+type config struct {
+	duration, warmup time.Duration
+	clients          []int
+	systems          []string
+	workloads        []string
+	requests         int
+	held             int
+	jsonPath         string
+	plotPath         string
+	mdPath           string
+	note             string
+	quick, smoke     bool
+}
+
+// preset is what --quick and --smoke change.
+type preset struct {
+	duration, warmup time.Duration
+	clients          string
+	requests, held   int
+}
+
+var (
+	fullPreset  = preset{duration: 5 * time.Second, warmup: time.Second, clients: "1,16,50,256", requests: 200000, held: 1000000}
+	quickPreset = preset{duration: 500 * time.Millisecond, warmup: 150 * time.Millisecond, clients: "1,16,50,256", requests: 20000, held: 100000}
+	smokePreset = preset{duration: 100 * time.Millisecond, warmup: 30 * time.Millisecond, clients: "1,4", requests: 500, held: 2000}
+)
+
+func parseFlags(args []string, stderr io.Writer) (*config, error) {
+	cfg := &config{}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var systemList, workloadList, clientList string
+	fs.DurationVar(&cfg.duration, "duration", fullPreset.duration, "measured `time` of each point (after the warm-up)")
+	fs.DurationVar(&cfg.warmup, "warmup", fullPreset.warmup, "warm-up `time` before each point, not counted")
+	fs.StringVar(&clientList, "clients", fullPreset.clients, "concurrent client `counts`, comma-separated")
+	fs.StringVar(&systemList, "systems", "all", "`systems` to run, comma-separated: "+strings.Join(systemNames(), ","))
+	fs.StringVar(&workloadList, "workloads", "all", "`workloads` to run, comma-separated: "+strings.Join(workloadNames(), ","))
+	fs.IntVar(&cfg.requests, "requests", fullPreset.requests, "redis-benchmark requests per test (-n)")
+	fs.IntVar(&cfg.held, "held", fullPreset.held, "held locks at the end of the scale workload")
+	fs.StringVar(&cfg.jsonPath, "json", "", "write the results as JSON to `file`")
+	fs.StringVar(&cfg.plotPath, "plot", "", "write an SVG chart to `file`")
+	fs.StringVar(&cfg.mdPath, "markdown", "", "write the results as Markdown to `file` (bench/RESULTS.md)")
+	fs.StringVar(&cfg.note, "note", "", "a paragraph to put in the Markdown results, e.g. about the machine's load")
+	fs.BoolVar(&cfg.quick, "quick", false, "fewer and shorter points: under 3 minutes on 2 cores")
+	fs.BoolVar(&cfg.smoke, "smoke", false, "tiny durations and sizes, only to prove the harness works")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, p := range []struct {
+		on bool
+		preset
+	}{{cfg.quick, quickPreset}, {cfg.smoke, smokePreset}} {
+		if !p.on {
+			continue
+		}
+		if !set["duration"] {
+			cfg.duration = p.duration
+		}
+		if !set["warmup"] {
+			cfg.warmup = p.warmup
+		}
+		if !set["clients"] {
+			clientList = p.clients
+		}
+		if !set["requests"] {
+			cfg.requests = p.requests
+		}
+		if !set["held"] {
+			cfg.held = p.held
+		}
+	}
+	var err error
+	if cfg.clients, err = parseCounts(clientList); err != nil {
+		return nil, fmt.Errorf("--clients: %w", err)
+	}
+	if cfg.systems, err = choose(systemList, systemNames()); err != nil {
+		return nil, fmt.Errorf("--systems: %w", err)
+	}
+	if cfg.workloads, err = choose(workloadList, workloadNames()); err != nil {
+		return nil, fmt.Errorf("--workloads: %w", err)
+	}
+	switch {
+	case cfg.duration <= 0:
+		return nil, errors.New("--duration must be positive")
+	case cfg.warmup < 0:
+		return nil, errors.New("--warmup must not be negative")
+	case cfg.requests <= 0:
+		return nil, errors.New("--requests must be positive")
+	case cfg.held < 1000:
+		return nil, errors.New("--held must be at least 1000")
+	}
+	return cfg, nil
+}
+
+func parseCounts(list string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 10000 {
+			return nil, fmt.Errorf("%q is not a client count from 1 to 10000", f)
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// choose resolves a comma-separated selection ("all" for every name) against
+// the known names, keeping their order.
+func choose(list string, known []string) ([]string, error) {
+	if list == "all" {
+		return known, nil
+	}
+	want := map[string]bool{}
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		if !slices.Contains(known, f) {
+			return nil, fmt.Errorf("unknown name %q (known: %s)", f, strings.Join(known, ", "))
+		}
+		want[f] = true
+	}
+	var out []string
+	for _, k := range known {
+		if want[k] {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+func systemNames() []string {
+	var out []string
+	for _, s := range systems() {
+		out = append(out, s.name)
+	}
+	return out
+}
+
+func workloadNames() []string {
+	var out []string
+	for _, w := range workloads() {
+		out = append(out, w.name)
+	}
+	return out
+}
+
+// bench is the state of one run.
+type bench struct {
+	cfg      *config
+	scripts  *scripts
+	tmp      string
+	progress *progress
+	ownerID  string // the UUID part of Redisson's "uuid:threadId" lock owners
+	seq      atomic.Int64
+
+	buildOnce sync.Once
+	binary    string
+	buildErr  error
+}
+
+// prefix returns a fresh key prefix, so that no run sees another's keys.
+func (b *bench) prefix() string { return fmt.Sprintf("bench:%d", b.seq.Add(1)) }
+
+// owner is client i's lock owner, shaped as Redisson's uuid:threadId.
+func (b *bench) owner(i int) string { return b.ownerID + ":" + strconv.Itoa(i+1) }
+
+func (b *bench) tempDir(name string) (string, error) {
+	dir, err := os.MkdirTemp(b.tmp, name+"-")
+	if err != nil {
+		return "", fmt.Errorf("temporary directory: %w", err)
+	}
+	return dir, nil
+}
+
+func newOwnerID() string {
+	u := make([]byte, 16)
+	rand.Read(u)
+	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:])
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	began := time.Now()
+	cfg, err := parseFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	sc, err := findScripts()
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "lockserver-bench-")
+	if err != nil {
+		return fmt.Errorf("temporary directory: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	b := &bench{cfg: cfg, scripts: sc, tmp: tmp, ownerID: newOwnerID(), progress: newProgress(stderr)}
+
+	var chosenSystems []system
+	for _, s := range systems() {
+		if slices.Contains(cfg.systems, s.name) {
+			chosenSystems = append(chosenSystems, s)
+		}
+	}
+	var chosenWorkloads []workload
+	stepsPerSystem := 0
+	for _, w := range workloads() {
+		if slices.Contains(cfg.workloads, w.name) {
+			chosenWorkloads = append(chosenWorkloads, w)
+			stepsPerSystem += w.steps(b)
+		}
+	}
+	rep := &report{
+		Date:    began.UTC().Format("2006-01-02 15:04 UTC"),
+		Command: strings.TrimSpace("go run ./bench " + strings.Join(args, " ")),
+		Machine: describeMachine(),
+		Config: map[string]string{
+			"duration": cfg.duration.String(), "warmup": cfg.warmup.String(),
+			"clients": fmt.Sprint(cfg.clients), "requests": strconv.Itoa(cfg.requests),
+			"held": strconv.Itoa(cfg.held), "scripts": sc.dir,
+		},
+	}
+	b.progress.start(len(chosenSystems) * stepsPerSystem)
+	for _, sys := range chosenSystems {
+		if ctx.Err() != nil {
+			break
+		}
+		st := systemStatus{Name: sys.name, About: sys.about, Install: sys.install}
+		b.progress.status("starting " + sys.name)
+		inst, err := sys.start(ctx, b)
+		if err != nil {
+			st.Skipped = err.Error()
+			if !errors.As(err, new(skipError)) {
+				st.Skipped = "failed to start: " + st.Skipped
+			}
+			b.progress.printf("%s skipped: %s", sys.name, strings.ReplaceAll(st.Skipped, "\n", " "))
+			b.progress.skip(stepsPerSystem)
+			rep.Systems = append(rep.Systems, st)
+			continue
+		}
+		for _, w := range chosenWorkloads {
+			rep.Rows = append(rep.Rows, w.run(ctx, b, sys, inst)...)
+		}
+		b.progress.status("stopping " + sys.name)
+		inst.stop()
+		rep.Systems = append(rep.Systems, st)
+	}
+	b.progress.stop()
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "bench: interrupted; the table shows what was measured")
+	}
+
+	setRatios(rep.Rows, baseline)
+	sortRows(rep.Rows)
+	rep.Targets = targets(rep.Rows)
+	rep.Duration = time.Since(began).Seconds()
+	writeText(stdout, rep)
+	writeTargets(stdout, rep.Targets, false)
+
+	var errs []error
+	if cfg.jsonPath != "" {
+		errs = append(errs, writeJSON(cfg.jsonPath, rep))
+	}
+	if cfg.plotPath != "" {
+		errs = append(errs, writePlot(cfg.plotPath, rep))
+	}
+	if cfg.mdPath != "" {
+		errs = append(errs, writeMarkdown(cfg.mdPath, cfg.plotPath, cfg.note, rep))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,430 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/lockserver/lockserver"
+	"github.com/redis/go-redis/v9"
+)
+
+// system is one lock store the bench compares.
+type system struct {
+	name  string
+	about string
+	// install says how to get the system when it is missing; RESULTS.md
+	// quotes it.
+	install string
+	start   func(ctx context.Context, b *bench) (*instance, error)
+}
+
+// instance is a started system: how to reach it, measure it and stop it.
+type instance struct {
+	// client returns a Redis-protocol client for a run with this many
+	// workers; nil for a system that does not speak RESP.
+	client func(poolSize int) respClient
+	// subscriber returns a go-redis client for pub/sub connections.
+	subscriber func() *redis.Client
+	// addr is the loopback address redis-benchmark can reach; "" if none.
+	addr string
+	// etcd holds the client endpoints of an etcd cluster.
+	etcd []string
+	// cpu returns the CPU time used so far by the system's processes, or by
+	// the whole bench process for a system that runs inside it.
+	cpu       func() (time.Duration, error)
+	inProcess bool
+	// memory returns the memory the system holds now and how it was measured;
+	// nil when the system is measured through another row.
+	memory func(ctx context.Context) (int64, string, error)
+	// sameServerAs names the row that already measures this server for
+	// workloads that do not depend on how clients reach it.
+	sameServerAs string
+	stop         func()
+}
+
+// skipError means a system cannot run here; its text says why and how to fix it.
+type skipError struct{ reason string }
+
+func (e skipError) Error() string { return e.reason }
+
+const (
+	redisInstall     = "Debian/Ubuntu: apt-get install redis-server redis-tools (redis-server 7.0, with redis-benchmark)"
+	etcdInstall      = "Debian/Ubuntu: apt-get install etcd-server (etcd 3.4; the Go client comes with go.mod)"
+	lockserverBuilt  = "built from ./cmd/lockserver by the bench itself (needs only the Go toolchain)"
+	inProcessInstall = "in process, nothing to install"
+)
+
+// systems lists every system in the order the table shows them.
+func systems() []system {
+	return []system{
+		{name: "embedded", about: "lockserver in process; go-redis over the in-memory Dialer (redis-benchmark: its loopback listener)", install: inProcessInstall, start: startEmbedded},
+		{name: "embedded-do", about: "lockserver in process; direct Server.Do calls, no RESP", install: inProcessInstall, start: startEmbeddedDo},
+		{name: "lockserver", about: "lockserver single node, its own process over loopback TCP", install: lockserverBuilt, start: startLockserver},
+		{name: "lockserver-raft3", about: "lockserver 3-node Raft cluster with fsync, clients on the leader", install: lockserverBuilt + "; needs the Raft flags (--node-id, --raft-addr, --data-dir, --bootstrap, --join)", start: startLockserverCluster},
+		{name: "redis", about: "redis-server without persistence (--save \"\" --appendonly no): the baseline", install: redisInstall, start: startRedis(false)},
+		{name: "redis-aof", about: "redis-server --appendonly yes --appendfsync always", install: redisInstall, start: startRedis(true)},
+		{name: "miniredis", about: "miniredis v2, in process over loopback TCP", install: inProcessInstall, start: startMiniredis},
+		{name: "etcd3", about: "etcd 3-node cluster, concurrency.Mutex, clients on the leader", install: etcdInstall, start: startEtcd},
+	}
+}
+
+// baseline is the system every ratio is taken against.
+const baseline = "redis"
+
+func tcpClient(addr string) func(int) respClient {
+	return func(pool int) respClient { return newGoRedis(&redis.Options{Addr: addr}, pool) }
+}
+
+func tcpSubscriber(addr string) func() *redis.Client {
+	return func() *redis.Client { return newGoRedis(&redis.Options{Addr: addr}, 1).c }
+}
+
+func startEmbedded(ctx context.Context, b *bench) (*instance, error) {
+	srv, err := lockserver.Open(lockserver.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("open embedded lockserver: %w", err)
+	}
+	mem := &redis.Options{Dialer: srv.Dialer()}
+	inst := &instance{
+		client:     func(pool int) respClient { return newGoRedis(mem, pool) },
+		subscriber: func() *redis.Client { return newGoRedis(mem, 1).c },
+		addr:       srv.Addr(),
+		cpu:        selfCPU,
+		inProcess:  true,
+		stop:       func() { srv.Close() },
+	}
+	inst.memory = func(ctx context.Context) (int64, string, error) {
+		return usedMemory(ctx, inst.client(1), func() (int64, error) { return heapInUse(), nil }, "Go heap delta")
+	}
+	return inst, nil
+}
+
+func startEmbeddedDo(ctx context.Context, b *bench) (*instance, error) {
+	srv, err := lockserver.Open(lockserver.Options{Addr: "-"})
+	if err != nil {
+		return nil, fmt.Errorf("open embedded lockserver: %w", err)
+	}
+	// Do cannot subscribe: waiters listen for unlock messages through
+	// the in-memory Dialer, as an embedding application would.
+	mem := &redis.Options{Dialer: srv.Dialer()}
+	return &instance{
+		client:       func(int) respClient { return directCalls{srv} },
+		subscriber:   func() *redis.Client { return newGoRedis(mem, 1).c },
+		cpu:          selfCPU,
+		inProcess:    true,
+		sameServerAs: "embedded",
+		stop:         func() { srv.Close() },
+	}, nil
+}
+
+func startMiniredis(ctx context.Context, b *bench) (*instance, error) {
+	m := miniredis.NewMiniRedis()
+	if err := m.StartAddr("127.0.0.1:0"); err != nil {
+		return nil, fmt.Errorf("start miniredis: %w", err)
+	}
+	inst := &instance{
+		client:     tcpClient(m.Addr()),
+		subscriber: tcpSubscriber(m.Addr()),
+		addr:       m.Addr(),
+		cpu:        selfCPU,
+		inProcess:  true,
+		stop:       m.Close,
+	}
+	inst.memory = func(ctx context.Context) (int64, string, error) { return heapInUse(), "Go heap delta", nil }
+	return inst, nil
+}
+
+func startRedis(durable bool) func(ctx context.Context, b *bench) (*instance, error) {
+	return func(ctx context.Context, b *bench) (*instance, error) {
+		bin, err := exec.LookPath("redis-server")
+		if err != nil {
+			return nil, skipError{"redis-server is not installed; " + redisInstall}
+		}
+		name := "redis"
+		args := []string{"--save", "", "--appendonly", "no"}
+		if durable {
+			name = "redis-aof"
+			args = []string{"--save", "", "--appendonly", "yes", "--appendfsync", "always"}
+		}
+		dir, err := b.tempDir(name)
+		if err != nil {
+			return nil, err
+		}
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		_, port, _ := strings.Cut(addr, ":")
+		args = append([]string{"--port", port, "--bind", "127.0.0.1", "--dir", dir, "--daemonize", "no"}, args...)
+		p, err := startProcess(dir, name, bin, args...)
+		if err != nil {
+			return nil, err
+		}
+		if err := p.waitReady(ctx, pingReady(addr)); err != nil {
+			p.stop()
+			return nil, err
+		}
+		inst := serverInstance(addr, []*process{p})
+		inst.memory = func(ctx context.Context) (int64, string, error) {
+			return usedMemory(ctx, inst.client(1), nil, "")
+		}
+		return inst, nil
+	}
+}
+
+// serverInstance describes RESP servers running as processes, reached at addr.
+func serverInstance(addr string, procs []*process) *instance {
+	return &instance{
+		client:     tcpClient(addr),
+		subscriber: tcpSubscriber(addr),
+		addr:       addr,
+		cpu:        processesCPU(procs),
+		stop: func() {
+			for _, p := range procs {
+				p.stop()
+			}
+		},
+	}
+}
+
+func processesCPU(procs []*process) func() (time.Duration, error) {
+	return func() (time.Duration, error) {
+		var total time.Duration
+		for _, p := range procs {
+			d, err := procCPU(p.pid())
+			if err != nil {
+				return 0, err
+			}
+			total += d
+		}
+		return total, nil
+	}
+}
+
+// pingReady succeeds once a RESP server at addr answers PING.
+func pingReady(addr string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		c := newGoRedis(&redis.Options{Addr: addr, DialTimeout: time.Second}, 1)
+		defer c.close()
+		_, err := c.do(ctx, "PING")
+		return err
+	}
+}
+
+// usedMemory reads used_memory from INFO memory, as Redis reports it. When
+// the server does not report it, fallback measures instead (fallbackHow says
+// how); with no fallback the missing field is an error.
+func usedMemory(ctx context.Context, c respClient, fallback func() (int64, error), fallbackHow string) (int64, string, error) {
+	defer c.close()
+	v, err := c.do(ctx, "INFO", "memory")
+	if err == nil {
+		s, _ := v.(string)
+		if text, ok := infoValue(s, "used_memory"); ok {
+			n, err := strconv.ParseInt(text, 10, 64)
+			if err == nil {
+				return n, "INFO used_memory delta", nil
+			}
+		}
+		err = errors.New("INFO memory has no used_memory")
+	}
+	if fallback == nil {
+		return 0, "", fmt.Errorf("read used_memory: %w", err)
+	}
+	n, ferr := fallback()
+	return n, fallbackHow, ferr
+}
+
+// lockserverBinary builds ./cmd/lockserver once per run into the bench's
+// temporary directory, so the server runs as its own process with its own GC.
+func (b *bench) lockserverBinary(ctx context.Context) (string, error) {
+	b.buildOnce.Do(func() {
+		out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+		gomod := strings.TrimSpace(string(out))
+		if err != nil || gomod == "" || gomod == os.DevNull {
+			b.buildErr = fmt.Errorf("build lockserver: run the bench inside the lockserver module (go env GOMOD: %q, %v)", gomod, err)
+			return
+		}
+		bin := filepath.Join(b.tmp, "lockserver")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/lockserver")
+		cmd.Dir = filepath.Dir(gomod)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.buildErr = fmt.Errorf("build lockserver: %w\n%s", err, out)
+			return
+		}
+		b.binary = bin
+	})
+	return b.binary, b.buildErr
+}
+
+func startLockserver(ctx context.Context, b *bench) (*instance, error) {
+	bin, err := b.lockserverBinary(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := b.tempDir("lockserver")
+	if err != nil {
+		return nil, err
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	p, err := startProcess(dir, "lockserver", bin, "--addr", addr, "--log-level", "warn")
+	if err != nil {
+		return nil, err
+	}
+	if err := p.waitReady(ctx, pingReady(addr)); err != nil {
+		p.stop()
+		return nil, err
+	}
+	return lockserverInstance(addr, []*process{p}), nil
+}
+
+// lockserverInstance is serverInstance with memory read from INFO, or from the
+// leader's resident set size while the server does not report used_memory.
+func lockserverInstance(addr string, procs []*process) *instance {
+	inst := serverInstance(addr, procs)
+	inst.memory = func(ctx context.Context) (int64, string, error) {
+		return usedMemory(ctx, inst.client(1), func() (int64, error) { return procRSS(procs[0].pid()) }, "RSS delta")
+	}
+	return inst
+}
+
+// clusterFlags are the flags of the Raft issue that the binary must show in
+// its --help before the bench starts a cluster with it.
+var clusterFlags = []string{"node-id", "raft-addr", "data-dir", "bootstrap", "join"}
+
+func startLockserverCluster(ctx context.Context, b *bench) (*instance, error) {
+	bin, err := b.lockserverBinary(ctx)
+	if err != nil {
+		return nil, err
+	}
+	help, _ := exec.CommandContext(ctx, bin, "--help").CombinedOutput()
+	var missing []string
+	for _, f := range clusterFlags {
+		if !strings.Contains(string(help), "-"+f+" ") && !strings.Contains(string(help), "-"+f+"\n") {
+			missing = append(missing, "--"+f)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, skipError{"this lockserver binary has no cluster flags yet (" + strings.Join(missing, ", ") + " missing from --help): the Raft engine has not landed"}
+	}
+	const nodes = 3
+	var addrs, raftAddrs, ids []string
+	for i := range nodes {
+		a, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		r, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		addrs, raftAddrs, ids = append(addrs, a), append(raftAddrs, r), append(ids, fmt.Sprintf("n%d", i+1))
+	}
+	// --bootstrap takes the initial voters when it is a string flag (every
+	// node bootstraps the same configuration); as a bool, the first node
+	// bootstraps alone and the others join it.
+	bootstrapList := strings.Contains(string(help), "-bootstrap string") || strings.Contains(string(help), "-bootstrap value")
+	var voters []string
+	for i := range nodes {
+		voters = append(voters, ids[i]+"="+raftAddrs[i])
+	}
+	var procs []*process
+	stopAll := func() {
+		for _, p := range procs {
+			p.stop()
+		}
+	}
+	for i := range nodes {
+		dir, err := b.tempDir("raft-" + ids[i])
+		if err != nil {
+			stopAll()
+			return nil, err
+		}
+		args := []string{"--addr", addrs[i], "--node-id", ids[i], "--raft-addr", raftAddrs[i],
+			"--data-dir", filepath.Join(dir, "data"), "--log-level", "warn"}
+		switch {
+		case bootstrapList:
+			args = append(args, "--bootstrap", strings.Join(voters, ","))
+		case i == 0:
+			args = append(args, "--bootstrap")
+		default:
+			args = append(args, "--join", addrs[0])
+		}
+		p, err := startProcess(dir, "lockserver-"+ids[i], bin, args...)
+		if err != nil {
+			stopAll()
+			return nil, err
+		}
+		procs = append(procs, p)
+		if i == 0 || bootstrapList {
+			continue
+		}
+		// A joining node needs the first one serving.
+		if err := procs[0].waitReady(ctx, writeReady(addrs[0])); err != nil {
+			stopAll()
+			return nil, fmt.Errorf("cluster: first node: %w", err)
+		}
+	}
+	for i, p := range procs {
+		if err := p.waitReady(ctx, writeReady(addrs[i])); err != nil {
+			stopAll()
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+	}
+	leader := 0
+	for i, a := range addrs {
+		if role, _ := infoField(ctx, a, "replication", "role"); role == "master" {
+			leader = i
+			break
+		}
+	}
+	// The leader first, so that memory and RSS are read where the writes land.
+	procs[0], procs[leader] = procs[leader], procs[0]
+	return lockserverInstance(addrs[leader], procs), nil
+}
+
+// writeReady succeeds once a node accepts a write, which in a cluster means a
+// leader has been elected and the write committed.
+func writeReady(addr string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		c := newGoRedis(&redis.Options{Addr: addr, DialTimeout: time.Second}, 1)
+		defer c.close()
+		_, err := c.do(ctx, "SET", "bench:ready", "1")
+		return err
+	}
+}
+
+// infoField reads one field of one INFO section.
+func infoField(ctx context.Context, addr, section, field string) (string, error) {
+	c := newGoRedis(&redis.Options{Addr: addr}, 1)
+	defer c.close()
+	v, err := c.do(ctx, "INFO", section)
+	if err != nil {
+		return "", err
+	}
+	s, _ := v.(string)
+	if text, ok := infoValue(s, field); ok {
+		return text, nil
+	}
+	return "", fmt.Errorf("INFO %s has no %s", section, field)
+}
+
+// infoValue finds "field:value" in an INFO reply.
+func infoValue(info, field string) (string, bool) {
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			return strings.TrimSpace(rest), true
+		}
+	}
+	return "", false
+}

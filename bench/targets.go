@@ -1,0 +1,136 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// find returns the measured row of system in a setting, if there is one.
+func find(rows []row, system, workload string, clients, pipeline int) (row, bool) {
+	for _, r := range rows {
+		if r.System == system && r.Workload == workload && r.Clients == clients && r.Pipeline == pipeline && r.Held == 0 && r.Status == "" {
+			return r, true
+		}
+	}
+	return row{}, false
+}
+
+// memoryRow returns system's bytes-per-lock row.
+func memoryRow(rows []row, system string) (row, bool) {
+	for _, r := range rows {
+		if r.System == system && r.Workload == "memory" && r.Status == "" {
+			return r, true
+		}
+	}
+	return row{}, false
+}
+
+// targets sets each goal of issues 2, 3 and 4 beside this run's figures.
+func targets(rows []row) []target {
+	var out []target
+	// relative checks a ratio of a system's figure to another's, in one setting.
+	relative := func(goal, sys, other, workload string, clients, pipeline int, min float64) {
+		a, okA := find(rows, sys, workload, clients, pipeline)
+		b, okB := find(rows, other, workload, clients, pipeline)
+		t := target{Goal: goal, Status: "not measured"}
+		if okA && okB && b.Value > 0 {
+			ratio := a.Value / b.Value
+			t.Measured = fmt.Sprintf("%s vs %s: %.2fx", fmtRate(a.Value, a.Unit), fmtRate(b.Value, b.Unit), ratio)
+			t.Status = metIf(ratio >= min)
+		}
+		out = append(out, t)
+	}
+	relative("embedded (in-memory Dialer) >= 5x redis-server, lock cycles at 50 clients", "embedded", "redis", "lock", 50, 0, 5)
+	relative("embedded (direct Do) >= 5x redis-server, lock cycles at 50 clients", "embedded-do", "redis", "lock", 50, 0, 5)
+	relative("single node >= 0.8x redis-server, lock cycles at 50 clients", "lockserver", "redis", "lock", 50, 0, 0.8)
+	for _, t := range rbTests {
+		relative("single node >= 0.8x redis-server, redis-benchmark "+t.name+" -c 50 -P 1", "lockserver", "redis", "rb "+t.name, rbClients, 1, 0.8)
+	}
+	relative("3-node cluster >= 0.5x redis-server appendfsync always, lock cycles at 50 clients", "lockserver-raft3", "redis-aof", "lock", 50, 0, 0.5)
+	relative("3-node cluster well ahead of etcd 3-node (> 1x), lock cycles at 50 clients", "lockserver-raft3", "etcd3", "lock", 50, 0, 1)
+
+	t := target{Goal: "3-node cluster >= 20k lock ops/s (acquires + releases) at 256 clients", Status: "not measured"}
+	if r, ok := find(rows, "lockserver-raft3", "lock", 256, 0); ok {
+		t.Measured, t.Status = fmtRate(r.Value, r.Unit), metIf(r.Value >= 20000)
+	}
+	out = append(out, t)
+	t = target{Goal: "3-node cluster p99 < 10 ms at 16 clients", Status: "not measured"}
+	if r, ok := find(rows, "lockserver-raft3", "lock", 16, 0); ok {
+		t.Measured, t.Status = "p99 "+fmtDur(r.P99), metIf(r.P99 < 10*time.Millisecond)
+	}
+	out = append(out, t)
+
+	for _, sys := range []string{"lockserver", "embedded"} {
+		t := target{Goal: sys + " memory per held lock <= 1.5x redis-server's", Status: "not measured"}
+		a, okA := memoryRow(rows, sys)
+		b, okB := memoryRow(rows, "redis")
+		if okA && okB && b.Value > 0 {
+			ratio := a.Value / b.Value
+			t.Measured = fmt.Sprintf("%.0f vs %.0f B/lock (%s): %.2fx", a.Value, b.Value, a.Note, ratio)
+			t.Status = metIf(ratio <= 1.5)
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func metIf(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "not met"
+}
+
+// machine describes where the figures were measured.
+type machine struct {
+	CPUs    int    `json:"cpus"`
+	CPU     string `json:"cpu_model,omitempty"`
+	Memory  string `json:"memory"`
+	Kernel  string `json:"kernel"`
+	Go      string `json:"go"`
+	Redis   string `json:"redis_server,omitempty"`
+	Etcd    string `json:"etcd,omitempty"`
+	Loadavg string `json:"loadavg_at_start,omitempty"`
+}
+
+func describeMachine() machine {
+	m := machine{CPUs: runtime.NumCPU(), Go: runtime.Version()}
+	first := func(name string, args ...string) string {
+		out, err := exec.Command(name, args...).Output()
+		if err != nil {
+			return ""
+		}
+		line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+		return line
+	}
+	m.Kernel = first("uname", "-sr")
+	m.Redis = first("redis-server", "--version")
+	m.Etcd = first("etcd", "--version")
+	if out, err := exec.Command("free", "-g").Output(); err == nil {
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "Mem:" {
+				m.Memory = f[1] + " GiB"
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				m.CPU = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		m.Loadavg = strings.Join(strings.Fields(string(b))[:3], " ")
+	}
+	return m
+}
+
+func (m machine) summary() string {
+	return fmt.Sprintf("%d CPUs (%s), %s memory, %s, %s, load %s", m.CPUs, m.CPU, m.Memory, m.Kernel, m.Go, m.Loadavg)
+}
