@@ -37,6 +37,10 @@ const (
 	KindVerbatim
 	// KindPush is an out-of-band message (pub/sub) in Elems; RESP2 renders it as an array.
 	KindPush
+	// KindPairs holds (member, score) pairs flattened in Elems, as ZRANGE ... WITHSCORES
+	// and ZPOPMIN with a count reply: RESP2 (and Lua) gets a flat array, RESP3 an
+	// array of two-element arrays.
+	KindPairs
 )
 
 // Reply is the protocol-independent result of a command. The zero Reply is a null bulk.
@@ -104,6 +108,14 @@ func Map(pairs ...Reply) Reply {
 		pairs = []Reply{}
 	}
 	return Reply{Kind: KindMap, Elems: pairs}
+}
+
+// Pairs returns a KindPairs reply from flattened (member, score) pairs.
+func Pairs(flat ...Reply) Reply {
+	if flat == nil {
+		flat = []Reply{}
+	}
+	return Reply{Kind: KindPairs, Elems: flat}
 }
 
 // Double returns a double reply.

@@ -36,6 +36,15 @@ func appendReply(b []byte, r keyspace.Reply, proto int) []byte {
 			return appendElems(b, '>', len(r.Elems), r.Elems, proto)
 		}
 		return appendElems(b, '*', len(r.Elems), r.Elems, proto)
+	case keyspace.KindPairs:
+		if proto >= 3 {
+			b = append(strconv.AppendInt(append(b, '*'), int64(len(r.Elems)/2), 10), '\r', '\n')
+			for i := 0; i+1 < len(r.Elems); i += 2 {
+				b = appendElems(b, '*', 2, r.Elems[i:i+2], proto)
+			}
+			return b
+		}
+		return appendElems(b, '*', len(r.Elems), r.Elems, proto)
 	case keyspace.KindMap:
 		if proto >= 3 {
 			return appendElems(b, '%', len(r.Elems)/2, r.Elems, proto)
