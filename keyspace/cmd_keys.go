@@ -125,7 +125,7 @@ func cmdExpire(c *Call) Reply {
 		flags&expireLT != 0 && cur != 0 && when >= cur:
 		return Zero
 	}
-	if !live(when, c.Now) {
+	if when <= c.Now { // 0 too, which as a deadline would mean "none"
 		c.del(key)
 	} else {
 		c.setDeadline(key, o, when)
@@ -157,7 +157,7 @@ func cmdTTL(c *Call) Reply {
 		t = max(t-c.Now, 0)
 	}
 	if !ms {
-		t = (t + 500) / 1000
+		t = int64((uint64(t) + 500) / 1000) // unsigned: a deadline near MaxInt64 must not wrap
 	}
 	return Int(t)
 }

@@ -297,11 +297,17 @@ func (s *Store) KeyCounts(dbIndex int) (keys, volatile int) {
 
 // clone returns a copy of o's value that shares nothing mutable with it (COPY).
 func (o *object) clone() object {
+	v := *o // strings are immutable
 	switch o.typ {
 	case typeHash:
-		v := o.cloneHash()
+		v = o.cloneHash()
 		v.deadline = o.deadline
-		return v
+	case typeList:
+		v.coll = &list{buf: append([]string(nil), o.asList().items()...)}
+	case typeSet:
+		v.coll = o.asSet().clone()
+	case typeZSet:
+		v.coll = o.asZSet().clone()
 	}
-	return *o // strings are immutable
+	return v
 }
