@@ -63,7 +63,7 @@ type preset struct {
 
 var (
 	fullPreset  = preset{duration: 5 * time.Second, warmup: time.Second, clients: "1,16,50,256", requests: 200000, held: 1000000}
-	quickPreset = preset{duration: 500 * time.Millisecond, warmup: 150 * time.Millisecond, clients: "1,16,50,256", requests: 20000, held: 100000}
+	quickPreset = preset{duration: 500 * time.Millisecond, warmup: 150 * time.Millisecond, clients: "1,16,50,256", requests: 10000, held: 100000}
 	smokePreset = preset{duration: 100 * time.Millisecond, warmup: 30 * time.Millisecond, clients: "1,4", requests: 500, held: 2000}
 )
 

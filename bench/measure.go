@@ -106,8 +106,6 @@ func (b *bench) measure(ctx context.Context, inst *instance, prepare preparer) m
 		res.err = firstErr
 	case ctx.Err() != nil:
 		res.err = fmt.Errorf("interrupted: %w", ctx.Err())
-	case res.ops == 0:
-		res.err = errors.New("no operation completed in the measured window")
 	}
 	return res
 }

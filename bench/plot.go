@@ -162,7 +162,6 @@ func fmtCompact(v float64) string {
 // seriesOf collects, per system, the measured rows of one workload.
 func seriesOf(rows []row, workload string, x func(row) float64) []series {
 	by := map[string]*series{}
-	var order []string
 	for _, r := range rows {
 		if r.Workload != workload || r.Status != "" {
 			continue
@@ -171,7 +170,6 @@ func seriesOf(rows []row, workload string, x func(row) float64) []series {
 		if sr == nil {
 			sr = &series{system: r.System}
 			by[r.System] = sr
-			order = append(order, r.System)
 		}
 		sr.xs, sr.ys = append(sr.xs, x(r)), append(sr.ys, r.Value)
 	}
@@ -213,11 +211,13 @@ func (p panel) latencyChart(s *svg, rs []row) {
 	if dHi == dLo {
 		dHi++
 	}
+	// The axis leaves room on the right for each row's figures.
+	right := p.right() - 150
 	px := func(d time.Duration) float64 {
-		return p.left() + (math.Log10(float64(d))-dLo)/(dHi-dLo)*(p.right()-p.left())
+		return p.left() + (math.Log10(float64(d))-dLo)/(dHi-dLo)*(right-p.left())
 	}
 	for d := dLo; d <= dHi; d++ {
-		x := p.left() + (d-dLo)/(dHi-dLo)*(p.right()-p.left())
+		x := p.left() + (d-dLo)/(dHi-dLo)*(right-p.left())
 		s.f(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#eee"/>`+"\n", x, p.top(), x, p.bottom())
 		s.text(x, p.bottom()+17, "middle", `font-size="11" fill="#555"`, fmtDecade(time.Duration(math.Pow(10, d))))
 	}
@@ -236,9 +236,9 @@ func (p panel) latencyChart(s *svg, rs []row) {
 		if r.P999 > 0 {
 			s.f(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2.5"><title>p999 %s</title></line>`+"\n", px(r.P999), y-7, px(r.P999), y+7, color, fmtDur(r.P999))
 		}
-		s.text(px(end)+10, y+4, "start", `font-size="10" fill="#666"`, fmt.Sprintf("%s / %s / %s", fmtDur(r.P50), fmtDur(r.P99), fmtDur(r.P999)))
+		s.text(right+14, y+4, "start", `font-size="10" fill="#666"`, fmt.Sprintf("%s / %s / %s", fmtDur(r.P50), fmtDur(r.P99), fmtDur(r.P999)))
 	}
-	s.f(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#999"/>`+"\n", p.left(), p.bottom(), p.right(), p.bottom())
+	s.f(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#999"/>`+"\n", p.left(), p.bottom(), right, p.bottom())
 	// Marker key.
 	kx, ky := p.left(), p.bottom()+34
 	s.f(`<circle cx="%.1f" cy="%.1f" r="4" fill="#555"/>`, kx, ky-4)

@@ -66,6 +66,11 @@ func (r row) fill(m measurement, unit string, inst *instance) row {
 	r.Unit = unit
 	r.Ops, r.Seconds = m.ops, m.window.Seconds()
 	r.Value = float64(m.ops) / m.window.Seconds()
+	if m.ops == 0 {
+		// A system this slow is a result, not a failure: it shows as zero.
+		r.Note = fmt.Sprintf("no operation completed within the %v measured", m.window.Round(time.Millisecond))
+		return r
+	}
 	r.P50, r.P99, r.P999 = m.hist.quantile(0.50), m.hist.quantile(0.99), m.hist.quantile(0.999)
 	if m.cpuErr == nil {
 		r.CPUPerOp = m.cpu.Seconds() / float64(m.ops)
@@ -208,8 +213,11 @@ func fmtDur(d time.Duration) string {
 }
 
 func fmtRatio(v float64) string {
-	if v == 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+	switch {
+	case v == 0 || math.IsInf(v, 0) || math.IsNaN(v):
 		return "-"
+	case v < 0.1:
+		return fmt.Sprintf("%.3fx", v)
 	}
 	return fmt.Sprintf("%.2fx", v)
 }
