@@ -118,7 +118,7 @@ func (b *bench) redisBenchmark(ctx context.Context, bin string, inst *instance, 
 	r.P50, r.P99 = res.p50, res.p99
 	if err := errors.Join(err0, err1); err == nil {
 		r.CPUPerOp = (cpu1 - cpu0).Seconds() / float64(b.cfg.requests)
-		r.CPUScope = cpuScope(inst)
+		r.CPUScope = cpuScope(inst, false)
 	}
 	return r
 }

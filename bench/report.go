@@ -74,16 +74,22 @@ func (r row) fill(m measurement, unit string, inst *instance) row {
 	r.P50, r.P99, r.P999 = m.hist.quantile(0.50), m.hist.quantile(0.99), m.hist.quantile(0.999)
 	if m.cpuErr == nil {
 		r.CPUPerOp = m.cpu.Seconds() / float64(m.ops)
-		r.CPUScope = cpuScope(inst)
+		r.CPUScope = cpuScope(inst, true)
 	}
 	return r
 }
 
-func cpuScope(inst *instance) string {
-	if inst.inProcess {
+// cpuScope says whose CPU a row's CPU/op counts. clientsInside is whether
+// the load generator runs in the bench process too (it does, but for
+// redis-benchmark).
+func cpuScope(inst *instance, clientsInside bool) string {
+	switch {
+	case !inst.inProcess:
+		return "server processes"
+	case clientsInside:
 		return "bench process (server and clients)"
 	}
-	return "server processes"
+	return "bench process (server; redis-benchmark apart)"
 }
 
 // setting identifies what a row measured, apart from the system.
@@ -227,7 +233,7 @@ func fmtCPU(r row) string {
 		return "-"
 	}
 	s := fmtDur(time.Duration(r.CPUPerOp * 1e9))
-	if strings.HasPrefix(r.CPUScope, "bench") {
+	if strings.Contains(r.CPUScope, "clients") {
 		s += "*" // includes the clients' CPU
 	}
 	return s
@@ -340,7 +346,7 @@ func writeLegend(w io.Writer, rep *report, markdown bool) {
 		top, sub = "- ", "  - "
 	}
 	fmt.Fprintln(w, top+"x columns: the figure divided by redis-server's (system \"redis\") in the same setting; above 1 is better for throughput, below 1 is better for latency, CPU and memory.")
-	fmt.Fprintln(w, top+"CPU/op: CPU time of the server processes per operation, from /proc/<pid>/stat; * marks in-process systems, whose figure is the whole bench process (server and clients).")
+	fmt.Fprintln(w, top+"CPU/op: CPU time of the server processes per operation (every member of a cluster), from /proc/<pid>/stat; for in-process systems, of the bench process, and * marks those figures that include the clients too.")
 	fmt.Fprintln(w, top+"Workloads:")
 	for _, wl := range workloads() {
 		fmt.Fprintf(w, "%s%s: %s\n", sub, wl.name, wl.about)

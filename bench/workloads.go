@@ -39,7 +39,7 @@ func workloads() []workload {
 		{name: "redis-benchmark", about: "(c) redis-benchmark -c 50 SET, GET and EVALSHA of redisson_lock.lua, at -P 1 and -P 16; latency as it reports (p50, p99; no p999)",
 			steps: func(b *bench) int { return 2 * len(rbTests) }, run: runRedisBenchmark},
 		{name: "held", about: "(d) memory per held Redisson lock (hash, 1 h lease), and lock-cycle throughput at 50 clients as held locks grow",
-			steps: func(b *bench) int { return len(heldSteps(b.cfg.held)) + 1 }, run: runHeld},
+			steps: func(b *bench) int { return 2 * len(heldSteps(b.cfg.held)) }, run: runHeld},
 	}
 }
 
