@@ -98,6 +98,10 @@ func (b *bench) redisBenchmark(ctx context.Context, bin string, inst *instance, 
 	args := []string{"-h", host, "-p", port, "-c", strconv.Itoa(rbClients), "-n", strconv.Itoa(b.cfg.requests),
 		"-P", strconv.Itoa(pipeline), "-r", "100000", "-q", "--csv"}
 	args = append(args, t.args(b)...)
+	// A server that stops answering must not hang the run: allow far more
+	// than the slowest system here needs (2 ms a request, about 500/s).
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second+time.Duration(b.cfg.requests)*2*time.Millisecond)
+	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
