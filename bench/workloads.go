@@ -103,21 +103,17 @@ func (b *bench) redissonCycles(c respClient, prefix string, clients int) []stepF
 		owner := b.owner(i)
 		steps[i] = func(ctx context.Context, m *meter) error {
 			start := time.Now()
-			v, err := c.run(ctx, b.scripts.lock, keys[:1], leaseMs, owner)
+			acquired, ttl, err := b.redissonTryLock(ctx, c, keys[0], owner)
 			if err != nil {
-				return fmt.Errorf("redisson_lock.lua: %w", err)
+				return err
 			}
-			if v != nil {
-				return fmt.Errorf("redisson_lock.lua on a free key replied %v, want nil (acquired)", v)
+			if !acquired {
+				return fmt.Errorf("redisson_lock.lua on a free key replied %d, want nil (acquired)", ttl)
 			}
 			m.observe(start)
 			start = time.Now()
-			v, err = c.run(ctx, b.scripts.unlock, keys, unlockMessage, leaseMs, owner)
-			if err != nil {
-				return fmt.Errorf("redisson_unlock_v2.lua: %w", err)
-			}
-			if v != int64(1) {
-				return fmt.Errorf("redisson_unlock_v2.lua by the holder replied %v, want 1 (released)", v)
+			if err := b.redissonUnlock(ctx, c, keys, owner); err != nil {
+				return err
 			}
 			m.observe(start)
 			return nil
@@ -211,16 +207,12 @@ func (b *bench) redissonHot(ctx context.Context, inst *instance, prefix string, 
 		steps[i] = func(ctx context.Context, m *meter) error {
 			start := time.Now()
 			for {
-				v, err := c.run(ctx, b.scripts.lock, lockKeys[:1], leaseMs, owner)
+				acquired, ttl, err := b.redissonTryLock(ctx, c, key, owner)
 				if err != nil {
-					return fmt.Errorf("redisson_lock.lua: %w", err)
+					return err
 				}
-				if v == nil {
+				if acquired {
 					break
-				}
-				ttl, ok := v.(int64)
-				if !ok {
-					return fmt.Errorf("redisson_lock.lua on a held key replied %T %v, want the remaining lease", v, v)
 				}
 				if ttl < 0 { // held with no expiry: wait for the message alone
 					ttl = int64(time.Hour / time.Millisecond)
@@ -234,17 +226,40 @@ func (b *bench) redissonHot(ctx context.Context, inst *instance, prefix string, 
 				}
 			}
 			m.observe(start)
-			v, err := c.run(ctx, b.scripts.unlock, lockKeys, unlockMessage, leaseMs, owner)
-			if err != nil {
-				return fmt.Errorf("redisson_unlock_v2.lua: %w", err)
-			}
-			if v != int64(1) {
-				return fmt.Errorf("redisson_unlock_v2.lua by the holder replied %v, want 1 (released)", v)
-			}
-			return nil
+			return b.redissonUnlock(ctx, c, lockKeys, owner)
 		}
 	}
 	return steps, func() { c.close(); release() }, nil
+}
+
+// redissonTryLock runs Redisson's lock script once: it acquires (or re-enters)
+// the lock, or answers the holder's remaining lease in milliseconds.
+func (b *bench) redissonTryLock(ctx context.Context, c respClient, key, owner string) (acquired bool, ttl int64, err error) {
+	v, err := c.run(ctx, b.scripts.lock, []string{key}, leaseMs, owner)
+	if err != nil {
+		return false, 0, fmt.Errorf("redisson_lock.lua: %w", err)
+	}
+	if v == nil {
+		return true, 0, nil
+	}
+	ttl, ok := v.(int64)
+	if !ok {
+		return false, 0, fmt.Errorf("redisson_lock.lua replied %T %v, want nil or the remaining lease", v, v)
+	}
+	return false, ttl, nil
+}
+
+// redissonUnlock releases a lock its owner holds once, publishing the unlock
+// message on the lock's channel (keys: the lock and its channel).
+func (b *bench) redissonUnlock(ctx context.Context, c respClient, keys []string, owner string) error {
+	v, err := c.run(ctx, b.scripts.unlock, keys, unlockMessage, leaseMs, owner)
+	if err != nil {
+		return fmt.Errorf("redisson_unlock_v2.lua: %w", err)
+	}
+	if v != int64(1) {
+		return fmt.Errorf("redisson_unlock_v2.lua by the holder replied %v, want 1 (released)", v)
+	}
+	return nil
 }
 
 func runSetNX(ctx context.Context, b *bench, sys system, inst *instance) []row {
