@@ -48,7 +48,9 @@ func cmdSAdd(c *Call) Reply {
 			added++
 		}
 	}
-	c.modified(key)
+	if added > 0 {
+		c.modified(key)
+	}
 	return Int(added)
 }
 

@@ -65,10 +65,5 @@ func (l *list) replace(items []string) {
 	l.buf, l.off = items, 0
 }
 
-// listOf returns a list object holding a copy of items.
-func listOf(items []string) object {
-	return object{typ: typeList, coll: &list{buf: append([]string(nil), items...)}}
-}
-
 // asList returns o's list.
 func (o *object) asList() *list { return o.coll.(*list) }

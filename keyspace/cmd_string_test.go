@@ -1,0 +1,127 @@
+package keyspace
+
+import "testing"
+
+func TestStringSetGet(t *testing.T) {
+	f := newFixture(t)
+	f.expect(
+		"GET k", "(nil)",
+		"SET k v", "+OK",
+		"GET k", `"v"`,
+		"SET k w NX", "(nil)",
+		"SET k w XX GET", `"v"`,
+		"SET n w XX", "(nil)",
+		"SET n w NX GET", "(nil)",
+		"GET n", `"w"`,
+		"SET k v NX XX", "-ERR syntax error",
+		"SET k v EX 0", "-ERR invalid expire time in 'set' command",
+		"SET k v EX x", "-ERR value is not an integer or out of range",
+		"SET k v KEEPTTL PX 5", "-ERR syntax error",
+		"SETNX k x", ":0",
+		"SETNX fresh x", ":1",
+		"GETSET fresh y", `"x"`,
+		"GETDEL fresh", `"y"`,
+		"GETDEL fresh", "(nil)",
+		"MSET a 1 b 2", "+OK",
+		"MGET a b nope", `["1" "2" (nil)]`,
+		"MSET a", "-ERR wrong number of arguments for 'mset' command",
+		"MSETNX a 5 c 3", ":0",
+		"MSETNX c 3 d 4", ":1",
+		"HSET h f v", ":1",
+		"GET h", "-WRONGTYPE Operation against a key holding the wrong kind of value",
+		"MGET h a", `[(nil) "1"]`,
+		"SET h s GET", "-WRONGTYPE Operation against a key holding the wrong kind of value",
+		"SET h s", "+OK",
+		"GET h", `"s"`,
+	)
+}
+
+// TestStringExpiry works through SET's expiry options at a fixed time: now is
+// 1_700_000_000_000 ms.
+func TestStringExpiry(t *testing.T) {
+	f := newFixture(t)
+	f.expect(
+		"SET k v PX 1500", "+OK",
+		"PTTL k", ":1500",
+		"TTL k", ":2", // 1.5 s rounds to 2
+		"SET k v KEEPTTL", "+OK",
+		"PTTL k", ":1500",
+		"SET k v", "+OK",
+		"PTTL k", ":-1",
+		"SET k v EXAT 1700000100", "+OK",
+		"PEXPIRETIME k", ":1700000100000",
+		"SET k v PXAT 1700000000001", "+OK",
+		"SETEX s 10 v", "+OK",
+		"PTTL s", ":10000",
+		"PSETEX s 0 v", "-ERR invalid expire time in 'psetex' command",
+		"SET k v EX 9223372036854775807", "-ERR invalid expire time in 'set' command",
+		"SET k v PX 9223372036854775807", "-ERR invalid expire time in 'set' command",
+	)
+	f.now += 1
+	f.expect("GET k", "(nil)", "EXISTS k", ":0", "DBSIZE", ":2")
+}
+
+func TestStringGetEx(t *testing.T) {
+	f := newFixture(t)
+	f.expect(
+		"GETEX nope EX x", "(nil)",
+		"SET k v", "+OK",
+		"GETEX k PX 100", `"v"`,
+		"PTTL k", ":100",
+		"GETEX k PERSIST", `"v"`,
+		"PTTL k", ":-1",
+		"GETEX k EX 0", "-ERR invalid expire time in 'getex' command",
+		"GETEX k NX", "-ERR syntax error",
+		"GETEX k PXAT 1", `"v"`,
+		"EXISTS k", ":0",
+	)
+}
+
+func TestStringCounters(t *testing.T) {
+	f := newFixture(t)
+	f.expect(
+		"INCR c", ":1",
+		"INCRBY c 41", ":42",
+		"DECR c", ":41",
+		"DECRBY c 50", ":-9",
+		"INCRBY c x", "-ERR value is not an integer or out of range",
+		"DECRBY c -9223372036854775808", "-ERR decrement would overflow",
+		"SET m 9223372036854775807", "+OK",
+		"INCR m", "-ERR increment or decrement would overflow",
+		"SET s 01", "+OK",
+		"INCR s", "-ERR value is not an integer or out of range",
+		"SET t 5 PX 1000", "+OK",
+		"INCR t", ":6",
+		"PTTL t", ":1000", // INCR keeps the deadline
+		// Long double arithmetic: 10.5 + 0.1 is 10.6 exactly as printed, which
+		// float64 would print 10.59999999999999964.
+		"INCRBYFLOAT f 10.5", `"10.5"`,
+		"INCRBYFLOAT f 0.1", `"10.6"`,
+		"INCRBYFLOAT f -0.5e1", `"5.6"`,
+		"INCRBYFLOAT f inf", "-ERR increment would produce NaN or Infinity",
+		"INCRBYFLOAT f abc", "-ERR value is not a valid float",
+		"INCRBYFLOAT g 0x10", `"16"`,
+		"INCRBYFLOAT g 1_0", "-ERR value is not a valid float",
+	)
+}
+
+func TestStringRanges(t *testing.T) {
+	f := newFixture(t)
+	f.expect(
+		"APPEND s Hello", ":5",
+		"APPEND s World", ":10",
+		"STRLEN s", ":10",
+		"GETRANGE s 0 4", `"Hello"`,
+		"GETRANGE s -5 -1", `"World"`,
+		"GETRANGE s 7 2", `""`,
+		"GETRANGE s 0 100", `"HelloWorld"`,
+		"GETRANGE nope 0 1", `""`,
+		"SETRANGE s 5 _", ":10",
+		"GET s", `"Hello_orld"`,
+		"SETRANGE z 3 ab", ":5",
+		"GET z", "\"\x00\x00\x00ab\"",
+		"SETRANGE z -1 a", "-ERR offset is out of range",
+		"SETRANGE z 536870911 ab", "-ERR string exceeds maximum allowed size (proto-max-bulk-len)",
+		"SETRANGE e 5 ", "-ERR wrong number of arguments for 'setrange' command",
+	)
+}
