@@ -14,9 +14,10 @@ import (
 // time, so a lock's lease never shrinks by more than that fraction.
 type Clock struct {
 	mu     sync.Mutex
-	base   int64     // stamp at anchor
-	anchor time.Time // monotonic reading that base corresponds to
-	last   int64     // greatest time issued or observed
+	base   int64         // stamp at anchor
+	anchor time.Duration // monotonic reading that base corresponds to
+	last   int64         // greatest time issued or observed
+	mono   func() time.Duration
 	wall   func() time.Time
 }
 
@@ -26,12 +27,23 @@ const SlewRate = 0.01
 
 // NewClock returns a clock starting at the wall clock's time, never below floor.
 func NewClock(floor int64) *Clock {
-	return newClock(floor, time.Now)
+	return newClock(floor, nil, nil)
 }
 
-func newClock(floor int64, wall func() time.Time) *Clock {
-	now := wall()
-	c := &Clock{base: now.UnixMilli(), anchor: now, wall: wall}
+// processStart is the origin of the real monotonic clock.
+var processStart = time.Now()
+
+// newClock returns a clock that measures elapsed time with mono and converges
+// on wall; nil means the process's own clocks. Tests inject them to step the
+// wall clock without moving the monotonic one, as an NTP step does.
+func newClock(floor int64, mono func() time.Duration, wall func() time.Time) *Clock {
+	if mono == nil {
+		mono = func() time.Duration { return time.Since(processStart) }
+	}
+	if wall == nil {
+		wall = time.Now
+	}
+	c := &Clock{base: wall().UnixMilli(), anchor: mono(), mono: mono, wall: wall}
 	if c.base < floor {
 		c.base = floor
 	}
@@ -43,17 +55,17 @@ func newClock(floor int64, wall func() time.Time) *Clock {
 func (c *Clock) Now() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	wallNow := c.wall()
-	elapsed := wallNow.Sub(c.anchor) // monotonic: immune to wall-clock steps
+	monoNow := c.mono()
+	elapsed := monoNow - c.anchor // monotonic: immune to wall-clock steps
 	t := c.base + elapsed.Milliseconds()
 	// Converge on the wall clock by re-anchoring, shifting by at most SlewRate of
 	// the time elapsed since the last anchor.
 	if elapsed >= 100*time.Millisecond {
-		drift := wallNow.UnixMilli() - t
+		drift := c.wall().UnixMilli() - t
 		limit := int64(float64(elapsed.Milliseconds()) * SlewRate)
 		drift = max(-limit, min(limit, drift))
 		t += drift
-		c.base, c.anchor = t, wallNow
+		c.base, c.anchor = t, monoNow
 	}
 	if t < c.last {
 		t = c.last
@@ -71,7 +83,20 @@ func (c *Clock) Observe(t int64) {
 	if t > c.last {
 		c.last = t
 	}
-	if now := c.base + c.wall().Sub(c.anchor).Milliseconds(); now < t {
-		c.base, c.anchor = t, c.wall()
+	if monoNow := c.mono(); c.base+(monoNow-c.anchor).Milliseconds() < t {
+		c.base, c.anchor = t, monoNow
 	}
+}
+
+// Follow sets the clock to stamp t, applied now. A Raft follower follows the
+// stamps it applies, so that its clock runs on the leader's time line whatever
+// its own wall clock says: if it becomes leader it continues from the last
+// stamp it applied plus its own monotonic time since, and never jumps ahead.
+// Follow may set the clock back: what a follower read from it before were not
+// stamps, and its own wall clock may be ahead of the leader's time line.
+func (c *Clock) Follow(t int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.last = t
+	c.base, c.anchor = t, c.mono()
 }

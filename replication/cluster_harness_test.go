@@ -1,0 +1,283 @@
+package replication
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/lockserver/lockserver/keyspace"
+)
+
+// testCluster runs Raft engines in one process on raft's in-memory transport.
+// A node's internal commands reach another node's engine directly, as the
+// server would hand them over. Partitions cut both directions, for Raft and
+// for forwarding alike.
+type testCluster struct {
+	t     *testing.T
+	mu    sync.Mutex
+	nodes []*testNode
+	cut   map[[2]string]bool // pairs of node ids that cannot talk
+}
+
+type testNode struct {
+	c       *testCluster
+	id      string
+	trans   *raft.InmemTransport
+	store   *raft.InmemStore // kept across restarts, replaced by a wipe
+	snaps   *raft.InmemSnapshotStore
+	hub     *recordingHub
+	wallAdd atomic.Int64 // nanoseconds added to this node's wall clock
+	eng     *Raft
+}
+
+func (n *testNode) clientAddr() string { return "client-" + n.id }
+func (n *testNode) raftAddr() string   { return "raft-" + n.id }
+
+// newTestCluster starts size nodes bootstrapped as voters and waits for a leader.
+func newTestCluster(t *testing.T, size int) *testCluster {
+	c := &testCluster{t: t, cut: map[[2]string]bool{}}
+	var peers []Peer
+	for i := range size {
+		n := c.add(fmt.Sprintf("n%d", i+1))
+		peers = append(peers, Peer{ID: n.id, RaftAddr: n.raftAddr()})
+	}
+	for _, n := range c.nodes {
+		n.start(RaftOptions{Bootstrap: peers})
+	}
+	t.Cleanup(c.close)
+	c.leader()
+	return c
+}
+
+// add creates a node with empty stores, not yet started.
+func (c *testCluster) add(id string) *testNode {
+	n := &testNode{c: c, id: id, store: raft.NewInmemStore(), snaps: raft.NewInmemSnapshotStore(), hub: &recordingHub{}}
+	c.mu.Lock()
+	c.nodes = append(c.nodes, n)
+	c.mu.Unlock()
+	return n
+}
+
+// start opens the node's engine on a fresh transport connected to the others.
+func (n *testNode) start(opts RaftOptions) {
+	c := n.c
+	_, n.trans = raft.NewInmemTransport(raft.ServerAddress(n.raftAddr()))
+	c.mu.Lock()
+	for _, o := range c.nodes {
+		if o != n && o.trans != nil && !c.cut[pair(n.id, o.id)] {
+			n.trans.Connect(o.trans.LocalAddr(), o.trans)
+			o.trans.Connect(n.trans.LocalAddr(), n.trans)
+		}
+	}
+	c.mu.Unlock()
+	opts.NodeID = n.id
+	opts.ClientAddr = n.clientAddr()
+	opts.Transport, opts.LogStore, opts.StableStore, opts.SnapshotStore = n.trans, n.store, n.store, n.snaps
+	opts.Peers = &testPeers{from: n}
+	opts.Hub = n.hub
+	opts.Wall = func() time.Time { return time.Now().Add(time.Duration(n.wallAdd.Load())) }
+	opts.HeartbeatTimeout, opts.ElectionTimeout = 300*time.Millisecond, 300*time.Millisecond
+	opts.ForwardWait = 2 * time.Second
+	eng, err := NewRaft(opts)
+	if err != nil {
+		c.t.Fatalf("start %s: %v", n.id, err)
+	}
+	c.mu.Lock()
+	n.eng = eng
+	c.mu.Unlock()
+}
+
+// stop closes the node's engine; its stores survive for a restart.
+func (n *testNode) stop() {
+	if n.eng == nil {
+		return
+	}
+	n.c.mu.Lock()
+	eng := n.eng
+	n.eng = nil
+	n.c.mu.Unlock()
+	if err := eng.Close(); err != nil {
+		n.c.t.Errorf("close %s: %v", n.id, err)
+	}
+	n.trans.Close()
+}
+
+func (c *testCluster) close() {
+	for _, n := range c.nodes {
+		n.stop()
+	}
+}
+
+func pair(a, b string) [2]string {
+	if a > b {
+		a, b = b, a
+	}
+	return [2]string{a, b}
+}
+
+// partition cuts n off from every other node, both ways.
+func (c *testCluster) partition(n *testNode) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, o := range c.nodes {
+		if o != n && o.trans != nil {
+			c.cut[pair(n.id, o.id)] = true
+			n.trans.Disconnect(o.trans.LocalAddr())
+			o.trans.Disconnect(n.trans.LocalAddr())
+		}
+	}
+}
+
+// heal reconnects every node.
+func (c *testCluster) heal() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cut = map[[2]string]bool{}
+	for _, a := range c.nodes {
+		for _, b := range c.nodes {
+			if a != b && a.trans != nil && b.trans != nil {
+				a.trans.Connect(b.trans.LocalAddr(), b.trans)
+			}
+		}
+	}
+}
+
+// leader waits until exactly one running node among those not cut off from
+// a majority leads, and returns it.
+func (c *testCluster) leader() *testNode {
+	c.t.Helper()
+	var found *testNode
+	c.eventually("a leader", func() bool {
+		found = nil
+		for _, n := range c.nodes {
+			if n.eng != nil && n.eng.raft.State() == raft.Leader && !c.isolated(n) {
+				if found != nil {
+					return false
+				}
+				found = n
+			}
+		}
+		return found != nil && found.eng.leading()
+	})
+	return found
+}
+
+func (c *testCluster) isolated(n *testNode) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, o := range c.nodes {
+		if o != n && !c.cut[pair(n.id, o.id)] {
+			return false
+		}
+	}
+	return true
+}
+
+// followers returns the running nodes other than l.
+func (c *testCluster) followers(l *testNode) []*testNode {
+	var fs []*testNode
+	for _, n := range c.nodes {
+		if n != l && n.eng != nil {
+			fs = append(fs, n)
+		}
+	}
+	return fs
+}
+
+// eventually polls cond until it holds, failing the test after 10 s.
+func (c *testCluster) eventually(what string, cond func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (c *testCluster) byClientAddr(addr string) *testNode {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.nodes {
+		if n.clientAddr() == addr {
+			return n
+		}
+	}
+	return nil
+}
+
+// testPeers is a node's PeerClient in the harness: a call submits the
+// command to the other node's engine, as that node's server would.
+type testPeers struct{ from *testNode }
+
+func (p *testPeers) Call(ctx context.Context, addr string, args ...[]byte) (string, error) {
+	c := p.from.c
+	to := c.byClientAddr(addr)
+	reachable := func() *Raft {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if to == nil || c.cut[pair(p.from.id, to.id)] {
+			return nil
+		}
+		return to.eng
+	}
+	eng := reachable()
+	if eng == nil {
+		return "", fmt.Errorf("%w: %s unreachable", ErrNotSent, addr)
+	}
+	req := &Request{Cmds: [][][]byte{args}}
+	eng.Submit(req)
+	reply := req.Wait(ctx)
+	if reachable() == nil {
+		return "", fmt.Errorf("connection to %s lost", addr)
+	}
+	switch reply.Kind {
+	case keyspace.KindError:
+		return "", ReplyError(reply.Str)
+	case keyspace.KindStatus, keyspace.KindBulk:
+		return reply.Str, nil
+	}
+	return "", fmt.Errorf("unexpected reply %+v", reply)
+}
+
+func (p *testPeers) Close() error { return nil }
+
+// recordingHub records the messages a node delivers.
+type recordingHub struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (h *recordingHub) Publish(channel, message string, sharded bool) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.msgs = append(h.msgs, channel+":"+message)
+	return 1
+}
+
+func (h *recordingHub) messages() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.msgs...)
+}
+
+// do submits one command to n and waits for its reply.
+func do(n *testNode, db int, cmd ...string) keyspace.Reply {
+	req := &Request{DB: db, Cmds: [][][]byte{words(cmd...)}}
+	n.eng.Submit(req)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return req.Wait(ctx)
+}
+
+// localGet reads key from n's own state machine, wherever it stands.
+func localGet(n *testNode, key string) keyspace.Reply {
+	n.eng.smMu.Lock()
+	defer n.eng.smMu.Unlock()
+	return n.eng.sm.Read(0, [][][]byte{words("GET", key)}, false, nil, n.eng.sm.LastTime())
+}

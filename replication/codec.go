@@ -1,0 +1,443 @@
+package replication
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/lockserver/lockserver/keyspace"
+)
+
+// The binary encodings of what travels between nodes: log entries (the Raft
+// log and snapshots hold them) and forwarded requests and their replies.
+// Integers are varints, strings and byte strings are a length then the bytes.
+// Decoders treat their input as hostile: every count is checked against the
+// bytes left before anything is allocated, so garbage fails with an error and
+// never panics or allocates much more than its own size.
+
+// entryKind says what a log entry holds.
+type entryKind byte
+
+const (
+	kindCommand   entryKind = 1 // an Entry: commands to run
+	kindBarrier   entryKind = 2 // nothing to run: a new leader's first entry
+	kindMemberSet entryKind = 3 // set a member's client address
+	kindMemberDel entryKind = 4 // forget a member
+)
+
+// logEntry is what one Raft log entry holds. Origin and Seq identify the
+// proposal on the node that made it, so that its FSM recognises its own
+// entries as it applies them.
+type logEntry struct {
+	Kind   entryKind
+	Origin uint64 // random per process start of the proposing node
+	Seq    uint64 // the proposal's number on that node
+	Entry  Entry  // kindCommand
+	Member string // kindMemberSet, kindMemberDel: the node id
+	Addr   string // kindMemberSet: its client address
+}
+
+// Entry flags.
+const (
+	flagMulti = 1 << iota
+	flagOOM
+)
+
+// Request flags.
+const (
+	reqMulti = 1 << iota
+	reqOverMemory
+	reqWatchKeys
+)
+
+// maxReplyDepth bounds the nesting of a decoded reply, so that a hostile
+// payload cannot exhaust the stack.
+const maxReplyDepth = 1000
+
+var errTruncated = errors.New("truncated")
+
+// encodeLogEntry returns the encoding of e.
+func encodeLogEntry(e *logEntry) []byte {
+	b := make([]byte, 0, 32+entrySize(&e.Entry))
+	b = append(b, byte(e.Kind))
+	b = binary.LittleEndian.AppendUint64(b, e.Origin)
+	b = binary.AppendUvarint(b, e.Seq)
+	switch e.Kind {
+	case kindCommand:
+		x := &e.Entry
+		b = binary.AppendVarint(b, x.Time)
+		b = binary.AppendUvarint(b, uint64(x.DB))
+		var flags byte
+		if x.Multi {
+			flags |= flagMulti
+		}
+		if x.OOM {
+			flags |= flagOOM
+		}
+		b = append(b, flags)
+		b = appendCmds(b, x.Cmds)
+		b = appendWatches(b, x.Watch)
+	case kindMemberSet:
+		b = appendString(b, e.Member)
+		b = appendString(b, e.Addr)
+	case kindMemberDel:
+		b = appendString(b, e.Member)
+	}
+	return b
+}
+
+func entrySize(e *Entry) int {
+	n := 16
+	for _, args := range e.Cmds {
+		n += 2
+		for _, a := range args {
+			n += len(a) + 2
+		}
+	}
+	return n
+}
+
+// decodeLogEntry decodes an entry. Its byte strings alias b.
+func decodeLogEntry(b []byte) (*logEntry, error) {
+	d := decoder{b: b}
+	e := &logEntry{Kind: entryKind(d.byte())}
+	e.Origin = d.uint64()
+	e.Seq = d.uvarint()
+	switch e.Kind {
+	case kindCommand:
+		e.Entry.Time = d.varint()
+		e.Entry.DB = d.db()
+		flags := d.byte()
+		e.Entry.Multi = flags&flagMulti != 0
+		e.Entry.OOM = flags&flagOOM != 0
+		e.Entry.Cmds = d.cmds()
+		e.Entry.Watch = d.watches()
+	case kindBarrier:
+	case kindMemberSet:
+		e.Member = d.string()
+		e.Addr = d.string()
+	case kindMemberDel:
+		e.Member = d.string()
+	default:
+		if d.err == nil {
+			d.err = fmt.Errorf("unknown entry kind %d", e.Kind)
+		}
+	}
+	if err := d.finish(); err != nil {
+		return nil, fmt.Errorf("decode log entry: %w", err)
+	}
+	return e, nil
+}
+
+// encodeRequests returns the encoding of a batch of requests, for forwarding.
+func encodeRequests(reqs []*Request) []byte {
+	var b []byte
+	b = binary.AppendUvarint(b, uint64(len(reqs)))
+	for _, r := range reqs {
+		b = binary.AppendUvarint(b, uint64(r.DB))
+		var flags byte
+		if r.Multi {
+			flags |= reqMulti
+		}
+		if r.OverMemory {
+			flags |= reqOverMemory
+		}
+		if r.WatchKeys != nil {
+			flags |= reqWatchKeys
+		}
+		b = append(b, flags)
+		b = appendCmds(b, r.Cmds)
+		b = appendWatches(b, r.Watch)
+		if r.WatchKeys != nil {
+			b = binary.AppendUvarint(b, uint64(len(r.WatchKeys)))
+			for _, k := range r.WatchKeys {
+				b = appendString(b, k)
+			}
+		}
+	}
+	return b
+}
+
+// decodeRequests decodes a batch of requests. Their byte strings alias b.
+func decodeRequests(b []byte) ([]*Request, error) {
+	d := decoder{b: b}
+	n := d.count(3)
+	reqs := make([]*Request, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		r := &Request{DB: d.db()}
+		flags := d.byte()
+		r.Multi = flags&reqMulti != 0
+		r.OverMemory = flags&reqOverMemory != 0
+		r.Cmds = d.cmds()
+		r.Watch = d.watches()
+		if flags&reqWatchKeys != 0 {
+			k := d.count(1)
+			r.WatchKeys = make([]string, 0, k)
+			for j := 0; j < k && d.err == nil; j++ {
+				r.WatchKeys = append(r.WatchKeys, d.string())
+			}
+		} else if len(r.Cmds) == 0 && d.err == nil {
+			d.err = errors.New("request without commands")
+		}
+		reqs = append(reqs, r)
+	}
+	if err := d.finish(); err != nil {
+		return nil, fmt.Errorf("decode requests: %w", err)
+	}
+	return reqs, nil
+}
+
+// encodeReplies returns the encoding of a batch of replies.
+func encodeReplies(replies []keyspace.Reply) []byte {
+	var b []byte
+	b = binary.AppendUvarint(b, uint64(len(replies)))
+	for i := range replies {
+		b = appendReply(b, &replies[i])
+	}
+	return b
+}
+
+// Reply field flags: a reply's encoding holds only the fields it uses, so the
+// format carries every Kind, present and future, alike.
+const (
+	replyInt = 1 << iota
+	replyFloat
+	replyStr
+	replyElems
+)
+
+func appendReply(b []byte, r *keyspace.Reply) []byte {
+	var flags byte
+	if r.Int != 0 {
+		flags |= replyInt
+	}
+	if r.Float != 0 {
+		flags |= replyFloat
+	}
+	if r.Str != "" {
+		flags |= replyStr
+	}
+	if r.Elems != nil {
+		flags |= replyElems
+	}
+	b = append(b, byte(r.Kind), flags)
+	if flags&replyInt != 0 {
+		b = binary.AppendVarint(b, r.Int)
+	}
+	if flags&replyFloat != 0 {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(r.Float))
+	}
+	if flags&replyStr != 0 {
+		b = appendString(b, r.Str)
+	}
+	if flags&replyElems != 0 {
+		b = binary.AppendUvarint(b, uint64(len(r.Elems)))
+		for i := range r.Elems {
+			b = appendReply(b, &r.Elems[i])
+		}
+	}
+	return b
+}
+
+// decodeReplies decodes a batch of replies.
+func decodeReplies(b []byte) ([]keyspace.Reply, error) {
+	d := decoder{b: b}
+	n := d.count(1)
+	replies := make([]keyspace.Reply, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		replies[i] = d.reply(0)
+	}
+	if err := d.finish(); err != nil {
+		return nil, fmt.Errorf("decode replies: %w", err)
+	}
+	return replies, nil
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendCmds(b []byte, cmds [][][]byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(cmds)))
+	for _, args := range cmds {
+		b = binary.AppendUvarint(b, uint64(len(args)))
+		for _, a := range args {
+			b = binary.AppendUvarint(b, uint64(len(a)))
+			b = append(b, a...)
+		}
+	}
+	return b
+}
+
+func appendWatches(b []byte, ws []Watch) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ws)))
+	for _, w := range ws {
+		b = binary.AppendUvarint(b, uint64(w.DB))
+		b = appendString(b, w.Key)
+		b = binary.AppendUvarint(b, w.Version)
+	}
+	return b
+}
+
+// decoder reads an encoding. After the first error every read returns a zero
+// value and the error sticks, so callers check it once at the end.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(err error) {
+	if d.err == nil {
+		d.err = err
+	}
+	d.b = nil
+}
+
+func (d *decoder) finish() error {
+	if d.err == nil && len(d.b) != 0 {
+		return fmt.Errorf("%d trailing bytes", len(d.b))
+	}
+	return d.err
+}
+
+func (d *decoder) byte() byte {
+	if len(d.b) < 1 {
+		d.fail(errTruncated)
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *decoder) uint64() uint64 {
+	if len(d.b) < 8 {
+		d.fail(errTruncated)
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail(errors.New("bad varint"))
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail(errors.New("bad varint"))
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// count reads a number of items each at least minSize bytes long, and fails
+// if the rest of the input cannot hold them.
+func (d *decoder) count(minSize int) int {
+	n := d.uvarint()
+	if n > uint64(len(d.b)/minSize) {
+		d.fail(fmt.Errorf("count %d exceeds the input", n))
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) db() int {
+	n := d.uvarint()
+	if n >= keyspace.NumDBs {
+		d.fail(fmt.Errorf("database %d out of range", n))
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.fail(errTruncated)
+		return nil
+	}
+	s := d.b[:n:n]
+	d.b = d.b[n:]
+	return s
+}
+
+func (d *decoder) string() string { return string(d.bytes()) }
+
+func (d *decoder) cmds() [][][]byte {
+	n := d.count(1)
+	if n == 0 {
+		return nil
+	}
+	cmds := make([][][]byte, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		k := d.count(1)
+		if k == 0 && d.err == nil {
+			d.fail(errors.New("command without a name"))
+		}
+		args := make([][]byte, 0, k)
+		for j := 0; j < k && d.err == nil; j++ {
+			args = append(args, d.bytes())
+		}
+		cmds = append(cmds, args)
+	}
+	return cmds
+}
+
+func (d *decoder) watches() []Watch {
+	n := d.count(3)
+	if n == 0 {
+		return nil
+	}
+	ws := make([]Watch, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		ws = append(ws, Watch{DB: d.db(), Key: d.string(), Version: d.uvarint()})
+	}
+	return ws
+}
+
+func (d *decoder) reply(depth int) keyspace.Reply {
+	if depth > maxReplyDepth {
+		d.fail(errors.New("reply nested too deeply"))
+		return keyspace.Reply{}
+	}
+	r := keyspace.Reply{Kind: keyspace.Kind(d.byte())}
+	flags := d.byte()
+	if flags&^(replyInt|replyFloat|replyStr|replyElems) != 0 {
+		d.fail(fmt.Errorf("bad reply flags %#x", flags))
+		return r
+	}
+	if flags&replyInt != 0 {
+		r.Int = d.varint()
+	}
+	if flags&replyFloat != 0 {
+		r.Float = math.Float64frombits(d.uint64())
+	}
+	if flags&replyStr != 0 {
+		r.Str = d.string()
+	}
+	if flags&replyElems != 0 {
+		n := d.count(2)
+		if r.Kind == keyspace.KindMap && n%2 != 0 {
+			// The RESP writer counts a map's pairs: an odd map would corrupt the stream.
+			d.fail(errors.New("map with an odd number of elements"))
+			return r
+		}
+		r.Elems = make([]keyspace.Reply, 0, n)
+		for i := 0; i < n && d.err == nil; i++ {
+			r.Elems = append(r.Elems, d.reply(depth+1))
+		}
+	}
+	return r
+}

@@ -1,0 +1,689 @@
+package replication
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/luaexec"
+)
+
+// RaftOptions configure a Raft engine. NodeID is required, and RaftAddr
+// unless Transport is given; the zero value of every other field is a
+// sensible default.
+type RaftOptions struct {
+	// NodeID names this node in the cluster for all time.
+	NodeID string
+	// RaftAddr is the host:port the Raft transport listens on and the other
+	// nodes reach it at (so a concrete address, not 0.0.0.0).
+	RaftAddr string
+	// ClientAddr is where clients and the other nodes reach this node's RESP
+	// server. Followers forward commands to the leader's; a node without one
+	// can lead, but no follower can forward to it.
+	ClientAddr string
+	// DataDir holds the Raft log and stable store (raft.db, fsync on) and the
+	// snapshots. Empty keeps them in memory.
+	DataDir string
+	// Bootstrap lists the voters of a new cluster, this node among them. It is
+	// used only when the node has no state yet. Never bootstrap a member whose
+	// data was wiped: with no log it would vote for any candidate, even a stale
+	// one. Give it Join instead.
+	Bootstrap []Peer
+	// Join is the client address of any member of an existing cluster. A node
+	// with no state asks it to add this node, as a non-voter that the leader
+	// promotes once it has caught up. With neither Bootstrap nor Join, a node
+	// with no state bootstraps a cluster of its own that others may join.
+	Join string
+	// Password is the requirepass of the other nodes' client ports.
+	Password string
+
+	Lua luaexec.Options
+	// Hub receives the messages of the entries this node applies live.
+	Hub    keyspace.Publisher
+	Logger *slog.Logger
+
+	// HeartbeatTimeout and ElectionTimeout default to 400 ms, CommitTimeout to 5 ms.
+	HeartbeatTimeout, ElectionTimeout, CommitTimeout time.Duration
+	// SnapshotThreshold is how many entries since the last snapshot start the
+	// next one (default 16384); TrailingLogs how many stay in the log after it
+	// (default 10240), so that a briefly lagging follower catches up from the log.
+	SnapshotThreshold, TrailingLogs uint64
+	// SnapshotInterval is how often the threshold is checked (default 30 s).
+	SnapshotInterval time.Duration
+	// ForwardWait is how long a follower waits for a reachable leader before it
+	// answers CLUSTERDOWN (default 3 s).
+	ForwardWait time.Duration
+
+	// The fields below replace what DataDir, RaftAddr and the process give, so
+	// that tests can run nodes in memory, cut the network and step clocks.
+	Transport     raft.Transport
+	LogStore      raft.LogStore
+	StableStore   raft.StableStore
+	SnapshotStore raft.SnapshotStore
+	// Peers carries internal commands to other nodes' client ports; nil means
+	// go-redis over TCP.
+	Peers PeerClient
+	// Mono and Wall are the clocks the log clock reads (see Clock); nil means
+	// the process's own.
+	Mono func() time.Duration
+	Wall func() time.Time
+}
+
+// Peer is one voter of a new cluster.
+type Peer struct {
+	ID       string
+	RaftAddr string
+}
+
+func (o RaftOptions) withDefaults() RaftOptions {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.HeartbeatTimeout, 400*time.Millisecond)
+	def(&o.ElectionTimeout, 400*time.Millisecond)
+	def(&o.CommitTimeout, 5*time.Millisecond)
+	def(&o.SnapshotInterval, 30*time.Second)
+	def(&o.ForwardWait, 3*time.Second)
+	if o.SnapshotThreshold == 0 {
+		o.SnapshotThreshold = 16384
+	}
+	if o.TrailingLogs == 0 {
+		o.TrailingLogs = 10240
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Error replies of the Raft engine. Clients retry CLUSTERDOWN and TRYAGAIN on
+// their own (go-redis does), so those mean that nothing was written. UNKNOWN
+// means that the command may or may not have taken effect, and no client
+// retries it by itself: retrying a command that is not idempotent (the HINCRBY
+// of a re-entrant lock) could apply it twice, so check first.
+const (
+	errClusterDown  = "CLUSTERDOWN no leader is reachable; nothing was written"
+	errTryAgain     = "TRYAGAIN leadership changed before the command ran; nothing was written"
+	errUnknownLost  = "UNKNOWN leadership was lost after the command was proposed; it may or may not have taken effect"
+	errUnknownClose = "UNKNOWN the node shut down while the command was in flight; it may or may not have taken effect"
+	errClosed       = "ERR the node is shutting down; nothing was written"
+)
+
+// Raft is the engine of a cluster member: every write is an entry of a Raft
+// log that each node applies to its own StateMachine, in log order.
+//
+// The path of a command on the leader: Submit classifies it with Prepare. A
+// write is stamped by the log clock, encoded and proposed; it waits in the
+// list of this node's proposals until the FSM applies the entry and resolves
+// the request with Apply's reply. A read runs on the state machine at its
+// place among this node's proposals (after every write submitted before it,
+// before any submitted after it) and is answered once a VerifyLeader round
+// that began after it arrived confirms that this node still leads, in the same
+// term. A new leader's first entry is a barrier: reads queue behind it, so
+// nothing is read before every entry of earlier terms is applied. On a
+// follower, Submit hands the request to the forwarder, which relays it to the
+// leader in order with the others.
+type Raft struct {
+	opts   RaftOptions
+	log    *slog.Logger
+	raft   *raft.Raft
+	trans  raft.Transport
+	closer []io.Closer // what NewRaft opened: the bolt store, the TCP transport
+	peers  PeerClient
+	clock  *Clock
+	origin uint64 // tags this process's proposals in the log
+
+	// smMu guards sm; the FSM holds it while it applies a batch.
+	smMu        sync.Mutex
+	sm          *StateMachine
+	members     atomic.Pointer[map[string]string] // node id -> client address; replaced, never modified
+	applied     atomic.Uint64                     // index of the last entry the FSM applied
+	replayUntil uint64                            // entries up to this index were in the log at start
+
+	// proposeMu orders proposals: their order in the log is their Seq order.
+	proposeMu sync.Mutex
+	leadTerm  atomic.Uint64 // the term whose barrier this node proposed; 0 when not leading; written under proposeMu
+	nextSeq   uint64
+
+	localMu sync.Mutex
+	local   []*proposal // this node's proposals not yet applied or failed, in Seq order
+
+	waiter   *queue[*proposal] // proposals whose futures to check, in Seq order
+	verifier *queue[*readOp]   // reads waiting for a VerifyLeader round
+	fwd      *forwarder
+
+	closed atomic.Bool
+	stop   chan struct{}
+	wg     sync.WaitGroup
+}
+
+// proposal is an entry this node proposed.
+type proposal struct {
+	seq    uint64
+	req    *Request // nil for the entries the engine proposes itself
+	future raft.ApplyFuture
+	reads  []*readOp // reads submitted after it and before the next proposal
+	done   bool      // req resolved; guarded by localMu
+}
+
+// readOp is a read that is answered once it has run on the state machine and a
+// VerifyLeader round has covered it, whichever comes last.
+type readOp struct {
+	req   *Request
+	term  uint64       // the leader term it was accepted in
+	left  atomic.Int32 // 2, then 1, then 0 when it is answered
+	reply keyspace.Reply
+	fail  string // set when the verification failed
+}
+
+// NewRaft opens a cluster member: its stores, its transport and its Raft node.
+// A node with no state bootstraps or joins as its options say; one with state
+// restores its last snapshot and catches up from the log.
+func NewRaft(opts RaftOptions) (*Raft, error) {
+	if opts.NodeID == "" {
+		return nil, errors.New("replication: NodeID is required")
+	}
+	opts = opts.withDefaults()
+	r := &Raft{
+		opts:     opts,
+		log:      opts.Logger.With("node", opts.NodeID),
+		clock:    newClock(0, opts.Mono, opts.Wall),
+		origin:   randomUint64(),
+		sm:       NewStateMachine(opts.Lua),
+		waiter:   newQueue[*proposal](),
+		verifier: newQueue[*readOp](),
+		stop:     make(chan struct{}),
+	}
+	r.members.Store(&map[string]string{})
+	r.fwd = newForwarder(r)
+	if err := r.open(); err != nil {
+		r.closeStores()
+		return nil, fmt.Errorf("replication: open node %s: %w", opts.NodeID, err)
+	}
+	for _, loop := range []func(){r.waitLoop, r.verifyLoop, r.fwd.loop, r.leadershipLoop, r.sweepLoop, r.registerLoop, r.promoteLoop} {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			loop()
+		}()
+	}
+	return r, nil
+}
+
+func randomUint64() uint64 {
+	var b [8]byte
+	rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+// open sets up the stores, the transport and the Raft node.
+func (r *Raft) open() error {
+	o := &r.opts
+	hl := newHCLogger(r.log)
+	r.peers = o.Peers
+	if r.peers == nil {
+		r.peers = newRedisPeers(o.Password)
+	}
+	r.trans = o.Transport
+	if r.trans == nil {
+		t, err := raft.NewTCPTransportWithConfig(o.RaftAddr, nil, &raft.NetworkTransportConfig{
+			MaxPool: 3, Timeout: 10 * time.Second, Logger: hl,
+		})
+		if err != nil {
+			return fmt.Errorf("raft transport on %s: %w", o.RaftAddr, err)
+		}
+		r.trans = t
+		r.closer = append(r.closer, t)
+	}
+	var logs raft.LogStore
+	var stable raft.StableStore
+	var snaps raft.SnapshotStore
+	if o.DataDir != "" {
+		if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+			return err
+		}
+		bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(o.DataDir, "raft.db")})
+		if err != nil {
+			return fmt.Errorf("open raft.db: %w", err)
+		}
+		r.closer = append(r.closer, bolt)
+		logs, stable = bolt, bolt
+		if snaps, err = raft.NewFileSnapshotStoreWithLogger(o.DataDir, 2, hl); err != nil {
+			return err
+		}
+	} else {
+		mem := raft.NewInmemStore()
+		logs, stable, snaps = mem, mem, raft.NewInmemSnapshotStore()
+	}
+	if o.LogStore != nil {
+		logs = o.LogStore
+	}
+	if o.StableStore != nil {
+		stable = o.StableStore
+	}
+	if o.SnapshotStore != nil {
+		snaps = o.SnapshotStore
+	}
+	logs, err := raft.NewLogCache(512, logs)
+	if err != nil {
+		return err
+	}
+
+	existing, err := raft.HasExistingState(logs, stable, snaps)
+	if err != nil {
+		return err
+	}
+	if r.replayUntil, err = logs.LastIndex(); err != nil {
+		return err
+	}
+	conf := r.raftConfig(hl)
+	if !existing {
+		if o.Join != "" {
+			// Join before the node answers any RPC: see join.
+			if err := r.join(); err != nil {
+				return err
+			}
+		} else {
+			if err := raft.BootstrapCluster(conf, logs, stable, snaps, r.trans, r.bootstrapConfiguration()); err != nil {
+				return fmt.Errorf("bootstrap: %w", err)
+			}
+			if r.replayUntil, err = logs.LastIndex(); err != nil {
+				return err
+			}
+		}
+	}
+	node, err := raft.NewRaft(conf, (*fsm)(r), logs, stable, snaps, r.trans)
+	if err != nil {
+		return err
+	}
+	r.raft = node
+	return nil
+}
+
+func (r *Raft) raftConfig(hl *hcLogger) *raft.Config {
+	o := &r.opts
+	c := raft.DefaultConfig()
+	c.LocalID = raft.ServerID(o.NodeID)
+	c.HeartbeatTimeout = o.HeartbeatTimeout
+	c.ElectionTimeout = o.ElectionTimeout
+	c.LeaderLeaseTimeout = o.HeartbeatTimeout / 2
+	c.CommitTimeout = o.CommitTimeout
+	// Many concurrent proposals go to the log, and to the FSM, as one batch.
+	c.BatchApplyCh = true
+	c.MaxAppendEntries = 1024
+	c.SnapshotThreshold = o.SnapshotThreshold
+	c.TrailingLogs = o.TrailingLogs
+	c.SnapshotInterval = o.SnapshotInterval
+	c.Logger = hl
+	return c
+}
+
+// bootstrapConfiguration is the configuration of a new cluster: the Bootstrap
+// voters, or this node alone.
+func (r *Raft) bootstrapConfiguration() raft.Configuration {
+	var c raft.Configuration
+	for _, p := range r.opts.Bootstrap {
+		c.Servers = append(c.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+	}
+	if len(c.Servers) == 0 {
+		c.Servers = []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(r.opts.NodeID), Address: r.trans.LocalAddr()}}
+	}
+	return c
+}
+
+// Submit starts req: at once on the leader, through the forwarder on a
+// follower. Its reply is available through req.Wait.
+func (r *Raft) Submit(req *Request) {
+	req.start()
+	if isClusterCommand(req) {
+		r.clusterCommand(req)
+		return
+	}
+	r.submit(req, false)
+}
+
+// submit runs req on this node if it leads. Otherwise a request from a local
+// client goes to the forwarder; one forwarded by another node gets TRYAGAIN,
+// and the other node tries the new leader.
+func (r *Raft) submit(req *Request, forwarded bool) {
+	if r.closed.Load() {
+		r.finish(req, keyspace.Error(errClosed))
+		return
+	}
+	var prepared, write bool
+	for {
+		r.proposeMu.Lock()
+		// While the forwarder holds requests, new ones queue behind them, so that
+		// a client's requests keep their order when this node becomes leader.
+		if (!forwarded && r.fwd.busy()) || !r.leadingLocked() {
+			r.proposeMu.Unlock()
+			if forwarded {
+				r.finish(req, keyspace.Error(errTryAgain))
+			} else {
+				r.fwd.enqueue(req)
+			}
+			return
+		}
+		if prepared || req.WatchKeys != nil {
+			break
+		}
+		// Prepare reads the script cache, under the FSM's lock: never hold
+		// proposeMu meanwhile, or every proposal would wait for an FSM batch.
+		r.proposeMu.Unlock()
+		var errReply *keyspace.Reply
+		if write, errReply = r.prepare(req); errReply != nil {
+			r.finish(req, *errReply)
+			return
+		}
+		prepared = true
+	}
+	// proposeMu is held.
+	if write {
+		e := &logEntry{Kind: kindCommand, Entry: Entry{
+			Time: r.clock.Now(), DB: req.DB, Cmds: req.Cmds, Multi: req.Multi, Watch: req.Watch, OOM: req.OverMemory,
+		}}
+		r.proposeLocked(e, req)
+		r.proposeMu.Unlock()
+		return
+	}
+	rd := &readOp{req: req, term: r.leadTerm.Load()}
+	rd.left.Store(2)
+	r.localMu.Lock()
+	n := len(r.local)
+	if n > 0 {
+		r.local[n-1].reads = append(r.local[n-1].reads, rd)
+	}
+	r.localMu.Unlock()
+	r.proposeMu.Unlock()
+	r.verifier.push(rd)
+	if n == 0 {
+		// Nothing of this node's is in flight: the state machine already holds
+		// every write submitted before this read.
+		r.smMu.Lock()
+		reply := r.read(req)
+		r.smMu.Unlock()
+		r.readRan(rd, reply)
+	}
+}
+
+// prepare validates req and says whether it writes. A NOSCRIPT while this
+// node has proposals in flight may only mean that the SCRIPT LOAD before it is
+// not applied yet: such a request goes to the log, where Apply decides.
+func (r *Raft) prepare(req *Request) (write bool, errReply *keyspace.Reply) {
+	r.localMu.Lock()
+	inflight := len(r.local) > 0
+	r.localMu.Unlock()
+	r.smMu.Lock()
+	write, errReply = r.sm.Prepare(req)
+	r.smMu.Unlock()
+	if errReply != nil && inflight && strings.HasPrefix(errReply.Str, "NOSCRIPT") {
+		return true, nil
+	}
+	return write, errReply
+}
+
+// leadingLocked reports whether this node leads, and on the first call in a
+// new term proposes the barrier that reads of the term wait for. proposeMu is held.
+func (r *Raft) leadingLocked() bool {
+	if r.raft.State() != raft.Leader {
+		r.leadTerm.Store(0)
+		return false
+	}
+	if t := r.raft.CurrentTerm(); t != r.leadTerm.Load() {
+		r.leadTerm.Store(t)
+		r.proposeLocked(&logEntry{Kind: kindBarrier}, nil)
+	}
+	return true
+}
+
+// leading reports whether this node leads.
+func (r *Raft) leading() bool {
+	r.proposeMu.Lock()
+	defer r.proposeMu.Unlock()
+	return r.leadingLocked()
+}
+
+// proposeLocked appends e to the log with the next Seq. It does not wait for
+// the commit. proposeMu is held.
+func (r *Raft) proposeLocked(e *logEntry, req *Request) *proposal {
+	p := &proposal{seq: r.nextSeq, req: req}
+	r.nextSeq++
+	e.Origin, e.Seq = r.origin, p.seq
+	data := encodeLogEntry(e)
+	r.localMu.Lock()
+	r.local = append(r.local, p)
+	r.localMu.Unlock()
+	p.future = r.raft.Apply(data, 0)
+	r.waiter.push(p)
+	return p
+}
+
+// read runs a read request on the state machine. smMu is held.
+func (r *Raft) read(req *Request) keyspace.Reply {
+	if req.WatchKeys != nil {
+		return versionsReply(r.sm.Versions(req.DB, req.WatchKeys))
+	}
+	return r.sm.Read(req.DB, req.Cmds, req.Multi, req.Watch, r.clock.Now())
+}
+
+// appliedLocal is called by the FSM, under smMu, when it has applied this
+// node's proposal seq: it answers the proposal's request, and runs the reads
+// that were submitted after it, before this node's next proposal is applied.
+func (r *Raft) appliedLocal(seq uint64, reply keyspace.Reply) {
+	var done *Request
+	var reads []*readOp
+	r.localMu.Lock()
+	for len(r.local) > 0 && r.local[0].seq <= seq {
+		p := r.local[0]
+		r.local[0] = nil
+		r.local = r.local[1:]
+		// A proposal before seq that is still listed never made it into the
+		// log; the waiter reports its error.
+		if p.seq == seq && !p.done {
+			p.done = true
+			done = p.req
+		}
+		reads = append(reads, p.reads...)
+	}
+	r.localMu.Unlock()
+	if done != nil {
+		r.finish(done, reply)
+	}
+	for _, rd := range reads {
+		r.readRan(rd, r.read(rd.req))
+	}
+}
+
+// waitLoop checks the futures of this node's proposals in order and answers
+// those that failed.
+func (r *Raft) waitLoop() {
+	for {
+		select {
+		case <-r.waiter.wake:
+		case <-r.stop:
+			for _, p := range r.waiter.take() {
+				r.checkProposal(p)
+			}
+			return
+		}
+		for _, p := range r.waiter.take() {
+			r.checkProposal(p)
+		}
+	}
+}
+
+func (r *Raft) checkProposal(p *proposal) {
+	err := p.future.Error()
+	if err == nil {
+		return // the FSM answered it
+	}
+	var reply keyspace.Reply
+	switch {
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		reply = keyspace.Error(errTryAgain) // refused before it was appended
+	case errors.Is(err, raft.ErrRaftShutdown):
+		reply = keyspace.Error(errUnknownClose)
+	default: // ErrLeadershipLost, and anything else: it may be in the log
+		reply = keyspace.Error(errUnknownLost)
+	}
+	var reads []*readOp
+	r.localMu.Lock()
+	for i, q := range r.local {
+		if q == p {
+			r.local = append(r.local[:i], r.local[i+1:]...)
+			reads = p.reads
+			p.reads = nil
+			break
+		}
+	}
+	resolve := !p.done && p.req != nil
+	p.done = true
+	r.localMu.Unlock()
+	for _, rd := range reads {
+		r.readRan(rd, keyspace.Error(errTryAgain))
+	}
+	if resolve {
+		r.finish(p.req, reply)
+	}
+}
+
+// verifyLoop confirms leadership for the reads waiting at the start of each
+// round: one VerifyLeader round serves them all.
+func (r *Raft) verifyLoop() {
+	for {
+		select {
+		case <-r.verifier.wake:
+		case <-r.stop:
+			for _, rd := range r.verifier.take() {
+				r.readVerified(rd, errClosed)
+			}
+			return
+		}
+		reads := r.verifier.take()
+		if len(reads) == 0 {
+			continue
+		}
+		err := r.raft.VerifyLeader().Error()
+		// The round confirms the term it ran in; a read accepted in an earlier
+		// term may have run on a state that misses what another leader wrote.
+		term := r.raft.CurrentTerm()
+		for _, rd := range reads {
+			switch {
+			case err != nil || rd.term != term:
+				r.readVerified(rd, errTryAgain)
+			default:
+				r.readVerified(rd, "")
+			}
+		}
+	}
+}
+
+func (r *Raft) readRan(rd *readOp, reply keyspace.Reply) {
+	rd.reply = reply
+	if rd.left.Add(-1) == 0 {
+		r.answerRead(rd)
+	}
+}
+
+func (r *Raft) readVerified(rd *readOp, fail string) {
+	rd.fail = fail
+	if rd.left.Add(-1) == 0 {
+		r.answerRead(rd)
+	}
+}
+
+func (r *Raft) answerRead(rd *readOp) {
+	if rd.fail != "" {
+		r.finish(rd.req, keyspace.Error(rd.fail))
+		return
+	}
+	r.finish(rd.req, rd.reply)
+}
+
+// finish answers a request started by Submit.
+func (r *Raft) finish(req *Request, reply keyspace.Reply) {
+	req.reply = reply
+	close(req.done)
+}
+
+// sweepLoop reclaims expired keys on this node at the time of the last applied
+// entry, which no later entry can precede.
+func (r *Raft) sweepLoop() {
+	t := time.NewTicker(sweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+			r.smMu.Lock()
+			r.sm.Sweep(r.sm.LastTime(), sweepBudget)
+			r.smMu.Unlock()
+		}
+	}
+}
+
+// leadershipLoop proposes the barrier as soon as this node wins an election,
+// rather than at its first request.
+func (r *Raft) leadershipLoop() {
+	for {
+		select {
+		case <-r.stop:
+			return
+		case isLeader := <-r.raft.LeaderCh():
+			if isLeader {
+				r.leading()
+			}
+		}
+	}
+}
+
+// Now returns the log clock's time: on a follower, the leader's time line.
+func (r *Raft) Now() int64 { return r.clock.Now() }
+
+// Close stops the node. Requests in flight are answered (UNKNOWN for writes
+// whose outcome is not known); the stores and transport are closed.
+func (r *Raft) Close() error {
+	if r.closed.Swap(true) {
+		return nil
+	}
+	err := r.raft.Shutdown().Error()
+	close(r.stop)
+	r.wg.Wait()
+	r.fwd.close()
+	return errors.Join(err, r.peers.Close(), r.closeStores())
+}
+
+func (r *Raft) closeStores() error {
+	var errs []error
+	for i := len(r.closer) - 1; i >= 0; i-- {
+		errs = append(errs, r.closer[i].Close())
+	}
+	r.closer = nil
+	return errors.Join(errs...)
+}
+
+// start readies req for an asynchronous reply.
+func (req *Request) start() { req.done = make(chan struct{}) }
+
+// isClusterCommand reports whether req is a LOCKSERVER command, which the node
+// that receives it serves itself.
+func isClusterCommand(req *Request) bool {
+	return len(req.Cmds) == 1 && !req.Multi && req.WatchKeys == nil &&
+		bytes.EqualFold(req.Cmds[0][0], []byte("lockserver"))
+}

@@ -1,0 +1,406 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/lockserver/lockserver/keyspace"
+)
+
+// The LOCKSERVER command administers the cluster. Any node serves it; the
+// subcommands that change the membership run on the leader, to which the
+// other nodes relay them.
+//
+//	LOCKSERVER STATUS                       this node: state, term, leader, indexes
+//	LOCKSERVER MEMBERS                      the members, their addresses and roles
+//	LOCKSERVER LEADER                       the leader's id and client address
+//	LOCKSERVER SNAPSHOT                     take a snapshot of this node now
+//	LOCKSERVER JOIN id raft-addr client-addr  add a node, as a non-voter until it catches up
+//	LOCKSERVER REMOVE id                    remove a node
+//	LOCKSERVER REGISTER id client-addr      record a member's client address (nodes send it)
+//	LOCKSERVER APPLIED                      this node's applied index (the leader asks it)
+//	LOCKSERVER FORWARD batch                run requests forwarded by a follower (internal)
+var clusterSubcommands = map[string]int{ // name -> number of arguments with LOCKSERVER and the name
+	"status": 2, "members": 2, "leader": 2, "snapshot": 2, "join": 5, "remove": 3,
+	"register": 4, "applied": 2, "forward": 3, "help": 2,
+}
+
+const clusterHelp = `LOCKSERVER <subcommand> [<arg> ...]. Subcommands are:
+STATUS
+    This node's Raft state, term, leader and log indexes.
+MEMBERS
+    Every member: id, Raft address, client address, voter or not.
+LEADER
+    The leader's id and client address.
+SNAPSHOT
+    Take a snapshot of this node's state now.
+JOIN <id> <raft-addr> <client-addr>
+    Add a node as a non-voter; the leader promotes it once it has caught up.
+REMOVE <id>
+    Remove a node from the cluster.
+REGISTER <id> <client-addr>
+    Record a member's client address (members send it themselves).
+APPLIED
+    The index of the last entry this node applied.
+FORWARD <batch>
+    Run a batch of requests forwarded by another node (internal).
+HELP
+    Print this help.`
+
+// adminTimeout bounds a membership change.
+const adminTimeout = 30 * time.Second
+
+// clusterCommand serves a LOCKSERVER command on this node.
+func (r *Raft) clusterCommand(req *Request) {
+	args := req.Cmds[0]
+	if len(args) < 2 {
+		r.finish(req, keyspace.ErrWrongArity("lockserver"))
+		return
+	}
+	sub := strings.ToLower(string(args[1]))
+	n, known := clusterSubcommands[sub]
+	switch {
+	case !known:
+		r.finish(req, keyspace.Error("ERR unknown subcommand '"+string(args[1])+"'. Try LOCKSERVER HELP."))
+	case n != len(args):
+		r.finish(req, keyspace.ErrWrongArity("lockserver|"+sub))
+	case sub == "forward":
+		r.serveForward(req, args[2])
+	case sub == "status":
+		r.finish(req, r.Status().reply())
+	case sub == "members":
+		st := r.Status()
+		members := make([]keyspace.Reply, len(st.Members))
+		for i, m := range st.Members {
+			members[i] = m.reply(m.ID == st.LeaderID)
+		}
+		r.finish(req, keyspace.Array(members...))
+	case sub == "leader":
+		st := r.Status()
+		if st.LeaderID == "" {
+			r.finish(req, keyspace.Null)
+			return
+		}
+		r.finish(req, keyspace.Map(keyspace.Bulk("id"), keyspace.Bulk(st.LeaderID), keyspace.Bulk("client"), keyspace.Bulk(st.LeaderAddr)))
+	case sub == "applied":
+		r.finish(req, keyspace.Bulk(strconv.FormatUint(r.applied.Load(), 10)))
+	case sub == "help":
+		r.finish(req, keyspace.BulkArray(strings.Split(clusterHelp, "\n")))
+	default:
+		// The rest wait for Raft: answer from a goroutine, as the engine does
+		// every request, so that the connection is not held.
+		go func() { r.finish(req, r.clusterChange(sub, args)) }()
+	}
+}
+
+// clusterChange runs SNAPSHOT here and the membership changes on the leader.
+func (r *Raft) clusterChange(sub string, args [][]byte) keyspace.Reply {
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
+	var err error
+	switch sub {
+	case "snapshot":
+		err = r.raft.Snapshot().Error()
+	case "join":
+		err = r.onLeader(ctx, args, func() error {
+			return r.addNode(ctx, string(args[2]), string(args[3]), string(args[4]))
+		})
+	case "remove":
+		err = r.onLeader(ctx, args, func() error { return r.removeNode(ctx, string(args[2])) })
+	case "register":
+		err = r.onLeader(ctx, args, func() error { return r.registerNode(ctx, string(args[2]), string(args[3])) })
+	}
+	var rerr ReplyError
+	switch {
+	case err == nil:
+		return keyspace.OK
+	case errors.As(err, &rerr):
+		return keyspace.Error(string(rerr))
+	case errors.Is(err, raft.ErrNothingNewToSnapshot):
+		return keyspace.Error("ERR nothing new to snapshot")
+	}
+	return keyspace.Error("ERR " + err.Error())
+}
+
+// onLeader runs change if this node leads, or sends args to the leader.
+func (r *Raft) onLeader(ctx context.Context, args [][]byte, change func() error) error {
+	for backoff := 5 * time.Millisecond; ; backoff = min(2*backoff, 200*time.Millisecond) {
+		leader := r.leaderID()
+		addr := r.memberAddr(leader)
+		switch {
+		case leader == r.opts.NodeID && r.leading():
+			return change()
+		case leader != "" && leader != r.opts.NodeID && addr != "":
+			_, err := r.peers.Call(ctx, addr, args...)
+			if err == nil || !retryable(err) {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ReplyError(errClusterDown)
+		case <-r.stop:
+			return ReplyError(errClosed)
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// proposeWait proposes an entry of the engine's own and waits until it is applied.
+func (r *Raft) proposeWait(ctx context.Context, e *logEntry) error {
+	req := &Request{}
+	req.start()
+	r.proposeMu.Lock()
+	if !r.leadingLocked() {
+		r.proposeMu.Unlock()
+		return ReplyError(errTryAgain)
+	}
+	r.proposeLocked(e, req)
+	r.proposeMu.Unlock()
+	if reply := req.Wait(ctx); reply.IsError() {
+		return ReplyError(reply.Str)
+	}
+	return nil
+}
+
+// addNode adds a node as a non-voter, and records its client address. A node
+// asks to join only when it has no state; if it is still a voter it lost its
+// log, and it is removed first, before it can vote with an empty log.
+func (r *Raft) addNode(ctx context.Context, id, raftAddr, clientAddr string) error {
+	if id == r.opts.NodeID {
+		return fmt.Errorf("node %s is the leader", id)
+	}
+	cf := r.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return err
+	}
+	for _, s := range cf.Configuration().Servers {
+		if string(s.ID) == id && s.Suffrage == raft.Voter {
+			if err := r.raft.RemoveServer(s.ID, 0, 0).Error(); err != nil {
+				return fmt.Errorf("remove the wiped voter %s: %w", id, err)
+			}
+		}
+	}
+	if err := r.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, 0).Error(); err != nil {
+		return fmt.Errorf("add %s: %w", id, err)
+	}
+	r.log.Info("added a non-voter", "id", id, "raft", raftAddr, "client", clientAddr)
+	return r.proposeWait(ctx, &logEntry{Kind: kindMemberSet, Member: id, Addr: clientAddr})
+}
+
+// removeNode forgets a node's address, then removes it from the configuration.
+func (r *Raft) removeNode(ctx context.Context, id string) error {
+	if err := r.proposeWait(ctx, &logEntry{Kind: kindMemberDel, Member: id}); err != nil {
+		return err
+	}
+	if err := r.raft.RemoveServer(raft.ServerID(id), 0, 0).Error(); err != nil {
+		return fmt.Errorf("remove %s: %w", id, err)
+	}
+	r.log.Info("removed a node", "id", id)
+	return nil
+}
+
+// registerNode records the client address of a member of the configuration.
+func (r *Raft) registerNode(ctx context.Context, id, clientAddr string) error {
+	if r.memberAddr(id) == clientAddr {
+		return nil
+	}
+	if !r.inConfiguration(id) {
+		return fmt.Errorf("node %s is not a member", id)
+	}
+	return r.proposeWait(ctx, &logEntry{Kind: kindMemberSet, Member: id, Addr: clientAddr})
+}
+
+func (r *Raft) inConfiguration(id string) bool {
+	cf := r.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return false
+	}
+	for _, s := range cf.Configuration().Servers {
+		if string(s.ID) == id {
+			return true
+		}
+	}
+	return false
+}
+
+// join asks the cluster at opts.Join to add this node. It runs before the Raft
+// node starts, so that this node, which has no log, answers no vote request
+// until the leader has removed any older self of it from the voters.
+func (r *Raft) join() error {
+	args := [][]byte{argLockserver, []byte("JOIN"), []byte(r.opts.NodeID), []byte(r.trans.LocalAddr()), []byte(r.opts.ClientAddr)}
+	deadline := time.Now().Add(adminTimeout)
+	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+		_, err := r.peers.Call(ctx, r.opts.Join, args...)
+		cancel()
+		if err == nil {
+			r.log.Info("joined the cluster", "via", r.opts.Join)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("join via %s: %w", r.opts.Join, err)
+		}
+		r.log.Warn("join failed; retrying", "via", r.opts.Join, "err", err)
+		time.Sleep(backoff)
+	}
+}
+
+// registerLoop makes sure the member map holds this node's client address, so
+// that followers can forward to it when it leads.
+func (r *Raft) registerLoop() {
+	if r.opts.ClientAddr == "" {
+		return
+	}
+	args := [][]byte{argLockserver, []byte("REGISTER"), []byte(r.opts.NodeID), []byte(r.opts.ClientAddr)}
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+		if r.memberAddr(r.opts.NodeID) == r.opts.ClientAddr || r.leaderID() == "" {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := r.onLeader(ctx, args, func() error { return r.registerNode(ctx, r.opts.NodeID, r.opts.ClientAddr) })
+		cancel()
+		if err != nil {
+			r.log.Debug("registering the client address failed; retrying", "err", err)
+		}
+	}
+}
+
+// promoteSlack is how far behind the leader's commit index a non-voter's
+// applied index may be for the non-voter to count as caught up.
+const promoteSlack = 1024
+
+// promoteLoop, on the leader, promotes each non-voter to voter once it has
+// applied about as much of the log as the leader has committed.
+func (r *Raft) promoteLoop() {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+		if r.raft.State() != raft.Leader {
+			continue
+		}
+		cf := r.raft.GetConfiguration()
+		if cf.Error() != nil {
+			continue
+		}
+		for _, s := range cf.Configuration().Servers {
+			if s.Suffrage == raft.Nonvoter {
+				r.promoteIfCaughtUp(s)
+			}
+		}
+	}
+}
+
+func (r *Raft) promoteIfCaughtUp(s raft.Server) {
+	addr := r.memberAddr(string(s.ID))
+	if addr == "" {
+		return
+	}
+	commit := r.raft.CommitIndex()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	res, err := r.peers.Call(ctx, addr, argLockserver, []byte("APPLIED"))
+	cancel()
+	if err != nil {
+		return
+	}
+	applied, err := strconv.ParseUint(res, 10, 64)
+	if err != nil || applied+promoteSlack < commit {
+		return
+	}
+	if err := r.raft.AddVoter(s.ID, s.Address, 0, 0).Error(); err != nil {
+		r.log.Warn("promoting a non-voter failed", "id", s.ID, "err", err)
+		return
+	}
+	r.log.Info("promoted a non-voter that caught up", "id", s.ID, "applied", applied, "commit", commit)
+}
+
+// RaftStatus describes a node of the cluster, as LOCKSERVER STATUS shows it.
+type RaftStatus struct {
+	NodeID     string
+	State      string // leader, follower, candidate or shutdown
+	Term       uint64
+	LeaderID   string
+	LeaderAddr string // the leader's client address
+	// CommitIndex is the last entry this node knows to be committed;
+	// AppliedIndex the last its state machine applied; LastIndex the last in its log.
+	CommitIndex, AppliedIndex, LastIndex uint64
+	Members                              []Member
+}
+
+// Member is a node of the configuration.
+type Member struct {
+	ID, RaftAddr, ClientAddr string
+	Voter                    bool
+}
+
+// Status returns this node's view of the cluster.
+func (r *Raft) Status() RaftStatus {
+	leader := r.leaderID()
+	st := RaftStatus{
+		NodeID:       r.opts.NodeID,
+		State:        strings.ToLower(r.raft.State().String()),
+		Term:         r.raft.CurrentTerm(),
+		LeaderID:     leader,
+		LeaderAddr:   r.memberAddr(leader),
+		CommitIndex:  r.raft.CommitIndex(),
+		AppliedIndex: r.applied.Load(),
+		LastIndex:    r.raft.LastIndex(),
+	}
+	if cf := r.raft.GetConfiguration(); cf.Error() == nil {
+		for _, s := range cf.Configuration().Servers {
+			st.Members = append(st.Members, Member{
+				ID: string(s.ID), RaftAddr: string(s.Address), ClientAddr: r.memberAddr(string(s.ID)),
+				Voter: s.Suffrage == raft.Voter,
+			})
+		}
+	}
+	return st
+}
+
+func (st RaftStatus) reply() keyspace.Reply {
+	u := func(n uint64) keyspace.Reply { return keyspace.Int(int64(n)) }
+	return keyspace.Map(
+		keyspace.Bulk("node"), keyspace.Bulk(st.NodeID),
+		keyspace.Bulk("state"), keyspace.Bulk(st.State),
+		keyspace.Bulk("term"), u(st.Term),
+		keyspace.Bulk("leader"), keyspace.Bulk(st.LeaderID),
+		keyspace.Bulk("leader_client"), keyspace.Bulk(st.LeaderAddr),
+		keyspace.Bulk("commit_index"), u(st.CommitIndex),
+		keyspace.Bulk("applied_index"), u(st.AppliedIndex),
+		keyspace.Bulk("last_index"), u(st.LastIndex),
+		keyspace.Bulk("members"), keyspace.Int(int64(len(st.Members))),
+	)
+}
+
+func (m Member) reply(leader bool) keyspace.Reply {
+	role := "nonvoter"
+	if m.Voter {
+		role = "voter"
+	}
+	if leader {
+		role = "leader"
+	}
+	return keyspace.Map(
+		keyspace.Bulk("id"), keyspace.Bulk(m.ID),
+		keyspace.Bulk("raft"), keyspace.Bulk(m.RaftAddr),
+		keyspace.Bulk("client"), keyspace.Bulk(m.ClientAddr),
+		keyspace.Bulk("role"), keyspace.Bulk(role),
+	)
+}

@@ -1,0 +1,367 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lockserver/lockserver/keyspace"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// PeerClient carries internal LOCKSERVER commands to other nodes' client
+// ports: forwarded requests, joins, member registrations, progress checks.
+type PeerClient interface {
+	// Call sends args to the node whose client address is addr and returns its
+	// reply, a status or bulk string. An error reply is a ReplyError; an error
+	// that wraps ErrNotSent means the command never reached the node.
+	Call(ctx context.Context, addr string, args ...[]byte) (string, error)
+	Close() error
+}
+
+// ErrNotSent is wrapped by PeerClient errors when the command was not sent.
+var ErrNotSent = errors.New("not sent")
+
+// ReplyError is an error reply from another node.
+type ReplyError string
+
+func (e ReplyError) Error() string { return string(e) }
+
+// The internal commands. LOCKSERVER is one row of the command table; the node
+// that receives it serves it itself (see clusterCommand).
+var (
+	argLockserver = []byte("LOCKSERVER")
+	argForward    = []byte("FORWARD")
+)
+
+// forwarder sends the requests a follower's clients submit to the leader, in
+// submission order: one batch at a time, each batch as one LOCKSERVER FORWARD
+// command, so that many concurrent requests cost one round trip.
+type forwarder struct {
+	r    *Raft
+	wake chan struct{}
+
+	mu      sync.Mutex
+	queue   []*Request
+	sending bool // a batch is on its way and not answered
+	closed  bool
+}
+
+// Bounds of one forwarded batch.
+const (
+	maxForwardBatch      = 1024
+	maxForwardBatchBytes = 4 << 20
+	// forwardTimeout bounds the wait for a forwarded batch's replies; the
+	// leader answers within an election timeout or steps down, so it is only
+	// reached if the leader hangs.
+	forwardTimeout = 30 * time.Second
+)
+
+func newForwarder(r *Raft) *forwarder {
+	return &forwarder{r: r, wake: make(chan struct{}, 1)}
+}
+
+// busy reports whether requests wait to be forwarded or are being forwarded.
+func (f *forwarder) busy() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.sending || len(f.queue) > 0
+}
+
+func (f *forwarder) enqueue(req *Request) {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		f.r.finish(req, keyspace.Error(errClosed))
+		return
+	}
+	f.queue = append(f.queue, req)
+	f.mu.Unlock()
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// next takes the next batch, or reports that the queue is empty.
+func (f *forwarder) next() []*Request {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, size := 0, 0
+	for n < len(f.queue) && n < maxForwardBatch && (n == 0 || size < maxForwardBatchBytes) {
+		size += requestSize(f.queue[n])
+		n++
+	}
+	batch := append([]*Request(nil), f.queue[:n]...)
+	f.queue = f.queue[n:]
+	f.sending = n > 0
+	return batch
+}
+
+func requestSize(req *Request) int {
+	n := 16
+	for _, args := range req.Cmds {
+		for _, a := range args {
+			n += len(a) + 4
+		}
+	}
+	return n
+}
+
+func (f *forwarder) loop() {
+	for {
+		select {
+		case <-f.wake:
+		case <-f.r.stop:
+			return
+		}
+		for batch := f.next(); len(batch) > 0; batch = f.next() {
+			f.send(batch)
+		}
+	}
+}
+
+// close answers whatever is still queued; the loop has stopped.
+func (f *forwarder) close() {
+	f.mu.Lock()
+	queue := f.queue
+	f.queue, f.closed = nil, true
+	f.mu.Unlock()
+	for _, req := range queue {
+		f.r.finish(req, keyspace.Error(errClosed))
+	}
+}
+
+// send delivers a batch to the leader and answers its requests. While no
+// leader is reachable and nothing was sent it retries, for up to ForwardWait.
+func (f *forwarder) send(batch []*Request) {
+	r := f.r
+	deadline := time.Now().Add(r.opts.ForwardWait)
+	var payload []byte
+	lastErr := "no leader"
+	for backoff := 5 * time.Millisecond; ; backoff = min(2*backoff, 100*time.Millisecond) {
+		leader := r.leaderID()
+		switch addr := r.memberAddr(leader); {
+		case leader == "":
+		case leader == r.opts.NodeID:
+			if r.submitBatch(batch) {
+				return
+			}
+		case addr == "":
+			lastErr = "the leader's client address is not known yet"
+		default:
+			if payload == nil {
+				payload = encodeRequests(batch)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
+			res, err := r.peers.Call(ctx, addr, argLockserver, argForward, payload)
+			cancel()
+			var rerr ReplyError
+			switch {
+			case err == nil:
+				f.answer(batch, res)
+				return
+			case retryable(err):
+				lastErr = fmt.Sprintf("leader %s at %s: %v", leader, addr, err)
+			case errors.As(err, &rerr):
+				// The leader refused the FORWARD command itself (NOAUTH, ...).
+				r.log.Error("the leader refused forwarded commands", "leader", leader, "addr", addr, "err", err)
+				f.finishAll(batch, keyspace.Error("ERR forwarding to the leader failed: "+string(rerr)))
+				return
+			default:
+				r.log.Warn("forwarding to the leader failed after sending", "leader", leader, "addr", addr, "err", err)
+				for _, req := range batch {
+					r.finish(req, unknownOutcome(req, "the connection to the leader failed after the command was forwarded"))
+				}
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			f.finishAll(batch, keyspace.Error(errClusterDown+" ("+lastErr+")"))
+			return
+		}
+		select {
+		case <-time.After(backoff):
+		case <-r.stop:
+			f.finishAll(batch, keyspace.Error(errClosed))
+			return
+		}
+	}
+}
+
+// answer relays the leader's replies to a batch.
+func (f *forwarder) answer(batch []*Request, res string) {
+	replies, err := decodeReplies([]byte(res))
+	if err == nil && len(replies) != len(batch) {
+		err = fmt.Errorf("%d replies to %d requests", len(replies), len(batch))
+	}
+	if err != nil {
+		f.r.log.Error("bad reply to a forwarded batch", "err", err)
+		for _, req := range batch {
+			f.r.finish(req, unknownOutcome(req, "the leader's reply could not be read"))
+		}
+		return
+	}
+	for i, req := range batch {
+		f.r.finish(req, replies[i])
+	}
+}
+
+func (f *forwarder) finishAll(batch []*Request, reply keyspace.Reply) {
+	for _, req := range batch {
+		f.r.finish(req, reply)
+	}
+}
+
+// retryable reports whether a failed forward did nothing and may succeed on
+// another try: it was not sent, or the receiver refused the whole batch
+// because it does not lead.
+func retryable(err error) bool {
+	var rerr ReplyError
+	if errors.As(err, &rerr) {
+		return strings.HasPrefix(string(rerr), "TRYAGAIN") || strings.HasPrefix(string(rerr), "CLUSTERDOWN")
+	}
+	return errors.Is(err, ErrNotSent)
+}
+
+// unknownOutcome is the reply to a forwarded request whose fate is unknown:
+// UNKNOWN if it may write, TRYAGAIN if it only reads.
+func unknownOutcome(req *Request, why string) keyspace.Reply {
+	if readOnly(req) {
+		return keyspace.Error(errTryAgain)
+	}
+	return keyspace.Error("UNKNOWN " + why + "; it may or may not have taken effect")
+}
+
+// readOnly reports whether req certainly does not write, by the command table.
+func readOnly(req *Request) bool {
+	if req.WatchKeys != nil {
+		return true
+	}
+	for _, args := range req.Cmds {
+		cmd := keyspace.Lookup(args[0])
+		if cmd == nil || !cmd.Has(keyspace.ReadOnly) || cmd.Has(keyspace.Scripting) {
+			return false
+		}
+	}
+	return true
+}
+
+// leaderID returns the id of the node this node believes leads, or "".
+func (r *Raft) leaderID() string {
+	_, id := r.raft.LeaderWithID()
+	return string(id)
+}
+
+// submitBatch submits requests that this node's forwarder holds, or that
+// another node forwarded, if this node leads. It reports false, having
+// submitted nothing, if it does not.
+func (r *Raft) submitBatch(batch []*Request) bool {
+	if !r.leading() {
+		return false
+	}
+	for _, req := range batch {
+		r.submit(req, true)
+	}
+	return true
+}
+
+// serveForward serves LOCKSERVER FORWARD: it submits the batch in order and
+// answers with the encoded replies once all are in. A node that does not lead
+// refuses the whole batch with TRYAGAIN, and the sender tries again.
+func (r *Raft) serveForward(req *Request, payload []byte) {
+	batch, err := decodeRequests(payload)
+	if err != nil {
+		r.finish(req, keyspace.Error("ERR "+err.Error()))
+		return
+	}
+	for _, in := range batch {
+		in.start()
+	}
+	if !r.submitBatch(batch) {
+		r.finish(req, keyspace.Error(errTryAgain))
+		return
+	}
+	go func() {
+		replies := make([]keyspace.Reply, len(batch))
+		for i, in := range batch {
+			replies[i] = in.Wait(context.Background())
+		}
+		r.finish(req, keyspace.Bulk(string(encodeReplies(replies))))
+	}()
+}
+
+// redisPeers is the PeerClient over TCP: go-redis, one small pool per node.
+type redisPeers struct {
+	password string
+	mu       sync.Mutex
+	clients  map[string]*redis.Client
+}
+
+func newRedisPeers(password string) *redisPeers {
+	return &redisPeers{password: password, clients: make(map[string]*redis.Client)}
+}
+
+func (p *redisPeers) client(addr string) *redis.Client {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.clients[addr]
+	if c == nil {
+		c = redis.NewClient(&redis.Options{
+			Addr:     addr,
+			Password: p.password,
+			// A retried forward could apply twice: never retry.
+			MaxRetries:            -1,
+			DialTimeout:           2 * time.Second,
+			ReadTimeout:           -1, // the context bounds each call
+			ContextTimeoutEnabled: true,
+			PoolSize:              4,
+			DisableIdentity:       true,
+			MaintNotificationsConfig: &maintnotifications.Config{
+				Mode: maintnotifications.ModeDisabled,
+			},
+		})
+		p.clients[addr] = c
+	}
+	return c
+}
+
+func (p *redisPeers) Call(ctx context.Context, addr string, args ...[]byte) (string, error) {
+	a := make([]any, len(args))
+	for i, b := range args {
+		a[i] = b
+	}
+	v, err := p.client(addr).Do(ctx, a...).Result()
+	if err != nil {
+		var rerr redis.Error
+		var op *net.OpError
+		switch {
+		case errors.As(err, &rerr):
+			return "", ReplyError(rerr.Error())
+		case errors.As(err, &op) && op.Op == "dial":
+			return "", fmt.Errorf("%w: %v", ErrNotSent, err)
+		}
+		return "", err
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("unexpected %T reply from %s", v, addr)
+	}
+	return s, nil
+}
+
+func (p *redisPeers) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var errs []error
+	for _, c := range p.clients {
+		errs = append(errs, c.Close())
+	}
+	p.clients = nil
+	return errors.Join(errs...)
+}

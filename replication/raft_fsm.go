@@ -1,0 +1,206 @@
+package replication
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"sort"
+
+	"github.com/hashicorp/raft"
+	"github.com/lockserver/lockserver/keyspace"
+)
+
+// fsm is the Raft engine as hashicorp/raft sees it: its state machine.
+// hashicorp/raft calls these methods from one goroutine.
+type fsm Raft
+
+// Apply applies one entry; ApplyBatch is the path raft takes.
+func (f *fsm) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
+
+// ApplyBatch applies committed entries in log order under the state machine's
+// lock. Replies go to the requests of this node's proposals directly (see
+// appliedLocal), not through raft's futures.
+func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
+	r := (*Raft)(f)
+	r.smMu.Lock()
+	defer r.smMu.Unlock()
+	stamped := false
+	for _, l := range logs {
+		if l.Type == raft.LogCommand {
+			stamped = r.applyLog(l) || stamped
+		}
+	}
+	r.applied.Store(logs[len(logs)-1].Index)
+	if stamped {
+		// A follower's clock follows the leader's stamps (see Clock.Follow).
+		if r.leadTerm.Load() != 0 {
+			r.clock.Observe(r.sm.LastTime())
+		} else {
+			r.clock.Follow(r.sm.LastTime())
+		}
+	}
+	return make([]any, len(logs))
+}
+
+// applyLog applies one command entry and reports whether it carried a stamp.
+// Entries that were in the log when the node started are a replay: their
+// messages were delivered, if ever, before the restart.
+func (r *Raft) applyLog(l *raft.Log) bool {
+	e, err := decodeLogEntry(l.Data)
+	if err != nil {
+		// Every node skips the same bytes, so the replicas stay alike.
+		r.log.Error("skipping an undecodable log entry", "index", l.Index, "err", err)
+		return false
+	}
+	reply := keyspace.OK
+	switch e.Kind {
+	case kindCommand:
+		var pub keyspace.Publisher
+		if l.Index > r.replayUntil {
+			pub = r.opts.Hub
+		}
+		reply = r.sm.Apply(&e.Entry, pub)
+	case kindMemberSet:
+		r.setMember(e.Member, e.Addr)
+	case kindMemberDel:
+		r.setMember(e.Member, "")
+	}
+	if e.Origin == r.origin {
+		r.appliedLocal(e.Seq, reply)
+	}
+	return e.Kind == kindCommand
+}
+
+// setMember records a node's client address; "" forgets the node.
+func (r *Raft) setMember(id, addr string) {
+	m := maps.Clone(*r.members.Load())
+	if addr == "" {
+		delete(m, id)
+	} else {
+		m[id] = addr
+	}
+	r.members.Store(&m)
+}
+
+// memberAddr returns the client address of node id, or "".
+func (r *Raft) memberAddr(id string) string { return (*r.members.Load())[id] }
+
+// Snapshot serialises the state into memory under the lock, so that Apply
+// waits only for that copy; raft persists it in the background.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	r := (*Raft)(f)
+	r.smMu.Lock()
+	defer r.smMu.Unlock()
+	var buf bytes.Buffer
+	if err := r.writeSnapshot(&buf); err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	return snapshotBytes(buf.Bytes()), nil
+}
+
+// Restore replaces the state with a snapshot's: at start, and when the leader
+// installs one on a lagging follower. Nothing is delivered to subscribers.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	r := (*Raft)(f)
+	defer rc.Close()
+	sm, members, applied, err := readSnapshot(bufio.NewReader(rc), r)
+	if err != nil {
+		return fmt.Errorf("restore snapshot: %w", err)
+	}
+	r.smMu.Lock()
+	r.sm = sm
+	r.members.Store(&members)
+	r.applied.Store(applied)
+	r.smMu.Unlock()
+	r.clock.Observe(sm.LastTime())
+	return nil
+}
+
+type snapshotBytes []byte
+
+func (s snapshotBytes) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("persist snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (snapshotBytes) Release() {}
+
+// snapshotMagic starts every snapshot; its last byte is the format's version.
+const snapshotMagic = "LKSNAP\x00\x01"
+
+// writeSnapshot writes the engine's state: the applied index, the log
+// clock's last stamp, the member map, then the state machine (script cache
+// and keyspace). smMu is held.
+func (r *Raft) writeSnapshot(w *bytes.Buffer) error {
+	w.WriteString(snapshotMagic)
+	var b []byte
+	b = binary.AppendUvarint(b, r.applied.Load())
+	b = binary.AppendVarint(b, r.sm.LastTime())
+	members := *r.members.Load()
+	ids := make([]string, 0, len(members))
+	for id := range members {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	b = binary.AppendUvarint(b, uint64(len(ids)))
+	for _, id := range ids {
+		b = appendString(b, id)
+		b = appendString(b, members[id])
+	}
+	w.Write(b)
+	return r.sm.writeSnapshot(w)
+}
+
+// readSnapshot reads what writeSnapshot wrote into a new state machine.
+func readSnapshot(br *bufio.Reader, r *Raft) (*StateMachine, map[string]string, uint64, error) {
+	magic := make([]byte, len(snapshotMagic))
+	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != snapshotMagic {
+		return nil, nil, 0, errors.New("not a lockserver snapshot of this version")
+	}
+	applied, err1 := binary.ReadUvarint(br)
+	last, err2 := binary.ReadVarint(br)
+	n, err3 := binary.ReadUvarint(br)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return nil, nil, 0, err
+	}
+	members := make(map[string]string)
+	for i := uint64(0); i < n; i++ {
+		id, err := readString(br)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		addr, err := readString(br)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		members[id] = addr
+	}
+	sm := NewStateMachine(r.opts.Lua)
+	if err := sm.readSnapshot(br); err != nil {
+		return nil, nil, 0, err
+	}
+	sm.last = last
+	return sm, members, applied, nil
+}
+
+// readString reads a length-prefixed string, refusing lengths beyond what a
+// member id or address can be.
+func readString(br *bufio.Reader) (string, error) {
+	n, err := binary.ReadUvarint(br)
+	if err != nil {
+		return "", err
+	}
+	if n > 1<<16 {
+		return "", fmt.Errorf("string of %d bytes in a snapshot header", n)
+	}
+	b := make([]byte, n)
+	_, err = io.ReadFull(br, b)
+	return string(b), err
+}
