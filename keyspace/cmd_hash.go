@@ -1,5 +1,7 @@
 package keyspace
 
+import "strconv"
+
 func init() {
 	rw, w, ro := Write|DenyOOM, Write, ReadOnly
 	register(
@@ -45,7 +47,7 @@ func cmdHSet(c *Call) Reply {
 	o.hashFit(c.Args[2:]...)
 	var added int64
 	for i := 2; i < len(c.Args); i += 2 {
-		if o.hashSet(c.Args[i], string(c.Args[i+1])) {
+		if o.hashSet(c.Args[i], c.Args[i+1]) {
 			added++
 		}
 	}
@@ -66,7 +68,7 @@ func cmdHSetNX(c *Call) Reply {
 	if _, exists := o.hashGet(c.Args[2]); exists {
 		return Zero
 	}
-	o.hashSet(c.Args[2], string(c.Args[3]))
+	o.hashSet(c.Args[2], c.Args[3])
 	c.modified(key)
 	return One
 }
@@ -231,7 +233,8 @@ func cmdHIncrBy(c *Call) Reply {
 		return ErrOverflow
 	}
 	v += incr
-	o.hashSet(field, FormatInt(v))
+	var buf [20]byte
+	o.hashSet(field, strconv.AppendInt(buf[:0], v, 10))
 	c.modified(key)
 	return Int(v)
 }
@@ -266,8 +269,7 @@ func cmdHIncrByFloat(c *Call) Reply {
 		return ErrNaNOrInfinity
 	}
 	s := formatLongDouble(sum)
-	o.hashFit(field)
-	o.hashSet(field, s)
+	o.hashSet(field, []byte(s))
 	c.modified(key)
 	return Bulk(s)
 }

@@ -42,12 +42,6 @@ func packedFind(p string, field []byte) (entry, value, end int, found bool) {
 	return 0, 0, 0, false
 }
 
-// appendPacked appends one length-prefixed string to b.
-func appendPacked(b *strings.Builder, s string) {
-	b.WriteByte(byte(len(s)))
-	b.WriteString(s)
-}
-
 // newHash returns an empty hash object.
 func newHash() object { return object{typ: typeHash} }
 
@@ -108,37 +102,38 @@ func (o *object) hashToMap() {
 }
 
 // hashSet sets field to value and reports whether the field is new. A field
-// already present keeps its place.
-func (o *object) hashSet(field []byte, value string) bool {
+// already present keeps its place. value is copied.
+func (o *object) hashSet(field, value []byte) bool {
 	if o.coll == nil && (len(field) > maxPackedValue || len(value) > maxPackedValue) {
 		o.hashToMap()
 	}
 	if m := o.hashMap(); m != nil {
 		_, exists := m[string(field)]
-		m[string(field)] = value
+		m[string(field)] = string(value)
 		return !exists
 	}
 	p := o.str
 	var b strings.Builder
-	if entry, v, end, found := packedFind(p, field); found {
-		_ = entry
+	if _, v, end, found := packedFind(p, field); found {
 		b.Grow(len(p) - (end - v) + 1 + len(value))
 		b.WriteString(p[:v])
-		appendPacked(&b, value)
+		b.WriteByte(byte(len(value)))
+		b.Write(value)
 		b.WriteString(p[end:])
 		o.str = b.String()
 		return false
 	}
 	if o.hashLen() >= maxPackedEntries {
 		o.hashToMap()
-		o.hashMap()[string(field)] = value
+		o.hashMap()[string(field)] = string(value)
 		return true
 	}
 	b.Grow(len(p) + 2 + len(field) + len(value))
 	b.WriteString(p)
 	b.WriteByte(byte(len(field)))
 	b.Write(field)
-	appendPacked(&b, value)
+	b.WriteByte(byte(len(value)))
+	b.Write(value)
 	o.str = b.String()
 	return true
 }

@@ -205,7 +205,8 @@ func (c *Call) put(key []byte, v object) *object {
 		if *shard == nil {
 			*shard = make(map[string]*object)
 		}
-		o = &v
+		o = new(object)
+		*o = v
 		(*shard)[string(key)] = o
 		d.count++
 	}
