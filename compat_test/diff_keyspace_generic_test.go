@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/lockserver/lockserver/keyspace"
 )
 
 // useRESP3 switches both connections of p to RESP3, discarding HELLO's replies
@@ -202,4 +204,92 @@ func typeMatches(p *pair, key string, opts []string) bool {
 		}
 	}
 	return true
+}
+
+// parseRESP parses one raw RESP2 reply into strings, int64s and slices.
+func parseRESP(raw string) (any, string) {
+	line, rest, _ := strings.Cut(raw, "\r\n")
+	switch line[0] {
+	case '+', '-':
+		return line[1:], rest
+	case ':':
+		n, _ := strconv.ParseInt(line[1:], 10, 64)
+		return n, rest
+	case '$':
+		n, _ := strconv.Atoi(line[1:])
+		if n < 0 {
+			return nil, rest
+		}
+		return rest[:n], rest[n+2:]
+	case '*':
+		n, _ := strconv.Atoi(line[1:])
+		var elems []any
+		for i := 0; i < n; i++ {
+			var e any
+			e, rest = parseRESP(rest)
+			elems = append(elems, e)
+		}
+		return elems, rest
+	}
+	return nil, rest
+}
+
+// TestDiffKeyspaceCommandTable checks every keyspace command's row against
+// redis-server's COMMAND INFO: arity, the write/readonly/denyoom/fast flags,
+// and the key positions.
+func TestDiffKeyspaceCommandTable(t *testing.T) {
+	redis := dialRaw(t, startRedis(t))
+	for _, cmd := range keyspace.Commands() {
+		if cmd.Run == nil || cmd.Flags&(keyspace.Connection|keyspace.Scripting|keyspace.Transaction) != 0 {
+			continue
+		}
+		info, _ := parseRESP(redis.Do("COMMAND", "INFO", cmd.Name))
+		row, ok := info.([]any)[0].([]any)
+		if !ok {
+			continue // lockserver's own command
+		}
+		if arity := row[1].(int64); int(arity) != cmd.Arity {
+			t.Errorf("%s: arity %d, redis-server %d", cmd.Name, cmd.Arity, arity)
+		}
+		redisFlags := map[string]bool{}
+		for _, f := range row[2].([]any) {
+			redisFlags[f.(string)] = true
+		}
+		for name, flag := range map[string]keyspace.Flags{"write": keyspace.Write, "readonly": keyspace.ReadOnly,
+			"denyoom": keyspace.DenyOOM, "fast": keyspace.Fast} {
+			if redisFlags[name] != cmd.Has(flag) {
+				t.Errorf("%s: flag %s is %v here, %v in redis-server", cmd.Name, name, cmd.Has(flag), redisFlags[name])
+			}
+		}
+		first, last, step := row[3].(int64), row[4].(int64), row[5].(int64)
+		if int(first) != cmd.FirstKey || int(last) != cmd.LastKey || int(step) != cmd.KeyStep {
+			t.Errorf("%s: keys %d %d %d, redis-server %d %d %d", cmd.Name, cmd.FirstKey, cmd.LastKey, cmd.KeyStep, first, last, step)
+		}
+	}
+}
+
+// TestDiffKeyspaceArity sends every keyspace command with too few and too
+// many arguments.
+func TestDiffKeyspaceArity(t *testing.T) {
+	p := newPair(t)
+	for _, cmd := range keyspace.Commands() {
+		if cmd.Run == nil || cmd.Flags&(keyspace.Connection|keyspace.Scripting|keyspace.Transaction) != 0 {
+			continue
+		}
+		if info, _ := parseRESP(p.redis.Do("COMMAND", "INFO", cmd.Name)); info.([]any)[0] == nil {
+			continue // lockserver's own command
+		}
+		n := cmd.Arity
+		if n < 0 {
+			n = -n
+		}
+		args := []string{strings.ToUpper(cmd.Name)}
+		for len(args) < n-1 {
+			args = append(args, "a")
+		}
+		p.Do(args...)
+		if cmd.Arity > 0 {
+			p.Do(append(args, "a", "b")...)
+		}
+	}
 }

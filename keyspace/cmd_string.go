@@ -21,7 +21,7 @@ func init() {
 		&Command{Name: "incrby", Arity: 3, Flags: rw | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdIncrBy},
 		&Command{Name: "decrby", Arity: 3, Flags: rw | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdIncrBy},
 		&Command{Name: "incrbyfloat", Arity: 3, Flags: rw | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdIncrByFloat},
-		&Command{Name: "append", Arity: 3, Flags: rw, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdAppend},
+		&Command{Name: "append", Arity: 3, Flags: rw | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdAppend},
 		&Command{Name: "strlen", Arity: 2, Flags: ro | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdStrlen},
 		&Command{Name: "getrange", Arity: 4, Flags: ro, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdGetRange},
 		&Command{Name: "setrange", Arity: 4, Flags: rw, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdSetRange},
