@@ -21,6 +21,7 @@ type testCluster struct {
 	mu    sync.Mutex
 	nodes []*testNode
 	cut   map[[2]string]bool // pairs of node ids that cannot talk
+	opts  RaftOptions        // what every node starts with
 }
 
 type testNode struct {
@@ -39,14 +40,20 @@ func (n *testNode) raftAddr() string   { return "raft-" + n.id }
 
 // newTestCluster starts size nodes bootstrapped as voters and waits for a leader.
 func newTestCluster(t *testing.T, size int) *testCluster {
-	c := &testCluster{t: t, cut: map[[2]string]bool{}}
+	return newTestClusterWith(t, size, RaftOptions{})
+}
+
+// newTestClusterWith does the same with options for every node.
+func newTestClusterWith(t *testing.T, size int, opts RaftOptions) *testCluster {
+	c := &testCluster{t: t, cut: map[[2]string]bool{}, opts: opts}
 	var peers []Peer
 	for i := range size {
 		n := c.add(fmt.Sprintf("n%d", i+1))
 		peers = append(peers, Peer{ID: n.id, RaftAddr: n.raftAddr()})
 	}
+	opts.Bootstrap = peers
 	for _, n := range c.nodes {
-		n.start(RaftOptions{Bootstrap: peers})
+		n.start(opts)
 	}
 	t.Cleanup(c.close)
 	c.leader()
@@ -89,6 +96,14 @@ func (n *testNode) start(opts RaftOptions) {
 	c.mu.Lock()
 	n.eng = eng
 	c.mu.Unlock()
+}
+
+// restart starts a stopped node again with the cluster's options.
+func (n *testNode) restart() { n.start(n.c.opts) }
+
+// wipe loses a stopped node's stores, as a new disk would.
+func (n *testNode) wipe() {
+	n.store, n.snaps = raft.NewInmemStore(), raft.NewInmemSnapshotStore()
 }
 
 // stop closes the node's engine; its stores survive for a restart.
@@ -280,4 +295,11 @@ func localGet(n *testNode, key string) keyspace.Reply {
 	n.eng.smMu.Lock()
 	defer n.eng.smMu.Unlock()
 	return n.eng.sm.Read(0, [][][]byte{words("GET", key)}, false, nil, n.eng.sm.LastTime())
+}
+
+// lastTime returns the time of the last entry n applied.
+func lastTime(n *testNode) int64 {
+	n.eng.smMu.Lock()
+	defer n.eng.smMu.Unlock()
+	return n.eng.sm.LastTime()
 }

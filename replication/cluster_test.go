@@ -47,7 +47,7 @@ func TestClusterWritesSurviveLeaderLoss(t *testing.T) {
 	wantReply(t, "GET on the new leader", do(l2, 0, "GET", "k"), keyspace.Bulk("v1"))
 	wantReply(t, "SET on the new leader", do(l2, 0, "SET", "k2", "v2"), keyspace.OK)
 
-	l.start(RaftOptions{})
+	l.restart()
 	c.eventually("the restarted node applies k2", func() bool { return same(localGet(l, "k2"), keyspace.Bulk("v2")) })
 	wantReply(t, "GET k on the restarted node", localGet(l, "k"), keyspace.Bulk("v1"))
 }
@@ -167,10 +167,173 @@ func TestClusterPubSub(t *testing.T) {
 
 	f.stop()
 	f.hub = &recordingHub{}
-	f.start(RaftOptions{})
+	f.restart()
 	do(l, 0, "PUBLISH", "ch", "m3")
 	c.eventually("the restarted node delivers the new message", func() bool { return len(f.hub.messages()) > 0 })
 	if got := fmt.Sprint(f.hub.messages()); got != "[ch:m3]" {
 		t.Fatalf("the restarted node delivered %s, want only [ch:m3]: replayed entries must not deliver", got)
+	}
+}
+
+// The state survives log compaction: a lagging follower receives the
+// leader's snapshot, a restarted node restores its own and replays the rest,
+// and a node wiped of its data rejoins, catches up and is promoted to voter.
+func TestClusterSnapshots(t *testing.T) {
+	c := newTestClusterWith(t, 3, RaftOptions{SnapshotThreshold: 1 << 30, TrailingLogs: 8})
+	l := c.leader()
+	lag := c.followers(l)[0]
+	lag.stop()
+	lastLag, _ := lag.store.LastIndex()
+
+	for i := range 200 {
+		wantReply(t, "SET", do(l, i%3, "SET", fmt.Sprint("k", i), fmt.Sprint(i)), keyspace.OK)
+	}
+	do(l, 0, "SET", "lease", "x", "PX", "600000")
+	wantReply(t, "LOCKSERVER SNAPSHOT", do(l, 0, "LOCKSERVER", "SNAPSHOT"), keyspace.OK)
+	wantReply(t, "SET after the snapshot", do(l, 0, "SET", "after", "1"), keyspace.OK)
+	if first, _ := l.store.FirstIndex(); first <= lastLag {
+		t.Fatalf("the leader kept its log from %d; the lagging node stopped at %d, so it would not need the snapshot", first, lastLag)
+	}
+	check := func(n *testNode) {
+		t.Helper()
+		c.eventually(n.id+" holds the entry after the snapshot", func() bool { return same(localGet(n, "after"), keyspace.Bulk("1")) })
+		n.eng.smMu.Lock()
+		defer n.eng.smMu.Unlock()
+		for _, i := range []int{0, 1, 199} {
+			got := n.eng.sm.Read(i%3, [][][]byte{words("GET", fmt.Sprint("k", i))}, false, nil, n.eng.sm.LastTime())
+			wantReply(t, fmt.Sprintf("%s: GET k%d in db %d", n.id, i, i%3), got, keyspace.Bulk(fmt.Sprint(i)))
+		}
+		ttl := n.eng.sm.Read(0, [][][]byte{words("PTTL", "lease")}, false, nil, n.eng.sm.LastTime())
+		if ttl.Kind != keyspace.KindInt || ttl.Int <= 0 || ttl.Int > 600000 {
+			t.Fatalf("%s: PTTL lease = %+v, want the lease's remaining time", n.id, ttl)
+		}
+	}
+
+	lag.restart()
+	check(lag)
+
+	l.stop()
+	l.restart()
+	check(l)
+
+	w := c.followers(c.leader())[0]
+	w.stop()
+	w.wipe()
+	w.start(RaftOptions{Join: c.leader().clientAddr()})
+	check(w)
+	c.eventually(w.id+" promoted to voter", func() bool {
+		for _, m := range c.leader().eng.Status().Members {
+			if m.ID == w.id {
+				return m.Voter
+			}
+		}
+		return false
+	})
+	wantReply(t, "SET with the rejoined node", do(w, 0, "SET", "end", "1"), keyspace.OK)
+}
+
+// No lock expires early because a wall clock is minutes ahead: not the
+// leader's (the log clock ignores steps and slews by at most SlewRate), and
+// not that of a node that starts with it and then wins an election (a
+// follower runs on the stamps it applies). Time never goes backwards across
+// the failover.
+func TestClusterClockWallJumps(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	const lease = 60000
+	wantReply(t, "SET lock PX", do(l, 0, "SET", "lock", "owner", "PX", fmt.Sprint(lease)), keyspace.OK)
+	pttl := func(n *testNode) int64 {
+		t.Helper()
+		r := do(n, 0, "PTTL", "lock")
+		if r.Kind != keyspace.KindInt {
+			t.Fatalf("PTTL on %s = %+v", n.id, r)
+		}
+		return r.Int
+	}
+
+	l.wallAdd.Store(int64(10 * time.Minute))
+	time.Sleep(300 * time.Millisecond)
+	do(l, 0, "SET", "tick", "1")
+	// 300 ms passed; the clock may have run 1% fast: 3 ms, and scheduling slack.
+	if got := pttl(l); got < lease-1000 || got > lease {
+		t.Fatalf("PTTL after the leader's wall clock jumped 10 min = %d, want about %d", got, lease-300)
+	}
+
+	// The followers restart with clocks 10 minutes ahead, and one of them
+	// takes over.
+	for _, f := range c.followers(l) {
+		f.stop()
+		f.wallAdd.Store(int64(10 * time.Minute))
+		f.restart()
+	}
+	c.eventually("the followers catch up", func() bool {
+		for _, f := range c.followers(l) {
+			if !same(localGet(f, "tick"), keyspace.Bulk("1")) {
+				return false
+			}
+		}
+		return true
+	})
+	before := lastTime(l)
+	l.stop()
+	l2 := c.leader()
+	wantReply(t, "SET on the new leader", do(l2, 0, "SET", "after", "1"), keyspace.OK)
+	if got := lastTime(l2); got < before {
+		t.Fatalf("time went backwards across the failover: %d after %d", got, before)
+	}
+	if got := pttl(l2); got < lease-5000 || got > lease {
+		t.Fatalf("PTTL on a new leader whose wall clock is 10 min ahead = %d, want a few seconds under %d", got, lease)
+	}
+}
+
+// A new node joins through any member, serves once caught up and becomes a
+// voter; LOCKSERVER REMOVE on any member takes it out again.
+func TestClusterJoinAndRemove(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	via := c.followers(l)[0]
+	wantReply(t, "SET before the join", do(l, 0, "SET", "k", "v"), keyspace.OK)
+	n4 := c.add("n4")
+	n4.start(RaftOptions{Join: via.clientAddr()})
+	role := func(id string) string {
+		for _, m := range c.leader().eng.Status().Members {
+			if m.ID == id {
+				if m.Voter {
+					return "voter"
+				}
+				return "nonvoter"
+			}
+		}
+		return "absent"
+	}
+	c.eventually("n4 promoted to voter", func() bool { return role("n4") == "voter" })
+	wantReply(t, "GET through n4", do(n4, 0, "GET", "k"), keyspace.Bulk("v"))
+
+	members := do(c.leader(), 0, "LOCKSERVER", "MEMBERS")
+	if members.Kind != keyspace.KindArray || len(members.Elems) != 4 {
+		t.Fatalf("LOCKSERVER MEMBERS with four nodes = %+v", members)
+	}
+	wantReply(t, "LOCKSERVER MEMBERS: n4's entry", members.Elems[3], keyspace.Map(
+		keyspace.Bulk("id"), keyspace.Bulk("n4"), keyspace.Bulk("raft"), keyspace.Bulk("raft-n4"),
+		keyspace.Bulk("client"), keyspace.Bulk("client-n4"), keyspace.Bulk("role"), keyspace.Bulk("voter")))
+
+	wantReply(t, "LOCKSERVER REMOVE n4", do(via, 0, "LOCKSERVER", "REMOVE", "n4"), keyspace.OK)
+	c.eventually("n4 removed", func() bool { return role("n4") == "absent" && c.leader().eng.memberAddr("n4") == "" })
+	wantReply(t, "SET after the removal", do(via, 0, "SET", "k", "w"), keyspace.OK)
+}
+
+// LOCKSERVER answers bad input as Redis answers a container command's.
+func TestClusterCommandErrors(t *testing.T) {
+	c := newTestCluster(t, 3)
+	f := c.followers(c.leader())[0]
+	wantReply(t, "unknown subcommand", do(f, 0, "LOCKSERVER", "NOPE"),
+		keyspace.Error("ERR unknown subcommand 'NOPE'. Try LOCKSERVER HELP."))
+	wantReply(t, "wrong arity", do(f, 0, "LOCKSERVER", "remove"),
+		keyspace.Error("ERR wrong number of arguments for 'lockserver|remove' command"))
+	wantReply(t, "garbage forwarded", do(f, 0, "LOCKSERVER", "FORWARD", "\xff\x7f"),
+		keyspace.Error("ERR decode requests: count 16383 exceeds the input"))
+	st := do(f, 0, "LOCKSERVER", "STATUS")
+	if st.Kind != keyspace.KindMap || !same(st.Elems[3], keyspace.Bulk("follower")) {
+		t.Fatalf("LOCKSERVER STATUS on a follower = %+v", st)
 	}
 }

@@ -3,16 +3,22 @@ package replication
 import (
 	"bufio"
 	"bytes"
-	"errors"
+	"fmt"
 )
 
-// errNoStateSnapshot refuses snapshots until the keyspace and the script cache
-// can be serialised: a snapshot without them would let raft compact away the
-// log that holds them.
-var errNoStateSnapshot = errors.New("the state machine cannot be serialised yet")
-
-// writeSnapshot writes the script cache and the keyspace.
-func (sm *StateMachine) writeSnapshot(w *bytes.Buffer) error { return errNoStateSnapshot }
+// writeSnapshot writes the state machine: the keyspace, last, since its
+// reader buffers ahead.
+func (sm *StateMachine) writeSnapshot(w *bytes.Buffer) error {
+	if err := sm.store.WriteSnapshot(w); err != nil {
+		return fmt.Errorf("keyspace: %w", err)
+	}
+	return nil
+}
 
 // readSnapshot reads what writeSnapshot wrote into sm, which is empty.
-func (sm *StateMachine) readSnapshot(br *bufio.Reader) error { return errNoStateSnapshot }
+func (sm *StateMachine) readSnapshot(br *bufio.Reader) error {
+	if err := sm.store.ReadSnapshot(br); err != nil {
+		return fmt.Errorf("keyspace: %w", err)
+	}
+	return nil
+}
