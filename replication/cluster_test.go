@@ -337,3 +337,44 @@ func TestClusterCommandErrors(t *testing.T) {
 		t.Fatalf("LOCKSERVER STATUS on a follower = %+v", st)
 	}
 }
+
+// What INFO replication and WAIT report: the leader is the master with the
+// other members as replicas, one of which it sees go offline when cut off; a
+// follower is a replica of the leader; a write is on a majority: one replica
+// besides the leader in three nodes.
+func TestClusterReplicationInfo(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	fs := c.followers(l)
+	info := l.eng.Replication()
+	if info.Role != "master" || info.Synced != 1 || len(info.Replicas) != 2 {
+		t.Fatalf("leader's replication info = %+v, want master, 2 replicas, 1 synced", info)
+	}
+	c.eventually("every member registered", func() bool {
+		info := l.eng.Replication()
+		return info.Replicas[0].Addr != "" && info.Replicas[1].Addr != ""
+	})
+	finfo := fs[0].eng.Replication()
+	if finfo.Role != "slave" || finfo.MasterAddr != l.clientAddr() || !finfo.MasterLinkUp || finfo.Synced != 1 {
+		t.Fatalf("follower's replication info = %+v, want a replica of %s", finfo, l.clientAddr())
+	}
+
+	c.partition(fs[0])
+	c.eventually("the leader sees the cut-off follower offline", func() bool {
+		for _, r := range l.eng.Replication().Replicas {
+			if r.ID == fs[0].id {
+				return !r.Online
+			}
+		}
+		return false
+	})
+	c.heal()
+	c.eventually("the follower back online", func() bool {
+		for _, r := range l.eng.Replication().Replicas {
+			if !r.Online {
+				return false
+			}
+		}
+		return true
+	})
+}

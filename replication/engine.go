@@ -15,6 +15,9 @@ type Engine interface {
 	Now() int64
 	// Close stops the engine.
 	Close() error
+	// Replication describes this node's place in replication, for INFO
+	// replication and WAIT.
+	Replication() ReplicationInfo
 }
 
 // Request is what a client connection asks of the engine: one command, the

@@ -167,6 +167,9 @@ type Raft struct {
 	verifier *queue[*readOp]   // reads waiting for a VerifyLeader round
 	fwd      *forwarder
 
+	peerMu      sync.Mutex
+	unreachable map[string]bool // on the leader: members whose heartbeats fail
+
 	closed atomic.Bool
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -208,6 +211,8 @@ func NewRaft(opts RaftOptions) (*Raft, error) {
 		waiter:   newQueue[*proposal](),
 		verifier: newQueue[*readOp](),
 		stop:     make(chan struct{}),
+
+		unreachable: map[string]bool{},
 	}
 	r.members.Store(&map[string]string{})
 	r.fwd = newForwarder(r)
@@ -639,16 +644,39 @@ func (r *Raft) sweepLoop() {
 }
 
 // leadershipLoop proposes the barrier as soon as this node wins an election,
-// rather than at its first request.
+// rather than at its first request, and, while it leads, tracks which
+// members fail heartbeats.
 func (r *Raft) leadershipLoop() {
+	obs := make(chan raft.Observation, 64)
+	observer := raft.NewObserver(obs, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation:
+			return true
+		}
+		return false
+	})
+	r.raft.RegisterObserver(observer)
+	defer r.raft.DeregisterObserver(observer)
 	for {
 		select {
 		case <-r.stop:
 			return
 		case isLeader := <-r.raft.LeaderCh():
+			r.peerMu.Lock()
+			r.unreachable = map[string]bool{}
+			r.peerMu.Unlock()
 			if isLeader {
 				r.leading()
 			}
+		case o := <-obs:
+			r.peerMu.Lock()
+			switch d := o.Data.(type) {
+			case raft.FailedHeartbeatObservation:
+				r.unreachable[string(d.PeerID)] = true
+			case raft.ResumedHeartbeatObservation:
+				delete(r.unreachable, string(d.PeerID))
+			}
+			r.peerMu.Unlock()
 		}
 	}
 }

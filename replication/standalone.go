@@ -64,6 +64,9 @@ func (s *Standalone) Submit(req *Request) {
 // Now returns the log clock's time.
 func (s *Standalone) Now() int64 { return s.clock.Now() }
 
+// Replication reports a master without replicas.
+func (s *Standalone) Replication() ReplicationInfo { return ReplicationInfo{Role: "master"} }
+
 // Close stops the background sweep.
 func (s *Standalone) Close() error {
 	select {
