@@ -2,44 +2,384 @@
 // SCRIPT) on gopher-lua against a keyspace.Store.
 //
 // Scripts run inside the replicated state machine, so everything here is
-// deterministic: the time a script sees is its entry's, math.random is seeded
-// from the entry, unordered replies are sorted, and a runaway script is stopped
-// by a budget counted in loop iterations and calls, never by a wall clock.
+// deterministic: the time a script sees is its entry's, math.random starts
+// from the same state for every script, unordered replies are sorted, and a
+// runaway script is stopped by a budget counted in loop iterations, calls and
+// bytes, never by a wall clock.
+//
+// Scripts behave as on Redis 7.0: the same conversions between replies and
+// Lua values (convert.go), the same error texts, the same sandbox (globals
+// and libraries read-only, no io, os, debug, require, dofile, print), the
+// same libraries (base, string, table, math, coroutine, cjson, bit, struct,
+// cmsgpack, redis) and Lua 5.1's semantics where gopher-lua's differ (see
+// lexer.go, parser.go, arith.go, number.go).
+//
+// A script that fails half-way keeps the effects of the commands it ran
+// before the error, as in Redis: scripts are atomic with respect to other
+// clients, not transactional.
 package luaexec
 
-import "github.com/lockserver/lockserver/keyspace"
+import (
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+
+	"github.com/lockserver/lockserver/keyspace"
+)
+
+// Defaults for Options.
+const (
+	// DefaultBudget is about 300 ms of script work on one core: 2 million
+	// loop iterations or calls, or 128 MB of strings built or scanned.
+	DefaultBudget = 2_000_000
+	// DefaultMaxScriptSize bounds a script body (Redis allows up to
+	// proto-max-bulk-len, 512 MB; a body this large is already absurd).
+	DefaultMaxScriptSize = 64 << 20
+	// DefaultCompiledScripts is how many compiled scripts are kept.
+	DefaultCompiledScripts = 1000
+)
 
 // Options tune an Engine. The zero value is usable.
 type Options struct {
-	// Budget is how many loop iterations and function calls one script may make
-	// before it is stopped with an error. 0 means DefaultBudget.
+	// Budget is how many steps one script may take before it is stopped with
+	// an error: a step is a loop iteration or a function call, and building
+	// or scanning 64 bytes in a library function or a concatenation. Every
+	// node counts alike, so a script stops at the same point everywhere.
+	// 0 means DefaultBudget.
 	Budget int64
+	// MaxScriptSize is the largest script body accepted, in bytes. 0 means
+	// DefaultMaxScriptSize.
+	MaxScriptSize int
+	// CompiledScripts bounds the cache of compiled scripts (the bodies
+	// themselves are all kept, as Redis does). 0 means DefaultCompiledScripts.
+	CompiledScripts int
+	// Logger receives redis.log messages; nil discards them.
+	Logger *slog.Logger
 }
 
 // Engine executes the commands of log entries: script commands in Lua, all
-// others in the keyspace. It is not safe for concurrent use.
+// others in the keyspace. Exec, ExecRead, Scripts and LoadScripts must not
+// run concurrently; Prepare may run beside them.
 type Engine struct {
 	store *keyspace.Store
 	opts  Options
+	cache *scriptCache
+	vm    *vm // the Lua state, built for the first script
 }
 
 // New returns an engine over store.
 func New(store *keyspace.Store, opts Options) *Engine {
-	return &Engine{store: store, opts: opts}
-}
-
-// Exec runs one command at c.Now against c.DB.
-func (e *Engine) Exec(c *keyspace.Call) keyspace.Reply {
-	cmd := keyspace.Lookup(c.Args[0])
-	if cmd != nil && cmd.Has(keyspace.Scripting) {
-		return keyspace.ErrUnknownCommand(c.Args)
+	if opts.Budget <= 0 {
+		opts.Budget = DefaultBudget
 	}
-	return e.store.Exec(c)
+	if opts.MaxScriptSize <= 0 {
+		opts.MaxScriptSize = DefaultMaxScriptSize
+	}
+	if opts.CompiledScripts <= 0 {
+		opts.CompiledScripts = DefaultCompiledScripts
+	}
+	return &Engine{store: store, opts: opts, cache: newScriptCache(opts.CompiledScripts)}
 }
 
-// Prepare checks a command before it is proposed and reports whether it writes.
-// For scripts it resolves what the leader can: NOSCRIPT, compile errors, numkeys,
-// and the no-writes flag. Other commands write when their table row says so.
+func (e *Engine) budget() int64 { return e.opts.Budget }
+
+func (e *Engine) machine() *vm {
+	if e.vm == nil {
+		e.vm = newVM(e)
+	}
+	return e.vm
+}
+
+// Exec runs one command of an applied entry at c.Now against c.DB.
+func (e *Engine) Exec(c *keyspace.Call) keyspace.Reply {
+	return e.exec(c, true)
+}
+
+// ExecRead runs a command that Prepare classified as a read. It changes no
+// replicated state: an EVAL of a body not in the script cache runs without
+// adding it.
+func (e *Engine) ExecRead(c *keyspace.Call) keyspace.Reply {
+	return e.exec(c, false)
+}
+
+func (e *Engine) exec(c *keyspace.Call, apply bool) keyspace.Reply {
+	cmd := keyspace.Lookup(c.Args[0])
+	if cmd == nil || !cmd.Has(keyspace.Scripting) {
+		return e.store.Exec(c)
+	}
+	if !cmd.CheckArity(len(c.Args)) {
+		return keyspace.ErrWrongArity(cmd.Name)
+	}
+	p, errReply := e.plan(cmd, c.Args)
+	if errReply != nil {
+		return *errReply
+	}
+	switch p.kind {
+	case planEval:
+		if apply && !p.cached {
+			e.cache.add(p.sha, p.body)
+		}
+		return e.run(c, p)
+	case planLoad:
+		if apply {
+			e.cache.add(p.sha, p.body)
+		}
+		return keyspace.Bulk(p.sha)
+	case planFlush:
+		if apply {
+			e.cache.flush()
+		}
+		return keyspace.OK
+	case planExists:
+		replies := make([]keyspace.Reply, len(c.Args)-2)
+		for i, sha := range c.Args[2:] {
+			_, ok := e.cache.body(strings.ToLower(string(sha)))
+			replies[i] = keyspace.Bool(ok)
+		}
+		return keyspace.Array(replies...)
+	}
+	return p.reply
+}
+
+// Prepare checks a command before it is proposed and reports whether it must
+// go through the log. For scripts it resolves what the leader can: numkeys,
+// NOSCRIPT, script size, shebang and compile errors, and the no-writes flag.
+// EVAL_RO, EVALSHA_RO, no-writes scripts and SCRIPT EXISTS are reads, except
+// the first EVAL of a body, which goes through the log so that every node
+// caches it (EVALSHA must then work anywhere, as on Redis). SCRIPT LOAD and
+// FLUSH change the script cache, which is replicated state. Other commands
+// write when their table row says so.
 func (e *Engine) Prepare(cmd *keyspace.Command, args [][]byte) (write bool, errReply *keyspace.Reply) {
-	return cmd.Flags&(keyspace.Write|keyspace.PubSub) != 0, nil
+	if !cmd.Has(keyspace.Scripting) {
+		return cmd.Flags&(keyspace.Write|keyspace.PubSub) != 0, nil
+	}
+	p, errReply := e.plan(cmd, args)
+	if errReply != nil {
+		return false, errReply
+	}
+	switch p.kind {
+	case planEval:
+		return !p.readOnly || !p.cached, nil
+	case planLoad, planFlush:
+		return true, nil
+	}
+	return false, nil
+}
+
+// Kinds of plan.
+const (
+	planEval   = iota + 1 // run a script
+	planLoad              // SCRIPT LOAD
+	planFlush             // SCRIPT FLUSH
+	planExists            // SCRIPT EXISTS
+	planReply             // a fixed reply (SCRIPT KILL, HELP, DEBUG)
+)
+
+// plan is a checked scripting command: what Prepare and Exec both need.
+type plan struct {
+	kind     int
+	sha      string
+	body     string
+	cached   bool // the body is in the script cache
+	script   *compiled
+	keys     [][]byte
+	argv     [][]byte
+	readOnly bool // EVAL_RO or a no-writes script: writes are refused
+	ro       bool // called as EVAL_RO or EVALSHA_RO
+	reply    keyspace.Reply
+}
+
+var (
+	errNoScript = keyspace.Error("NOSCRIPT No matching script. Please use EVAL.")
+	errNotBusy  = keyspace.Error("NOTBUSY No scripts in execution right now.")
+)
+
+func errReply(r keyspace.Reply) (*plan, *keyspace.Reply) { return nil, &r }
+
+// plan checks a scripting command in Redis's order and describes it.
+func (e *Engine) plan(cmd *keyspace.Command, args [][]byte) (*plan, *keyspace.Reply) {
+	if cmd.Name == "script" {
+		return e.planScript(args)
+	}
+	p := &plan{kind: planEval, ro: strings.HasSuffix(cmd.Name, "_ro")}
+	isSha := strings.HasPrefix(cmd.Name, "evalsha")
+	if isSha && len(args[1]) != 40 {
+		return errReply(errNoScript)
+	}
+	n, ok := keyspace.ParseInt(args[2])
+	switch {
+	case !ok:
+		return errReply(keyspace.ErrNotInteger)
+	case n > int64(len(args)-3):
+		return errReply(keyspace.Error("ERR Number of keys can't be greater than number of args"))
+	case n < 0:
+		return errReply(keyspace.Error("ERR Number of keys can't be negative"))
+	}
+	p.keys, p.argv = args[3:3+n], args[3+n:]
+	if isSha {
+		p.sha = strings.ToLower(string(args[1]))
+		if p.body, p.cached = e.cache.body(p.sha); !p.cached {
+			return errReply(errNoScript)
+		}
+	} else {
+		p.body = string(args[1])
+		if len(p.body) > e.opts.MaxScriptSize {
+			return errReply(e.errTooLarge(len(p.body)))
+		}
+		p.sha = sha1hex(p.body)
+		_, p.cached = e.cache.body(p.sha)
+	}
+	s, msg := e.cache.get(p.sha, p.body)
+	if s == nil {
+		return errReply(keyspace.Error("ERR " + msg))
+	}
+	p.script = s
+	p.readOnly = p.ro || s.shebang.flags&flagNoWrites != 0
+	return p, nil
+}
+
+func (e *Engine) errTooLarge(n int) keyspace.Reply {
+	return keyspace.Error(fmt.Sprintf("ERR script of %d bytes is larger than the limit of %d bytes", n, e.opts.MaxScriptSize))
+}
+
+// scriptArities are the arities of SCRIPT's subcommands (Redis's convention).
+var scriptArities = map[string]int{"load": 3, "exists": -3, "flush": -2, "kill": 2, "help": 2, "debug": 3}
+
+var scriptHelp = []string{
+	"SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	"DEBUG (YES|SYNC|NO)",
+	"    Set the debug mode for subsequent scripts executed.",
+	"EXISTS <sha1> [<sha1> ...]",
+	"    Return information about the existence of the scripts in the script cache.",
+	"FLUSH [ASYNC|SYNC]",
+	"    Flush the Lua scripts cache. Very dangerous on replicas.",
+	"    When called without the optional mode argument, the behavior is determined by the",
+	"    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+	"    * ASYNC: Asynchronously flush the scripts cache.",
+	"    * SYNC: Synchronously flush the scripts cache.",
+	"KILL",
+	"    Kill the currently executing Lua script.",
+	"LOAD <script>",
+	"    Load a script into the scripts cache without executing it.",
+	"HELP",
+	"    Prints this help.",
+}
+
+func (e *Engine) planScript(args [][]byte) (*plan, *keyspace.Reply) {
+	sub := strings.ToLower(string(args[1]))
+	arity, ok := scriptArities[sub]
+	if !ok {
+		name := args[1]
+		if len(name) > 128 {
+			name = name[:128]
+		}
+		return errReply(keyspace.Error("ERR unknown subcommand '" + string(name) + "'. Try SCRIPT HELP."))
+	}
+	if (arity >= 0 && len(args) != arity) || len(args) < -arity {
+		return errReply(keyspace.ErrWrongArity("script|" + sub))
+	}
+	switch sub {
+	case "load":
+		body := string(args[2])
+		if len(body) > e.opts.MaxScriptSize {
+			return errReply(e.errTooLarge(len(body)))
+		}
+		sha := sha1hex(body)
+		if s, msg := e.cache.get(sha, body); s == nil {
+			return errReply(keyspace.Error("ERR " + msg))
+		}
+		return &plan{kind: planLoad, sha: sha, body: body}, nil
+	case "exists":
+		return &plan{kind: planExists}, nil
+	case "flush":
+		if len(args) > 3 || len(args) == 3 && !strings.EqualFold(string(args[2]), "sync") && !strings.EqualFold(string(args[2]), "async") {
+			return errReply(keyspace.Error("ERR SCRIPT FLUSH only support SYNC|ASYNC option"))
+		}
+		return &plan{kind: planFlush}, nil
+	case "kill":
+		// Scripts run to completion or to their budget inside the state
+		// machine: there is never one to kill.
+		return &plan{kind: planReply, reply: errNotBusy}, nil
+	case "help":
+		lines := make([]keyspace.Reply, len(scriptHelp))
+		for i, l := range scriptHelp {
+			lines[i] = keyspace.Status(l)
+		}
+		return &plan{kind: planReply, reply: keyspace.Array(lines...)}, nil
+	}
+	// debug: the Lua debugger is interactive, which a replicated script cannot be.
+	switch strings.ToLower(string(args[2])) {
+	case "no":
+		return &plan{kind: planReply, reply: keyspace.OK}, nil
+	case "yes", "sync":
+		return errReply(keyspace.Error("ERR SCRIPT DEBUG is not supported: scripts run inside the replicated state machine"))
+	}
+	return errReply(keyspace.Error("ERR Use SCRIPT DEBUG YES/SYNC/NO"))
+}
+
+// run executes a checked EVAL or EVALSHA.
+func (e *Engine) run(c *keyspace.Call, p *plan) keyspace.Reply {
+	sb := p.script.shebang
+	if sb.present {
+		// Scripts that declare flags are refused before they start (Redis
+		// decides this from the command's flags, before running it).
+		if c.DenyOOM && sb.flags&(flagAllowOOM|flagNoWrites) == 0 {
+			return keyspace.Error(errorText(errOOM))
+		}
+		if p.ro && sb.flags&flagNoWrites == 0 {
+			return keyspace.Error("ERR Can not execute a script with write flag using *_ro command.")
+		}
+	}
+	v := e.machine()
+	if p.script.fn == nil {
+		p.script.fn = v.closure(p.script.proto)
+	}
+	call := *c // SELECT inside the script must not change the caller's database
+	r := &run{
+		call:     &call,
+		sha:      p.sha,
+		readOnly: p.readOnly,
+		allowOOM: sb.flags&flagAllowOOM != 0,
+		resp:     2,
+		steps:    e.opts.Budget,
+		rand:     rand48Init,
+	}
+	ret, serr := v.exec(r, p.script.fn, p.keys, p.argv)
+	if serr != nil {
+		return serr.reply(p.sha)
+	}
+	return v.toReply(ret, r.resp)
+}
+
+// Scripts returns the bodies in the script cache, ordered by SHA1, for a
+// snapshot.
+func (e *Engine) Scripts() []string {
+	e.cache.mu.Lock()
+	defer e.cache.mu.Unlock()
+	shas := make([]string, 0, len(e.cache.bodies))
+	for sha := range e.cache.bodies {
+		shas = append(shas, sha)
+	}
+	sort.Strings(shas)
+	bodies := make([]string, len(shas))
+	for i, sha := range shas {
+		bodies[i] = e.cache.bodies[sha]
+	}
+	return bodies
+}
+
+// LoadScripts replaces the script cache with bodies, from a snapshot. Every
+// body is kept; the first that does not compile is reported.
+func (e *Engine) LoadScripts(bodies []string) error {
+	e.cache.flush()
+	var first error
+	for _, body := range bodies {
+		sha := sha1hex(body)
+		e.cache.add(sha, body)
+		if _, msg := e.cache.get(sha, body); msg != "" && first == nil {
+			first = fmt.Errorf("load script %s: %s", sha, msg)
+		}
+	}
+	return first
 }

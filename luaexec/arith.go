@@ -1,0 +1,200 @@
+package luaexec
+
+import (
+	"math"
+	"strings"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// Arithmetic, concatenation and the numeric for with Lua 5.1's semantics.
+//
+// gopher-lua converts strings in arithmetic the Go way ("010" is octal 8,
+// "1_000" is 1000) but asks a string's metatable first, so the string
+// metatable's __add and friends below convert them as Lua 5.1 does. Unary
+// minus, %, .. and the bounds of a numeric for are compiled to helper calls
+// (parser.go). The metatables of nil, booleans, numbers and functions only
+// raise Lua 5.1's messages ("attempt to perform arithmetic on a nil value")
+// where gopher-lua would word them its own way.
+
+var arithEvents = map[string]func(a, b float64) float64{
+	"__add": func(a, b float64) float64 { return a + b },
+	"__sub": func(a, b float64) float64 { return a - b },
+	"__mul": func(a, b float64) float64 { return a * b },
+	"__div": func(a, b float64) float64 { return a / b },
+	"__mod": luaMod,
+	"__pow": math.Pow,
+}
+
+// luaMod is Lua 5.1's a % b: a - floor(a/b)*b.
+func luaMod(a, b float64) float64 { return a - math.Floor(a/b)*b }
+
+// setTypeMetatables installs the metatables of strings and of the types
+// that have none in Lua.
+func (v *vm) setTypeMetatables() {
+	L := v.L
+	str := L.NewTable()
+	str.RawSetString("__index", v.hidden.RawGetString("string"))
+	for _, event := range sortedKeys(arithEvents) {
+		str.RawSetString(event, L.NewFunction(v.arith(event)))
+	}
+	L.SetMetatable(lua.LString(""), str)
+	v.stringMeta = v.protect(str)
+
+	for _, sample := range []lua.LValue{lua.LNil, lua.LFalse, lua.LNumber(0), L.NewFunction(v.budget)} {
+		mt := L.NewTable()
+		for _, event := range sortedKeys(arithEvents) {
+			mt.RawSetString(event, L.NewFunction(v.arith(event)))
+		}
+		mt.RawSetString("__index", L.NewFunction(typeOpError("index")))
+		mt.RawSetString("__newindex", L.NewFunction(typeOpError("index")))
+		mt.RawSetString("__call", L.NewFunction(typeOpError("call")))
+		mt.RawSetString("__len", L.NewFunction(typeOpError("get length of")))
+		L.SetMetatable(sample, mt)
+	}
+}
+
+// typeOpError raises "attempt to <op> a <type> value" for the first operand.
+func typeOpError(op string) lua.LGFunction {
+	return func(L *lua.LState) int {
+		L.RaiseError("attempt to %s a %s value", op, L.Get(1).Type().String())
+		return 0
+	}
+}
+
+// arith is the metamethod for one arithmetic event: it converts numeric
+// strings as Lua 5.1 does, defers to the other operand's metamethod, and
+// otherwise raises Lua's error naming the operand that is not a number.
+func (v *vm) arith(event string) lua.LGFunction {
+	op := arithEvents[event]
+	return func(L *lua.LState) int {
+		a, b := L.Get(1), L.Get(2)
+		x, okA := toNumber(a)
+		y, okB := toNumber(b)
+		if okA && okB {
+			L.Push(lua.LNumber(op(x, y)))
+			return 1
+		}
+		if mm := otherMeta(L, a, b, event); mm != lua.LNil {
+			L.Push(mm)
+			L.Push(a)
+			L.Push(b)
+			L.Call(2, 1)
+			return 1
+		}
+		bad := b
+		if !okA {
+			bad = a
+		}
+		L.RaiseError("attempt to perform arithmetic on a %s value", bad.Type().String())
+		return 0
+	}
+}
+
+// otherMeta returns the event's metamethod of a table or userdata operand,
+// which Lua would have called had it been found first.
+func otherMeta(L *lua.LState, a, b lua.LValue, event string) lua.LValue {
+	for _, x := range []lua.LValue{a, b} {
+		switch x.(type) {
+		case *lua.LTable, *lua.LUserData:
+			if mm := L.GetMetaField(x, event); mm != lua.LNil {
+				return mm
+			}
+		}
+	}
+	return lua.LNil
+}
+
+// neg is unary minus.
+func (v *vm) neg(L *lua.LState) int {
+	a := L.Get(1)
+	if x, ok := toNumber(a); ok {
+		L.Push(lua.LNumber(-x))
+		return 1
+	}
+	if mm := otherMeta(L, a, a, "__unm"); mm != lua.LNil {
+		L.Push(mm)
+		L.Push(a)
+		L.Push(a)
+		L.Call(2, 1)
+		return 1
+	}
+	L.RaiseError("attempt to perform arithmetic on a %s value", a.Type().String())
+	return 0
+}
+
+// mod is a % b.
+func (v *vm) mod(L *lua.LState) int {
+	return v.arith("__mod")(L)
+}
+
+// forCoerce returns the helper that converts one bound of a numeric for.
+func (v *vm) forCoerce(what string) lua.LGFunction {
+	return func(L *lua.LState) int {
+		x, ok := toNumber(L.Get(1))
+		if !ok {
+			L.RaiseError("'for' %s must be a number", what)
+		}
+		L.Push(lua.LNumber(x))
+		return 1
+	}
+}
+
+// concat is a .. b .. c: strings and numbers (in "%.14g") are joined;
+// otherwise, from the right, pairs are handed to a __concat metamethod as
+// Lua 5.1 does. The result's size is charged to the budget before it is built.
+func (v *vm) concat(L *lua.LState) int {
+	n := L.GetTop()
+	total := 0
+	plain := true
+	for i := 1; i <= n; i++ {
+		switch x := L.Get(i).(type) {
+		case lua.LString:
+			total += len(x)
+		case lua.LNumber:
+			total += 24
+		default:
+			plain = false
+		}
+	}
+	v.chargeBytes(L, total)
+	if plain {
+		var b strings.Builder
+		b.Grow(total)
+		for i := 1; i <= n; i++ {
+			s, _ := toStringValue(L.Get(i))
+			b.WriteString(s)
+		}
+		L.Push(lua.LString(b.String()))
+		return 1
+	}
+	acc := L.Get(n)
+	for i := n - 1; i >= 1; i-- {
+		lhs := L.Get(i)
+		ls, okL := toStringValue(lhs)
+		rs, okR := toStringValue(acc)
+		if okL && okR {
+			acc = lua.LString(ls + rs)
+			continue
+		}
+		mm := L.GetMetaField(lhs, "__concat")
+		if mm == lua.LNil {
+			mm = L.GetMetaField(acc, "__concat")
+		}
+		if _, ok := mm.(*lua.LFunction); !ok {
+			bad := lhs
+			if okL {
+				bad = acc
+			}
+			L.RaiseError("attempt to concatenate a %s value", bad.Type().String())
+		}
+		L.Push(mm)
+		L.Push(lhs)
+		L.Push(acc)
+		L.Call(2, 1)
+		acc = L.Get(-1)
+		L.Pop(1)
+	}
+	L.Push(acc)
+	return 1
+}

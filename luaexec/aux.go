@@ -1,0 +1,173 @@
+package luaexec
+
+import (
+	"fmt"
+	"sort"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// Argument checking for the libraries, with Lua 5.1's conversions (numeric
+// strings are numbers, numbers are strings) and its messages: "bad argument
+// #1 to 'sub' (number expected, got no value)". gopher-lua's own checks
+// accept no numeric strings and word their messages differently.
+
+// funcName is the name by which the running Go function was called, as Lua
+// names it in messages, or "?".
+func funcName(L *lua.LState) string {
+	dbg, ok := L.GetStack(0)
+	if !ok {
+		return "?"
+	}
+	if _, err := L.GetInfo("n", dbg, lua.LNil); err != nil || dbg.Name == "" {
+		return "?"
+	}
+	switch dbg.Name[0] {
+	case '(', '<':
+		return "?"
+	}
+	if dbg.Name == "main chunk" {
+		return "?"
+	}
+	return dbg.Name
+}
+
+func argError(L *lua.LState, n int, msg string) {
+	L.RaiseError("bad argument #%d to '%s' (%s)", n, funcName(L), msg)
+}
+
+// typeName is the type of argument n as messages say it ("no value" past the end).
+func typeName(L *lua.LState, n int) string {
+	if n > L.GetTop() {
+		return "no value"
+	}
+	return L.Get(n).Type().String()
+}
+
+func typeError(L *lua.LState, n int, expected string) {
+	argError(L, n, fmt.Sprintf("%s expected, got %s", expected, typeName(L, n)))
+}
+
+// toNumber converts v as lua_tonumber does.
+func toNumber(v lua.LValue) (float64, bool) {
+	switch x := v.(type) {
+	case lua.LNumber:
+		return float64(x), true
+	case lua.LString:
+		return str2number(string(x))
+	}
+	return 0, false
+}
+
+// toStringValue converts v as lua_tolstring does: strings, and numbers in "%.14g".
+func toStringValue(v lua.LValue) (string, bool) {
+	switch x := v.(type) {
+	case lua.LString:
+		return string(x), true
+	case lua.LNumber:
+		return formatNumber(float64(x)), true
+	}
+	return "", false
+}
+
+func checkNumber(L *lua.LState, n int) float64 {
+	f, ok := toNumber(L.Get(n))
+	if !ok {
+		typeError(L, n, "number")
+	}
+	return f
+}
+
+func optNumber(L *lua.LState, n int, def float64) float64 {
+	if L.Get(n) == lua.LNil {
+		return def
+	}
+	return checkNumber(L, n)
+}
+
+// checkInteger is luaL_checkinteger: a number truncated as C casts it.
+func checkInteger(L *lua.LState, n int) int64 {
+	return toInteger(checkNumber(L, n))
+}
+
+func optInteger(L *lua.LState, n int, def int64) int64 {
+	if L.Get(n) == lua.LNil {
+		return def
+	}
+	return checkInteger(L, n)
+}
+
+// checkInt is luaL_checkint: checkInteger cut to a C int.
+func checkInt(L *lua.LState, n int) int {
+	return toInt(checkNumber(L, n))
+}
+
+func optInt(L *lua.LState, n int, def int) int {
+	if L.Get(n) == lua.LNil {
+		return def
+	}
+	return checkInt(L, n)
+}
+
+func checkString(L *lua.LState, n int) string {
+	s, ok := toStringValue(L.Get(n))
+	if !ok {
+		typeError(L, n, "string")
+	}
+	return s
+}
+
+func optString(L *lua.LState, n int, def string) string {
+	if L.Get(n) == lua.LNil {
+		return def
+	}
+	return checkString(L, n)
+}
+
+func checkTable(L *lua.LState, n int) *lua.LTable {
+	t, ok := L.Get(n).(*lua.LTable)
+	if !ok {
+		typeError(L, n, "table")
+	}
+	return t
+}
+
+func checkAny(L *lua.LState, n int) lua.LValue {
+	if n > L.GetTop() {
+		argError(L, n, "value expected")
+	}
+	return L.Get(n)
+}
+
+// where is luaL_where: "chunk:line: " for the function at the given level
+// (1 is the caller of the running Go function), or "" for Go functions.
+func where(L *lua.LState, level int) string {
+	dbg, ok := L.GetStack(level)
+	if !ok {
+		return ""
+	}
+	if _, err := L.GetInfo("Sl", dbg, lua.LNil); err != nil || dbg.CurrentLine <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s:%d: ", dbg.Source, dbg.CurrentLine)
+}
+
+// sortedKeys returns the keys of m in order, so that tables are filled in
+// the same order on every node (their iteration order is insertion order).
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// newLib builds a library table from functions, in name order.
+func newLib(L *lua.LState, fns map[string]lua.LGFunction) *lua.LTable {
+	t := L.CreateTable(0, len(fns))
+	for _, name := range sortedKeys(fns) {
+		t.RawSetString(name, L.NewFunction(fns[name]))
+	}
+	return t
+}

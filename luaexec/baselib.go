@@ -1,0 +1,485 @@
+package luaexec
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// The base library as Redis 7.0 leaves it: Lua 5.1's, without dofile,
+// loadfile, print, getfenv, setfenv and newproxy. gcinfo and collectgarbage
+// report 0: memory figures differ between nodes, and a script's result must
+// not.
+
+func (v *vm) openBase() {
+	L := v.L
+	fns := map[string]lua.LGFunction{
+		"assert":         baseAssert,
+		"collectgarbage": baseCollectGarbage,
+		"error":          baseError,
+		"gcinfo":         func(L *lua.LState) int { L.Push(lua.LNumber(0)); return 1 },
+		"getmetatable":   v.getmetatable,
+		"ipairs":         v.ipairs,
+		"load":           v.load,
+		"loadstring":     v.loadstring,
+		"next":           v.next,
+		"pairs":          v.pairs,
+		"pcall":          v.pcall,
+		"rawequal":       baseRawEqual,
+		"rawget":         v.rawget,
+		"rawset":         v.rawset,
+		"select":         baseSelect,
+		"setmetatable":   v.setmetatable,
+		"tonumber":       baseTonumber,
+		"tostring":       v.baseTostring,
+		"type":           func(L *lua.LState) int { L.Push(lua.LString(checkAny(L, 1).Type().String())); return 1 },
+		"unpack":         v.unpack,
+		"xpcall":         v.xpcall,
+	}
+	for _, name := range sortedKeys(fns) {
+		v.hidden.RawSetString(name, L.NewFunction(fns[name]))
+	}
+	v.nextFn = v.hidden.RawGetString("next")
+	v.ipairsIter = L.NewFunction(v.ipairsAux)
+}
+
+func baseAssert(L *lua.LState) int {
+	if !lua.LVAsBool(checkAny(L, 1)) {
+		L.RaiseError("%s", optString(L, 2, "assertion failed!"))
+	}
+	return L.GetTop()
+}
+
+var gcOptions = []string{"stop", "restart", "collect", "count", "step", "setpause", "setstepmul"}
+
+func baseCollectGarbage(L *lua.LState) int {
+	opt := optString(L, 1, "collect")
+	found := false
+	for _, o := range gcOptions {
+		found = found || o == opt
+	}
+	if !found {
+		argError(L, 1, fmt.Sprintf("invalid option '%s'", opt))
+	}
+	optInt(L, 2, 0)
+	if opt == "step" {
+		L.Push(lua.LFalse)
+	} else {
+		L.Push(lua.LNumber(0))
+	}
+	return 1
+}
+
+// baseError is Lua 5.1's error: a string or number message gets the position
+// of the function at the given level.
+func baseError(L *lua.LState) int {
+	level := optInt(L, 2, 1)
+	msg := L.Get(1)
+	if s, ok := toStringValue(msg); ok && level > 0 {
+		msg = lua.LString(where(L, level) + s)
+	}
+	L.Error(msg, 0)
+	return 0
+}
+
+func (v *vm) getmetatable(L *lua.LState) int {
+	obj := checkAny(L, 1)
+	var mt lua.LValue = lua.LNil
+	switch x := obj.(type) {
+	case *lua.LTable:
+		if m, ok := v.metaOf[x]; ok {
+			L.Push(m)
+			return 1
+		}
+		mt = x.Metatable
+	case *lua.LUserData:
+		mt = x.Metatable
+	case lua.LString:
+		mt = v.stringMeta
+	}
+	if t, ok := mt.(*lua.LTable); ok {
+		if protected := t.RawGetString("__metatable"); protected != lua.LNil {
+			mt = protected
+		}
+	}
+	L.Push(mt)
+	return 1
+}
+
+func (v *vm) setmetatable(L *lua.LState) int {
+	t := checkTable(L, 1)
+	mt := L.Get(2)
+	if mt != lua.LNil && mt.Type() != lua.LTTable {
+		argError(L, 2, "nil or table expected")
+	}
+	if m, ok := t.Metatable.(*lua.LTable); ok && m.RawGetString("__metatable") != lua.LNil {
+		L.RaiseError("cannot change a protected metatable")
+	}
+	v.refuseReadonly(L, t)
+	t.Metatable = mt
+	L.SetTop(1)
+	return 1
+}
+
+func (v *vm) ipairs(L *lua.LState) int {
+	t := checkTable(L, 1)
+	L.Push(v.ipairsIter)
+	L.Push(t)
+	L.Push(lua.LNumber(0))
+	return 3
+}
+
+func (v *vm) ipairsAux(L *lua.LState) int {
+	i := checkInt(L, 2) + 1
+	t := v.contents(checkTable(L, 1))
+	val := t.RawGetInt(i)
+	if val == lua.LNil {
+		return 0
+	}
+	L.Push(lua.LNumber(i))
+	L.Push(val)
+	return 2
+}
+
+func (v *vm) next(L *lua.LState) int {
+	t := v.contents(checkTable(L, 1))
+	k, val := t.Next(L.Get(2))
+	if k == lua.LNil {
+		L.Push(lua.LNil)
+		return 1
+	}
+	L.Push(k)
+	L.Push(val)
+	return 2
+}
+
+func (v *vm) pairs(L *lua.LState) int {
+	t := checkTable(L, 1)
+	L.Push(v.nextFn)
+	L.Push(t)
+	L.Push(lua.LNil)
+	return 3
+}
+
+func baseRawEqual(L *lua.LState) int {
+	a, b := checkAny(L, 1), checkAny(L, 2)
+	L.Push(lua.LBool(a == b))
+	return 1
+}
+
+func (v *vm) rawget(L *lua.LState) int {
+	t := v.contents(checkTable(L, 1))
+	L.Push(t.RawGet(checkAny(L, 2)))
+	return 1
+}
+
+func (v *vm) rawset(L *lua.LState) int {
+	t := checkTable(L, 1)
+	k := checkAny(L, 2)
+	val := checkAny(L, 3)
+	v.refuseReadonly(L, t)
+	checkKey(L, k)
+	t.RawSet(k, val)
+	L.SetTop(1)
+	return 1
+}
+
+// checkKey refuses the keys a Lua table cannot hold.
+func checkKey(L *lua.LState, k lua.LValue) {
+	switch x := k.(type) {
+	case *lua.LNilType:
+		L.RaiseError("table index is nil")
+	case lua.LNumber:
+		if math.IsNaN(float64(x)) {
+			L.RaiseError("table index is NaN")
+		}
+	}
+}
+
+func baseSelect(L *lua.LState) int {
+	n := L.GetTop()
+	if s, ok := L.Get(1).(lua.LString); ok && strings.HasPrefix(string(s), "#") {
+		L.Push(lua.LNumber(n - 1))
+		return 1
+	}
+	i := checkInt(L, 1)
+	if i < 0 {
+		i = n + i
+	} else if i > n {
+		i = n
+	}
+	if i < 1 {
+		argError(L, 1, "index out of range")
+	}
+	return n - i
+}
+
+// baseTonumber is Lua 5.1's tonumber: base 10 converts as the language
+// does (strtod: "1e3", "0x10", " 5 ", "inf"); other bases use strtoul.
+func baseTonumber(L *lua.LState) int {
+	base := optInt(L, 2, 10)
+	if base == 10 {
+		if f, ok := toNumber(checkAny(L, 1)); ok {
+			L.Push(lua.LNumber(f))
+			return 1
+		}
+		L.Push(lua.LNil)
+		return 1
+	}
+	s := checkString(L, 1)
+	if base < 2 || base > 36 {
+		argError(L, 2, "base out of range")
+	}
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		s = s[:i]
+	}
+	if u, n := strtoul(s, base); n > 0 {
+		for n < len(s) && isSpace(s[n]) {
+			n++
+		}
+		if n == len(s) {
+			L.Push(lua.LNumber(float64(u)))
+			return 1
+		}
+	}
+	L.Push(lua.LNil)
+	return 1
+}
+
+// baseTostring is tostring: a __tostring metamethod's result is returned as
+// it is, whatever its type, as Lua 5.1 does.
+func (v *vm) baseTostring(L *lua.LState) int {
+	val := checkAny(L, 1)
+	if mm := L.GetMetaField(val, "__tostring"); mm != lua.LNil {
+		L.Push(mm)
+		L.Push(val)
+		L.Call(1, 1)
+		return 1
+	}
+	L.Push(lua.LString(v.tostring(L, val)))
+	return 1
+}
+
+// tostring converts a value as Lua 5.1's tostring does. Tables, functions
+// and other objects print as "table: 0x..." with an address that is a
+// counter of this run rather than a memory address, so that every node
+// prints the same.
+func (v *vm) tostring(L *lua.LState, val lua.LValue) string {
+	if mm := L.GetMetaField(val, "__tostring"); mm != lua.LNil {
+		L.Push(mm)
+		L.Push(val)
+		L.Call(1, 1)
+		res := L.Get(-1)
+		L.Pop(1)
+		s, _ := toStringValue(res)
+		return s
+	}
+	switch x := val.(type) {
+	case lua.LString:
+		return string(x)
+	case lua.LNumber:
+		return formatNumber(float64(x))
+	case *lua.LNilType:
+		return "nil"
+	case lua.LBool:
+		if x {
+			return "true"
+		}
+		return "false"
+	}
+	return fmt.Sprintf("%s: 0x%08x", val.Type().String(), v.objectID(val))
+}
+
+// objectID numbers the objects that a run prints, in the order it prints them.
+func (v *vm) objectID(val lua.LValue) int {
+	r := v.run
+	if r == nil {
+		return 0
+	}
+	if r.ids == nil {
+		r.ids = make(map[any]int)
+	}
+	id, ok := r.ids[val]
+	if !ok {
+		id = 0x1000 + 16*len(r.ids)
+		r.ids[val] = id
+	}
+	return id
+}
+
+// unpack returns t[i], ..., t[j]; like Lua 5.1 it refuses more results than
+// fit in the 8000-slot stack of a C function.
+func (v *vm) unpack(L *lua.LState) int {
+	t := v.contents(checkTable(L, 1))
+	i := optInt(L, 2, 1)
+	var e int
+	if L.Get(3) == lua.LNil {
+		e = t.Len()
+	} else {
+		e = checkInt(L, 3)
+	}
+	if i > e {
+		return 0
+	}
+	n := e - i + 1
+	if n <= 0 || n+L.GetTop() > luaMaxCStack {
+		L.RaiseError("too many results to unpack")
+	}
+	v.charge(L, int64(n))
+	for k := i; k <= e; k++ {
+		L.Push(t.RawGetInt(k))
+	}
+	return n
+}
+
+// pcall is Lua's pcall with Redis 7's change: an error raised as a table
+// with an err field (redis.call's) is returned as that string. A script out
+// of budget cannot catch its stop.
+func (v *vm) pcall(L *lua.LState) int {
+	checkAny(L, 1)
+	nargs := L.GetTop() - 1
+	err := L.PCall(nargs, lua.MultRet, nil)
+	v.reraise(L)
+	if err == nil {
+		L.Insert(lua.LTrue, 1)
+		return L.GetTop()
+	}
+	L.Push(lua.LFalse)
+	L.Push(errorObject(err))
+	return 2
+}
+
+// errorObject returns the value an error was raised with, turning Redis's
+// error tables into their text.
+func errorObject(err error) lua.LValue {
+	ae, ok := err.(*lua.ApiError)
+	if !ok {
+		return lua.LString(err.Error())
+	}
+	if t, ok := ae.Object.(*lua.LTable); ok {
+		if s, ok := t.RawGetString("err").(lua.LString); ok {
+			return s
+		}
+	}
+	return ae.Object
+}
+
+// xpcall(f, handler) calls f without arguments, as Lua 5.1 does, and on
+// error returns false and what handler returns for the error.
+func (v *vm) xpcall(L *lua.LState) int {
+	checkAny(L, 2)
+	handler := L.Get(2)
+	L.SetTop(1)
+	var herr *lua.LFunction
+	if fn, ok := handler.(*lua.LFunction); ok {
+		herr = fn
+	} else {
+		herr = L.NewFunction(func(L *lua.LState) int {
+			L.Push(lua.LString("error in error handling"))
+			return 1
+		})
+	}
+	err := L.PCall(0, lua.MultRet, herr)
+	v.reraise(L)
+	if err == nil {
+		L.Insert(lua.LTrue, 1)
+		return L.GetTop()
+	}
+	L.Push(lua.LFalse)
+	if ae, ok := err.(*lua.ApiError); ok {
+		L.Push(ae.Object)
+	} else {
+		L.Push(lua.LString(err.Error()))
+	}
+	return 2
+}
+
+// loadstring compiles a chunk through the same parser and instrumentation as
+// scripts, so that loaded code is sandboxed and budgeted alike.
+func (v *vm) loadstring(L *lua.LState) int {
+	src := checkString(L, 1)
+	return v.loadChunk(L, src, optString(L, 2, src))
+}
+
+func (v *vm) load(L *lua.LState) int {
+	reader, ok := L.Get(1).(*lua.LFunction)
+	if !ok {
+		typeError(L, 1, "function")
+	}
+	name := optString(L, 2, "=(load)")
+	var b strings.Builder
+	for {
+		L.Push(reader)
+		L.Call(0, 1)
+		piece := L.Get(-1)
+		L.Pop(1)
+		if piece == lua.LNil {
+			break
+		}
+		s, ok := piece.(lua.LString)
+		if !ok {
+			L.Push(lua.LNil)
+			L.Push(lua.LString("reader function must return a string"))
+			return 2
+		}
+		if s == "" {
+			break
+		}
+		v.chargeBytes(L, len(s))
+		b.WriteString(string(s))
+	}
+	return v.loadChunk(L, b.String(), name)
+}
+
+func (v *vm) loadChunk(L *lua.LState, src, name string) int {
+	v.chargeBytes(L, len(src))
+	if strings.HasPrefix(src, "\x1bLua") {
+		L.Push(lua.LNil)
+		L.Push(lua.LString(chunkID(name) + ": bytecode loading is not supported"))
+		return 2
+	}
+	proto, err := compileChunk(src, chunkID(name), 1, 1)
+	if err != nil {
+		L.Push(lua.LNil)
+		L.Push(lua.LString(err.Error()))
+		return 2
+	}
+	L.Push(v.closure(proto))
+	return 1
+}
+
+// chunkID formats a chunk name for messages as Lua 5.1's luaO_chunkid does.
+func chunkID(name string) string {
+	const idSize = 60
+	if i := strings.IndexByte(name, 0); i >= 0 {
+		name = name[:i] // a C string
+	}
+	switch {
+	case strings.HasPrefix(name, "="):
+		s := name[1:]
+		if len(s) > idSize-1 {
+			s = s[:idSize-1]
+		}
+		return s
+	case strings.HasPrefix(name, "@"):
+		s := name[1:]
+		if room := idSize - len(" '...' ") - 1; len(s) > room {
+			s = "..." + s[len(s)-room:]
+		}
+		return s
+	}
+	room := idSize - len(" [string \"...\"] ") - 1
+	line := name
+	if i := strings.IndexAny(line, "\r\n"); i >= 0 {
+		line = line[:i]
+	}
+	if len(line) > room {
+		line = line[:room]
+	}
+	if len(line) < len(name) {
+		return `[string "` + line + `..."]`
+	}
+	return `[string "` + line + `"]`
+}

@@ -1,0 +1,314 @@
+package luaexec
+
+import (
+	"container/list"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	lua "github.com/yuin/gopher-lua"
+	"github.com/yuin/gopher-lua/ast"
+)
+
+// Script flags that a "#!lua flags=..." first line can declare (Redis 7.0's set).
+const (
+	flagNoWrites = 1 << iota
+	flagAllowOOM
+	flagAllowStale
+	flagNoCluster
+	flagAllowCrossSlot
+)
+
+var shebangFlags = map[string]int{
+	"no-writes":             flagNoWrites,
+	"allow-oom":             flagAllowOOM,
+	"allow-stale":           flagAllowStale,
+	"no-cluster":            flagNoCluster,
+	"allow-cross-slot-keys": flagAllowCrossSlot,
+}
+
+// shebang is what a script's first line declares.
+type shebang struct {
+	present bool
+	flags   int
+}
+
+// parseShebang reads a "#!lua [flags=a,b]" first line as Redis 7.0's
+// evalExtractShebangFlags does. It returns the declaration and the error text
+// (without "ERR ") when the line is invalid.
+func parseShebang(body string) (shebang, string) {
+	if !strings.HasPrefix(body, "#!") {
+		return shebang{}, ""
+	}
+	end := strings.IndexByte(body, '\n')
+	if end < 0 {
+		return shebang{}, "Invalid script shebang"
+	}
+	line := body[:end]
+	if i := strings.IndexByte(line, 0); i >= 0 {
+		line = line[:i] // Redis reads the line as a C string
+	}
+	parts, ok := splitArgs(line)
+	if !ok || len(parts) == 0 {
+		return shebang{}, "Invalid engine in script shebang"
+	}
+	if parts[0] != "#!lua" {
+		return shebang{}, "Unexpected engine in script shebang: " + parts[0]
+	}
+	sb := shebang{present: true}
+	for _, part := range parts[1:] {
+		list, ok := strings.CutPrefix(part, "flags=")
+		if !ok {
+			return shebang{}, "Unknown lua shebang option: " + part
+		}
+		if list == "" {
+			continue
+		}
+		for _, f := range strings.Split(list, ",") {
+			bit, ok := shebangFlags[f]
+			if !ok {
+				return shebang{}, "Unexpected flag in script shebang: " + f
+			}
+			sb.flags |= bit
+		}
+	}
+	return sb, ""
+}
+
+// splitArgs splits a line into arguments as Redis's sdssplitargs does:
+// spaces separate, "double quotes" take C escapes (\n, \xHH, ...), 'single
+// quotes' take only \'. A closing quote must be followed by a space or the
+// end. It reports false on unbalanced quotes.
+func splitArgs(line string) ([]string, bool) {
+	var args []string
+	i := 0
+	for {
+		for i < len(line) && isSpace(line[i]) {
+			i++
+		}
+		if i >= len(line) {
+			return args, true
+		}
+		var cur []byte
+		inDouble, inSingle, done := false, false, false
+		for !done {
+			switch {
+			case inDouble:
+				if i >= len(line) {
+					return nil, false
+				}
+				c := line[i]
+				switch {
+				case c == '\\' && i+3 < len(line) && line[i+1] == 'x' && isHexDigit(line[i+2]) && isHexDigit(line[i+3]):
+					cur = append(cur, byte(digitValue(line[i+2])*16+digitValue(line[i+3])))
+					i += 3
+				case c == '\\' && i+1 < len(line):
+					i++
+					switch line[i] {
+					case 'n':
+						cur = append(cur, '\n')
+					case 'r':
+						cur = append(cur, '\r')
+					case 't':
+						cur = append(cur, '\t')
+					case 'b':
+						cur = append(cur, '\b')
+					case 'a':
+						cur = append(cur, '\a')
+					default:
+						cur = append(cur, line[i])
+					}
+				case c == '"':
+					if i+1 < len(line) && !isSpace(line[i+1]) {
+						return nil, false
+					}
+					done = true
+				default:
+					cur = append(cur, c)
+				}
+			case inSingle:
+				if i >= len(line) {
+					return nil, false
+				}
+				c := line[i]
+				switch {
+				case c == '\\' && i+1 < len(line) && line[i+1] == '\'':
+					i++
+					cur = append(cur, '\'')
+				case c == '\'':
+					if i+1 < len(line) && !isSpace(line[i+1]) {
+						return nil, false
+					}
+					done = true
+				default:
+					cur = append(cur, c)
+				}
+			default:
+				if i >= len(line) {
+					done = true
+					continue
+				}
+				switch c := line[i]; {
+				case c == ' ' || c == '\n' || c == '\r' || c == '\t':
+					done = true
+				case c == '"':
+					inDouble = true
+				case c == '\'':
+					inSingle = true
+				default:
+					cur = append(cur, c)
+				}
+			}
+			if i < len(line) {
+				i++
+			}
+		}
+		args = append(args, string(cur))
+	}
+}
+
+// compileChunk compiles Lua source into a prototype that, run once with the
+// helpers as arguments, returns the script function. chunk names the source
+// in messages ("user_script"); firstLine is the line the source starts at.
+//
+// The body becomes the body of a function rather than a main chunk: a main
+// chunk is vararg and gopher-lua builds an 'arg' table for it on every call.
+func compileChunk(src, chunk string, firstLine, baseLevel int) (*lua.FunctionProto, error) {
+	stmts, usesDots, err := parseChunk(src, chunk, firstLine, baseLevel)
+	if err != nil {
+		return nil, err
+	}
+	decl := &ast.LocalAssignStmt{Names: helperNames, Exprs: []ast.Expr{&ast.Comma3Expr{}}}
+	fn := &ast.FunctionExpr{ParList: &ast.ParList{HasVargs: usesDots, Names: []string{}}, Stmts: stmts}
+	fn.SetLine(0)
+	ret := &ast.ReturnStmt{Exprs: []ast.Expr{fn}}
+	proto, err := safeCompile([]ast.Stmt{decl, ret}, chunk)
+	if err != nil {
+		return nil, err
+	}
+	// No script reads 'arg' (Lua 5.1's main chunk has none), so never build it.
+	proto.FunctionPrototypes[0].IsVarArg &^= lua.VarArgNeedsArg
+	return proto, nil
+}
+
+// safeCompile runs gopher-lua's compiler, turning its errors (and any panic
+// on an input it does not expect) into Lua-style messages.
+func safeCompile(stmts []ast.Stmt, chunk string) (proto *lua.FunctionProto, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			proto, err = nil, fmt.Errorf("%s: cannot compile: %v", chunk, r)
+		}
+	}()
+	proto, err = lua.Compile(stmts, chunk)
+	var ce *lua.CompileError
+	if errors.As(err, &ce) {
+		return nil, fmt.Errorf("%s:%d: %s", chunk, ce.Line, ce.Message)
+	}
+	return proto, err
+}
+
+// closure instantiates a compiled chunk in the VM: it runs the wrapper with
+// the helpers and returns the function it returns.
+func (v *vm) closure(proto *lua.FunctionProto) *lua.LFunction {
+	L := v.L
+	L.Push(L.NewFunctionFromProto(proto))
+	for _, h := range v.helpers {
+		L.Push(h)
+	}
+	L.Call(len(v.helpers), 1)
+	fn := L.Get(-1).(*lua.LFunction)
+	L.Pop(1)
+	return fn
+}
+
+// compiled is a script ready to run.
+type compiled struct {
+	sha     string
+	shebang shebang
+	proto   *lua.FunctionProto
+	fn      *lua.LFunction // instantiated in the VM on first use
+}
+
+// compileScript checks and compiles a script body as EVAL and SCRIPT LOAD do.
+// The error text has no code; callers prefix "ERR ".
+func compileScript(sha, body string) (*compiled, string) {
+	sb, msg := parseShebang(body)
+	if msg != "" {
+		return nil, msg
+	}
+	src, first := body, 1
+	if sb.present {
+		// Redis blanks the shebang line, so lines keep their numbers.
+		src, first = body[strings.IndexByte(body, '\n')+1:], 2
+	}
+	proto, err := compileChunk(src, "user_script", first, 0)
+	if err != nil {
+		return nil, "Error compiling script (new function): " + err.Error()
+	}
+	return &compiled{sha: sha, shebang: sb, proto: proto}, ""
+}
+
+// scriptCache holds the script bodies, which are replicated state (SCRIPT
+// LOAD and EVAL add, SCRIPT FLUSH clears), and a bounded cache of their
+// compiled forms, which is not: a miss recompiles, with the same result on
+// every node. It is safe for concurrent use, so that Prepare may run beside
+// Exec.
+type scriptCache struct {
+	mu       sync.Mutex
+	bodies   map[string]string // sha -> body
+	max      int
+	lru      *list.List // of *compiled, most recent first
+	compiled map[string]*list.Element
+}
+
+func newScriptCache(max int) *scriptCache {
+	return &scriptCache{bodies: make(map[string]string), max: max, lru: list.New(), compiled: make(map[string]*list.Element)}
+}
+
+func (c *scriptCache) body(sha string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, ok := c.bodies[sha]
+	return b, ok
+}
+
+func (c *scriptCache) add(sha, body string) {
+	c.mu.Lock()
+	c.bodies[sha] = body
+	c.mu.Unlock()
+}
+
+func (c *scriptCache) flush() {
+	c.mu.Lock()
+	c.bodies = make(map[string]string)
+	c.lru.Init()
+	c.compiled = make(map[string]*list.Element)
+	c.mu.Unlock()
+}
+
+// get returns the compiled form of a body, compiling it on a miss.
+func (c *scriptCache) get(sha, body string) (*compiled, string) {
+	c.mu.Lock()
+	if el, ok := c.compiled[sha]; ok {
+		c.lru.MoveToFront(el)
+		c.mu.Unlock()
+		return el.Value.(*compiled), ""
+	}
+	c.mu.Unlock()
+	s, msg := compileScript(sha, body)
+	if s == nil {
+		return nil, msg
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.compiled[sha]; ok { // compiled meanwhile by another caller
+		return el.Value.(*compiled), ""
+	}
+	c.compiled[sha] = c.lru.PushFront(s)
+	for c.lru.Len() > c.max {
+		old := c.lru.Remove(c.lru.Back()).(*compiled)
+		delete(c.compiled, old.sha)
+	}
+	return s, ""
+}

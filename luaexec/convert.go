@@ -1,0 +1,249 @@
+package luaexec
+
+import (
+	"strings"
+
+	"github.com/lockserver/lockserver/keyspace"
+	lua "github.com/yuin/gopher-lua"
+)
+
+// The two conversions between Redis replies and Lua values, as Redis 7.0's
+// script_lua.c defines them. These are the only ones in the project.
+//
+// Redis -> Lua (what redis.call returns), by the protocol the script chose
+// with redis.setresp (2 unless it called setresp(3)):
+//
+//	reply          RESP2                 RESP3
+//	integer        number                number
+//	bulk           string                string
+//	status         {ok=s}                {ok=s}
+//	error          {err=s}               {err=s}
+//	null, null arr false                 nil
+//	array          array                 array
+//	map            flat array k,v,...    {map={[k]=v}}
+//	set            array                 {set={[e]=true}}
+//	double         string ("1.5")        {double=1.5}
+//	boolean        number 1 or 0         true or false
+//	verbatim       string                {verbatim_string={format='txt', string=s}}
+//
+// Lua -> Redis (what the client receives):
+//
+//	string -> bulk; number -> integer truncated toward zero (3.99 -> 3,
+//	-3.99 -> -3, NaN and out of range -> -9223372036854775808 as C's cast);
+//	true -> 1 and false -> null, or RESP3 booleans after setresp(3);
+//	nil -> null; a table with a string err -> error reply (trailing CR/LF
+//	removed), with a string ok -> status, with a number double -> double, with
+//	a table map -> map, with a table set -> set (its keys), otherwise an
+//	array of the values at 1, 2, ... up to the first nil.
+
+// toLua converts a command's reply for the script.
+func (v *vm) toLua(L *lua.LState, r keyspace.Reply, resp int) lua.LValue {
+	switch r.Kind {
+	case keyspace.KindNull, keyspace.KindNullArray:
+		if resp == 3 {
+			return lua.LNil
+		}
+		return lua.LFalse
+	case keyspace.KindStatus:
+		t := L.CreateTable(0, 1)
+		t.RawSetString("ok", lua.LString(r.Str))
+		return t
+	case keyspace.KindError:
+		return commandErrorTable(L, r.Str)
+	case keyspace.KindInt:
+		return lua.LNumber(r.Int)
+	case keyspace.KindBulk:
+		return lua.LString(r.Str)
+	case keyspace.KindArray, keyspace.KindPush:
+		return v.arrayToLua(L, r.Elems, resp)
+	case keyspace.KindMap:
+		if resp == 2 {
+			return v.arrayToLua(L, r.Elems, resp)
+		}
+		m := L.CreateTable(0, len(r.Elems)/2)
+		for i := 0; i+1 < len(r.Elems); i += 2 {
+			k := v.toLua(L, r.Elems[i], resp)
+			if k == lua.LNil {
+				continue // Lua tables cannot hold a nil key
+			}
+			m.RawSet(k, v.toLua(L, r.Elems[i+1], resp))
+		}
+		return wrap(L, "map", m)
+	case keyspace.KindSet:
+		if resp == 2 {
+			return v.arrayToLua(L, r.Elems, resp)
+		}
+		s := L.CreateTable(0, len(r.Elems))
+		for _, e := range r.Elems {
+			if k := v.toLua(L, e, resp); k != lua.LNil {
+				s.RawSet(k, lua.LTrue)
+			}
+		}
+		return wrap(L, "set", s)
+	case keyspace.KindDouble:
+		if resp == 2 {
+			return lua.LString(keyspace.FormatDouble(r.Float))
+		}
+		return wrap(L, "double", lua.LNumber(r.Float))
+	case keyspace.KindBool:
+		if resp == 2 {
+			return lua.LNumber(r.Int)
+		}
+		return lua.LBool(r.Int != 0)
+	case keyspace.KindVerbatim:
+		if resp == 2 {
+			return lua.LString(r.Str)
+		}
+		t := L.CreateTable(0, 2)
+		t.RawSetString("format", lua.LString("txt"))
+		t.RawSetString("string", lua.LString(r.Str))
+		return wrap(L, "verbatim_string", t)
+	}
+	return lua.LFalse
+}
+
+func (v *vm) arrayToLua(L *lua.LState, elems []keyspace.Reply, resp int) *lua.LTable {
+	t := L.CreateTable(len(elems), 0)
+	for i, e := range elems {
+		// RESP3 nulls leave holes, as lua_settable with a nil value does.
+		if x := v.toLua(L, e, resp); x != lua.LNil {
+			t.RawSetInt(i+1, x)
+		}
+	}
+	return t
+}
+
+// wrap returns {[key]=value}.
+func wrap(L *lua.LState, key string, value lua.LValue) *lua.LTable {
+	t := L.CreateTable(0, 1)
+	t.RawSetString(key, value)
+	return t
+}
+
+// errorText normalises an error text as Redis's luaPushErrorBuff does: a
+// text starting with '-' is "-CODE message" (CODE is ERR when there is no
+// space); any other text is a message with the code ERR. Surrounding CR and
+// LF are removed from the message.
+func errorText(s string) string {
+	code, msg := "ERR", s
+	if rest, ok := strings.CutPrefix(s, "-"); ok {
+		msg = rest
+		if c, m, found := strings.Cut(rest, " "); found {
+			code, msg = c, m
+		}
+	}
+	return code + " " + strings.Trim(msg, "\r\n")
+}
+
+// errorTable returns {err=text} for an error the script library raises or
+// returns (redis.error_reply, argument errors).
+func errorTable(L *lua.LState, text string) *lua.LTable {
+	return wrap(L, "err", lua.LString(errorText(text)))
+}
+
+// commandErrorTable returns the table for an error reply of a command run
+// by redis.call or redis.pcall. Redis marks those with
+// ignore_error_stats_update, which scripts can see.
+func commandErrorTable(L *lua.LState, text string) *lua.LTable {
+	t := errorTable(L, "-"+text)
+	t.RawSetString("ignore_error_stats_update", lua.LTrue)
+	return t
+}
+
+// Redis converts a script's result while it sits on the Lua stack and gives
+// up ("reached lua stack limit") where a nested value would not fit in the
+// 8000 slots of that stack (LUAI_MAXCSTACK). The conversion counts the slots
+// Redis's code would use, so that the same nesting fails at the same place.
+const (
+	luaMaxCStack = 8000
+	resultSlots  = 2 // the error handler and the result itself
+)
+
+// toReply converts a script's result for the client.
+func (v *vm) toReply(val lua.LValue, resp int) keyspace.Reply {
+	return v.luaToReply(val, resp, resultSlots)
+}
+
+func (v *vm) luaToReply(val lua.LValue, resp, slots int) keyspace.Reply {
+	if slots+4 > luaMaxCStack {
+		return keyspace.Error("ERR reached lua stack limit")
+	}
+	switch x := val.(type) {
+	case lua.LString:
+		return keyspace.Bulk(string(x))
+	case lua.LBool:
+		if resp == 3 {
+			return keyspace.Reply{Kind: keyspace.KindBool, Int: boolInt(bool(x))}
+		}
+		if x {
+			return keyspace.One
+		}
+		return keyspace.Null
+	case lua.LNumber:
+		return keyspace.Int(toInteger(float64(x)))
+	case *lua.LTable:
+		return v.tableToReply(x, resp, slots)
+	}
+	return keyspace.Null
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (v *vm) tableToReply(t *lua.LTable, resp, slots int) keyspace.Reply {
+	if s, ok := t.RawGetString("err").(lua.LString); ok {
+		return keyspace.Error(strings.TrimRight(string(s), "\r\n"))
+	}
+	if s, ok := t.RawGetString("ok").(lua.LString); ok {
+		return keyspace.Status(string(s))
+	}
+	if n, ok := t.RawGetString("double").(lua.LNumber); ok {
+		return keyspace.Double(float64(n))
+	}
+	if s, ok := t.RawGetString("big_number").(lua.LString); ok {
+		// keyspace has no big number kind: the RESP2 form, a bulk string.
+		return keyspace.Bulk(strings.NewReplacer("\r", " ", "\n", " ").Replace(string(s)))
+	}
+	if vs, ok := t.RawGetString("verbatim_string").(*lua.LTable); ok {
+		if _, ok := vs.RawGetString("format").(lua.LString); ok {
+			if s, ok := vs.RawGetString("string").(lua.LString); ok {
+				return keyspace.Reply{Kind: keyspace.KindVerbatim, Str: string(s)}
+			}
+		}
+	}
+	if m, ok := t.RawGetString("map").(*lua.LTable); ok {
+		elems := []keyspace.Reply{}
+		forEach(m, func(k, val lua.LValue) {
+			elems = append(elems, v.luaToReply(k, resp, slots+4), v.luaToReply(val, resp, slots+3))
+		})
+		return keyspace.Map(elems...)
+	}
+	if s, ok := t.RawGetString("set").(*lua.LTable); ok {
+		elems := []keyspace.Reply{}
+		forEach(s, func(k, _ lua.LValue) {
+			elems = append(elems, v.luaToReply(k, resp, slots+3))
+		})
+		return keyspace.Reply{Kind: keyspace.KindSet, Elems: elems}
+	}
+	elems := []keyspace.Reply{}
+	for i := 1; ; i++ {
+		e := t.RawGetInt(i)
+		if e == lua.LNil {
+			break
+		}
+		elems = append(elems, v.luaToReply(e, resp, slots+1))
+	}
+	return keyspace.Array(elems...)
+}
+
+// forEach calls fn for each entry of t in its iteration order, which, unlike
+// LTable.ForEach's, is deterministic (array part, then insertion order).
+func forEach(t *lua.LTable, fn func(k, v lua.LValue)) {
+	for k, v := t.Next(lua.LNil); k != lua.LNil; k, v = t.Next(k) {
+		fn(k, v)
+	}
+}

@@ -1,0 +1,962 @@
+package luaexec
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/yuin/gopher-lua/ast"
+)
+
+// Lua 5.1's limits (luaconf.h, llimits.h), which decide which scripts compile.
+const (
+	maxSyntaxLevels = 200 // LUAI_MAXCCALLS
+	maxLocals       = 200 // LUAI_MAXVARS
+	maxUpvalues     = 60  // LUAI_MAXUPVALUES
+	// maxChain bounds the chains that Lua 5.1 parses iteratively but that
+	// become a deep AST here (a+b+c+..., elseif ...): gopher-lua's compiler
+	// recurses over the AST, about 700 bytes of Go stack per level.
+	maxChain = 1000
+)
+
+// Names of the helpers that instrumented code calls. They are locals of the
+// wrapper chunk (see compile.go), reached as upvalues. A '#' cannot appear in
+// a Lua name, so no script can name, shadow or reassign them.
+const (
+	hBudget   = "budget#"   // charges one step; at the top of every function and loop body
+	hConcat   = "concat#"   // a .. b .. c, with Lua 5.1's number formatting and a size charge
+	hNeg      = "neg#"      // unary minus with Lua 5.1's string coercion
+	hMod      = "mod#"      // a % b as Lua 5.1 computes it: a - floor(a/b)*b
+	hForInit  = "forinit#"  // numeric for: coerce the initial value as Lua 5.1 does
+	hForLimit = "forlimit#" // numeric for: coerce the limit
+	hForStep  = "forstep#"  // numeric for: coerce the step
+)
+
+// helperNames lists the helpers in the order the wrapper chunk receives them.
+var helperNames = []string{hBudget, hConcat, hNeg, hMod, hForInit, hForLimit, hForStep}
+
+// exprKind tells statements what an expression may be used as.
+type exprKind int
+
+const (
+	exOther exprKind = iota
+	exVar            // assignable: a name or an indexed expression, not parenthesized
+	exCall           // an unparenthesized call: may be a statement
+)
+
+type localVar struct{ name string }
+
+// funcState tracks one function being parsed: its locals in scope, its
+// upvalues and blocks, for Lua's limits and error messages.
+type funcState struct {
+	parent   *funcState
+	line     int // line where the function was defined; 0 for the main chunk
+	actives  []*localVar
+	pending  []*localVar
+	upvals   []*localVar
+	vararg   bool
+	usesDots bool
+	block    *blockScope
+}
+
+type blockScope struct {
+	parent    *blockScope
+	nactive   int
+	breakable bool
+}
+
+type parser struct {
+	lx    *lexer
+	fs    *funcState
+	level int
+}
+
+// parseChunk parses a Lua 5.1 chunk into an instrumented gopher-lua AST. It
+// reports whether the chunk uses '...' at its top level.
+func parseChunk(src, chunk string, firstLine, baseLevel int) (stmts []ast.Stmt, usesDots bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			se, ok := r.(*syntaxError)
+			if !ok {
+				panic(r)
+			}
+			err = se
+		}
+	}()
+	p := &parser{lx: newLexer(src, chunk, firstLine), level: baseLevel}
+	p.lx.advance() // the first token
+	p.fs = &funcState{vararg: true}
+	p.enterBlock(false)
+	stmts = p.chunk()
+	p.check(tkEOS)
+	return withBudget(firstLine, stmts), p.fs.usesDots, nil
+}
+
+// ---- scopes ----
+
+func (p *parser) enterLevel() {
+	p.level++
+	if p.level > maxSyntaxLevels {
+		p.lx.fail("chunk has too many syntax levels", 0)
+	}
+}
+
+func (p *parser) leaveLevel() { p.level-- }
+
+func (p *parser) enterBlock(breakable bool) {
+	p.fs.block = &blockScope{parent: p.fs.block, nactive: len(p.fs.actives), breakable: breakable}
+}
+
+func (p *parser) leaveBlock() {
+	p.fs.actives = p.fs.actives[:p.fs.block.nactive]
+	p.fs.block = p.fs.block.parent
+}
+
+// errorLimit is Lua's errorlimit.
+func (p *parser) errorLimit(limit int, what string) {
+	msg := fmt.Sprintf("function at line %d has more than %d %s", p.fs.line, limit, what)
+	if p.fs.line == 0 {
+		msg = fmt.Sprintf("main function has more than %d %s", limit, what)
+	}
+	p.lx.fail(msg, 0)
+}
+
+// newLocal declares the n-th local of a statement; it is in scope after activate.
+func (p *parser) newLocal(name string, n int) {
+	if len(p.fs.actives)+n+1 > maxLocals {
+		p.errorLimit(maxLocals, "local variables")
+	}
+	p.fs.pending = append(p.fs.pending, &localVar{name: name})
+}
+
+func (p *parser) activate(n int) {
+	p.fs.actives = append(p.fs.actives, p.fs.pending[:n]...)
+	p.fs.pending = p.fs.pending[n:]
+}
+
+// resolve records the use of name: a local, an upvalue (counted against
+// Lua's limit in every function it crosses) or a global.
+func (p *parser) resolve(name string) {
+	var walk func(fs *funcState) *localVar
+	walk = func(fs *funcState) *localVar {
+		if fs == nil {
+			return nil
+		}
+		for i := len(fs.actives) - 1; i >= 0; i-- {
+			if fs.actives[i].name == name {
+				return fs.actives[i]
+			}
+		}
+		v := walk(fs.parent)
+		if v == nil {
+			return nil
+		}
+		for _, u := range fs.upvals {
+			if u == v {
+				return v
+			}
+		}
+		if len(fs.upvals)+1 > maxUpvalues {
+			saved := p.fs
+			p.fs = fs
+			p.errorLimit(maxUpvalues, "upvalues")
+			p.fs = saved
+		}
+		fs.upvals = append(fs.upvals, v)
+		return v
+	}
+	walk(p.fs)
+}
+
+// ---- token helpers ----
+
+func (p *parser) tok() int { return p.lx.t.kind }
+
+func (p *parser) testNext(k int) bool {
+	if p.lx.t.kind == k {
+		p.lx.advance()
+		return true
+	}
+	return false
+}
+
+func (p *parser) errorExpected(k int) {
+	p.lx.syntaxError(fmt.Sprintf("'%s' expected", tokenString(k)))
+}
+
+func (p *parser) check(k int) {
+	if p.lx.t.kind != k {
+		p.errorExpected(k)
+	}
+}
+
+func (p *parser) checkNext(k int) {
+	p.check(k)
+	p.lx.advance()
+}
+
+func (p *parser) checkMatch(what, who, where int) {
+	if p.testNext(what) {
+		return
+	}
+	if where == p.lx.line {
+		p.errorExpected(what)
+	}
+	p.lx.syntaxError(fmt.Sprintf("'%s' expected (to close '%s' at line %d)", tokenString(what), tokenString(who), where))
+}
+
+func (p *parser) checkName() string {
+	p.check(tkName)
+	s := p.lx.t.str
+	p.lx.advance()
+	return s
+}
+
+func blockFollow(k int) bool {
+	switch k {
+	case tkElse, tkElseif, tkEnd, tkUntil, tkEOS:
+		return true
+	}
+	return false
+}
+
+// ---- instrumentation ----
+
+// helperCall builds a call of a helper that returns exactly one value.
+func helperCall(name string, line int, args ...ast.Expr) *ast.FuncCallExpr {
+	fn := &ast.IdentExpr{Value: name}
+	fn.SetLine(line)
+	call := &ast.FuncCallExpr{Func: fn, Args: args, AdjustRet: true}
+	call.SetLine(line)
+	return call
+}
+
+// withBudget puts a budget charge at the top of a function or loop body,
+// carrying the line of the statement it instruments.
+func withBudget(line int, body []ast.Stmt) []ast.Stmt {
+	call := helperCall(hBudget, line)
+	call.AdjustRet = false
+	stmt := &ast.FuncCallStmt{Expr: call}
+	stmt.SetLine(line)
+	return append([]ast.Stmt{stmt}, body...)
+}
+
+// isNumberConst reports whether e is a numeric literal, possibly negated.
+func isNumberConst(e ast.Expr) bool {
+	switch x := e.(type) {
+	case *ast.NumberExpr:
+		return true
+	case *ast.UnaryMinusOpExpr:
+		_, ok := x.Expr.(*ast.NumberExpr)
+		return ok
+	}
+	return false
+}
+
+// constString returns the string a constant contributes to a concatenation.
+func constString(e ast.Expr) (string, bool) {
+	switch x := e.(type) {
+	case *ast.StringExpr:
+		return x.Value, true
+	case *ast.NumberExpr:
+		f, _ := strconv.ParseFloat(x.Value, 64)
+		return formatNumber(f), true
+	}
+	return "", false
+}
+
+func stringConst(s string, line int) *ast.StringExpr {
+	e := &ast.StringExpr{Value: s}
+	e.SetLine(line)
+	return e
+}
+
+// concat builds lhs .. rhs as one call of the concat helper over all the
+// operands of a chain, folding adjacent constants.
+func concat(lhs, rhs ast.Expr, line int) ast.Expr {
+	var ops []ast.Expr
+	if c, ok := rhs.(*ast.FuncCallExpr); ok && isHelper(c, hConcat) {
+		ops = c.Args
+	} else {
+		ops = []ast.Expr{rhs}
+	}
+	if a, ok := constString(lhs); ok {
+		if b, ok := constString(ops[0]); ok {
+			if len(ops) == 1 {
+				return stringConst(a+b, line)
+			}
+			return helperCall(hConcat, line, append([]ast.Expr{stringConst(a+b, line)}, ops[1:]...)...)
+		}
+	}
+	return helperCall(hConcat, line, append([]ast.Expr{lhs}, ops...)...)
+}
+
+func isHelper(c *ast.FuncCallExpr, name string) bool {
+	id, ok := c.Func.(*ast.IdentExpr)
+	return ok && id.Value == name
+}
+
+// numberLiteral builds a number constant that gopher-lua's compiler reads
+// back to exactly f.
+func numberLiteral(f float64, line int) *ast.NumberExpr {
+	e := &ast.NumberExpr{Value: strconv.FormatFloat(f, 'g', -1, 64)}
+	e.SetLine(line)
+	return e
+}
+
+// ---- statements ----
+
+func (p *parser) chunk() []ast.Stmt {
+	p.enterLevel()
+	var stmts []ast.Stmt
+	for last := false; !last && !blockFollow(p.tok()); {
+		var s ast.Stmt
+		s, last = p.statement()
+		stmts = append(stmts, s)
+		p.testNext(';')
+	}
+	p.leaveLevel()
+	return stmts
+}
+
+func (p *parser) block() []ast.Stmt {
+	p.enterBlock(false)
+	stmts := p.chunk()
+	p.leaveBlock()
+	return stmts
+}
+
+func (p *parser) statement() (ast.Stmt, bool) {
+	line := p.lx.line
+	switch p.tok() {
+	case tkIf:
+		return p.ifStat(line), false
+	case tkWhile:
+		return p.whileStat(line), false
+	case tkDo:
+		p.lx.advance()
+		body := p.block()
+		p.checkMatch(tkEnd, tkDo, line)
+		s := &ast.DoBlockStmt{Stmts: body}
+		s.SetLine(line)
+		s.SetLastLine(p.lx.lastLine)
+		return s, false
+	case tkFor:
+		return p.forStat(line), false
+	case tkRepeat:
+		return p.repeatStat(line), false
+	case tkFunction:
+		return p.funcStat(line), false
+	case tkLocal:
+		p.lx.advance()
+		if p.testNext(tkFunction) {
+			return p.localFunc(line), false
+		}
+		return p.localStat(line), false
+	case tkReturn:
+		return p.retStat(), true
+	case tkBreak:
+		p.lx.advance()
+		for b := p.fs.block; ; b = b.parent {
+			if b == nil {
+				p.lx.syntaxError("no loop to break")
+			}
+			if b.breakable {
+				break
+			}
+		}
+		s := &ast.BreakStmt{}
+		s.SetLine(line)
+		return s, true
+	}
+	return p.exprStat(), false
+}
+
+func (p *parser) testThenBlock(line int) *ast.IfStmt {
+	p.lx.advance() // IF or ELSEIF
+	cond := p.expr()
+	p.checkNext(tkThen)
+	s := &ast.IfStmt{Condition: cond, Then: p.block()}
+	s.SetLine(line)
+	return s
+}
+
+func (p *parser) ifStat(line int) ast.Stmt {
+	root := p.testThenBlock(line)
+	cur := root
+	for n := 0; p.tok() == tkElseif; n++ {
+		if n == maxChain {
+			p.lx.fail("chunk has too many syntax levels", 0)
+		}
+		next := p.testThenBlock(p.lx.line)
+		cur.Else = []ast.Stmt{next}
+		cur = next
+	}
+	if p.testNext(tkElse) {
+		cur.Else = p.block()
+	}
+	p.checkMatch(tkEnd, tkIf, line)
+	root.SetLastLine(p.lx.lastLine)
+	return root
+}
+
+func (p *parser) whileStat(line int) ast.Stmt {
+	p.lx.advance()
+	cond := p.expr()
+	p.enterBlock(true)
+	p.checkNext(tkDo)
+	body := p.block()
+	p.leaveBlock()
+	p.checkMatch(tkEnd, tkWhile, line)
+	s := &ast.WhileStmt{Condition: cond, Stmts: withBudget(line, body)}
+	s.SetLine(line)
+	s.SetLastLine(p.lx.lastLine)
+	return s
+}
+
+func (p *parser) repeatStat(line int) ast.Stmt {
+	p.enterBlock(true)  // the loop, for break
+	p.enterBlock(false) // the scope, which the condition sees
+	p.lx.advance()
+	body := p.chunk()
+	p.checkMatch(tkUntil, tkRepeat, line)
+	cond := p.expr()
+	p.leaveBlock()
+	p.leaveBlock()
+	s := &ast.RepeatStmt{Condition: cond, Stmts: withBudget(line, body)}
+	s.SetLine(line)
+	s.SetLastLine(p.lx.lastLine)
+	return s
+}
+
+func (p *parser) forStat(line int) ast.Stmt {
+	p.enterBlock(true)
+	p.lx.advance()
+	name := p.checkName()
+	var s ast.Stmt
+	switch p.tok() {
+	case '=':
+		s = p.forNum(name, line)
+	case ',', tkIn:
+		s = p.forList(name, line)
+	default:
+		p.lx.syntaxError("'=' or 'in' expected")
+	}
+	p.checkMatch(tkEnd, tkFor, line)
+	p.leaveBlock()
+	s.SetLastLine(p.lx.lastLine)
+	return s
+}
+
+// forBound wraps a numeric for's bound in its coercing helper unless it is a
+// number constant: Lua 5.1 converts numeric strings there, gopher-lua does not.
+func forBound(helper string, e ast.Expr, line int) ast.Expr {
+	if e == nil || isNumberConst(e) {
+		return e
+	}
+	return helperCall(helper, line, e)
+}
+
+func (p *parser) forNum(name string, line int) ast.Stmt {
+	p.newLocal("(for index)", 0)
+	p.newLocal("(for limit)", 1)
+	p.newLocal("(for step)", 2)
+	p.newLocal(name, 3)
+	p.checkNext('=')
+	init := p.expr()
+	p.checkNext(',')
+	limit := p.expr()
+	var step ast.Expr
+	if p.testNext(',') {
+		step = p.expr()
+	}
+	body := p.forBody(1)
+	s := &ast.NumberForStmt{
+		Name:  name,
+		Init:  forBound(hForInit, init, line),
+		Limit: forBound(hForLimit, limit, line),
+		Step:  forBound(hForStep, step, line),
+		Stmts: withBudget(line, body),
+	}
+	s.SetLine(line)
+	return s
+}
+
+func (p *parser) forList(first string, line int) ast.Stmt {
+	p.newLocal("(for generator)", 0)
+	p.newLocal("(for state)", 1)
+	p.newLocal("(for control)", 2)
+	names := []string{first}
+	p.newLocal(first, 3)
+	for p.testNext(',') {
+		n := p.checkName()
+		p.newLocal(n, len(names)+3)
+		names = append(names, n)
+	}
+	p.checkNext(tkIn)
+	exprs := p.exprList()
+	body := p.forBody(len(names))
+	s := &ast.GenericForStmt{Names: names, Exprs: exprs, Stmts: withBudget(line, body)}
+	s.SetLine(line)
+	return s
+}
+
+func (p *parser) forBody(nvars int) []ast.Stmt {
+	p.activate(3)
+	p.checkNext(tkDo)
+	p.enterBlock(false)
+	p.activate(nvars)
+	body := p.block()
+	p.leaveBlock()
+	return body
+}
+
+func (p *parser) funcStat(line int) ast.Stmt {
+	p.lx.advance()
+	// funcname -> NAME {'.' NAME} [':' NAME]
+	nameLine := p.lx.line
+	name := p.checkName()
+	p.resolve(name)
+	var target ast.Expr = &ast.IdentExpr{Value: name}
+	target.SetLine(nameLine)
+	fname := &ast.FuncName{}
+	for p.tok() == '.' {
+		p.lx.advance()
+		key := stringConst(p.checkName(), p.lx.line)
+		get := &ast.AttrGetExpr{Object: target, Key: key}
+		get.SetLine(p.lx.line)
+		target = get
+	}
+	method := false
+	if p.testNext(':') {
+		fname.Receiver = target
+		fname.Method = p.checkName()
+		method = true
+	} else {
+		fname.Func = target
+	}
+	fn := p.body(method, line)
+	s := &ast.FuncDefStmt{Name: fname, Func: fn}
+	s.SetLine(line)
+	s.SetLastLine(fn.LastLine())
+	return s
+}
+
+func (p *parser) localFunc(line int) ast.Stmt {
+	name := p.checkName()
+	p.newLocal(name, 0)
+	p.activate(1)
+	fn := p.body(false, p.lx.line)
+	s := &ast.LocalAssignStmt{Names: []string{name}, Exprs: []ast.Expr{fn}}
+	s.SetLine(line)
+	s.SetLastLine(fn.LastLine())
+	return s
+}
+
+func (p *parser) localStat(line int) ast.Stmt {
+	var names []string
+	for {
+		n := p.checkName()
+		p.newLocal(n, len(names))
+		names = append(names, n)
+		if !p.testNext(',') {
+			break
+		}
+	}
+	exprs := []ast.Expr{}
+	if p.testNext('=') {
+		exprs = p.exprList()
+	}
+	p.activate(len(names))
+	s := &ast.LocalAssignStmt{Names: names, Exprs: exprs}
+	s.SetLine(p.lx.lastLine)
+	return s
+}
+
+func (p *parser) exprStat() ast.Stmt {
+	first := p.primaryExp()
+	if first.kind == exCall {
+		s := &ast.FuncCallStmt{Expr: first.e}
+		s.SetLine(first.e.Line())
+		return s
+	}
+	var lhs []ast.Expr
+	cur := first
+	for n := 1; ; n++ {
+		if cur.kind != exVar {
+			p.lx.syntaxError("syntax error")
+		}
+		lhs = append(lhs, cur.e)
+		if !p.testNext(',') {
+			break
+		}
+		cur = p.primaryExp()
+		if n > maxSyntaxLevels-p.level {
+			p.errorLimit(maxSyntaxLevels-p.level, "variables in assignment")
+		}
+	}
+	p.checkNext('=')
+	rhs := p.exprList()
+	s := &ast.AssignStmt{Lhs: lhs, Rhs: rhs}
+	s.SetLine(p.lx.lastLine)
+	return s
+}
+
+func (p *parser) retStat() ast.Stmt {
+	p.lx.advance()
+	var exprs []ast.Expr
+	if !blockFollow(p.tok()) && p.tok() != ';' {
+		exprs = p.exprList()
+	}
+	s := &ast.ReturnStmt{Exprs: exprs}
+	s.SetLine(p.lx.lastLine)
+	return s
+}
+
+// ---- functions ----
+
+func (p *parser) body(method bool, line int) *ast.FunctionExpr {
+	fs := &funcState{parent: p.fs, line: line}
+	p.fs = fs
+	p.enterBlock(false)
+	p.checkNext('(')
+	if method {
+		p.newLocal("self", 0)
+		p.activate(1)
+	}
+	params := &ast.ParList{Names: []string{}}
+	n := 0
+	if p.tok() != ')' {
+		for {
+			switch p.tok() {
+			case tkName:
+				name := p.checkName()
+				p.newLocal(name, n)
+				params.Names = append(params.Names, name)
+				n++
+			case tkDots:
+				p.lx.advance()
+				p.newLocal("arg", n) // LUA_COMPAT_VARARG's implicit 'arg'
+				n++
+				params.HasVargs = true
+				fs.vararg = true
+			default:
+				p.lx.syntaxError("<name> or '...' expected")
+			}
+			if fs.vararg || !p.testNext(',') {
+				break
+			}
+		}
+	}
+	p.activate(n)
+	p.checkNext(')')
+	stmts := p.chunk()
+	last := p.lx.line
+	p.checkMatch(tkEnd, tkFunction, line)
+	p.fs = fs.parent
+	fn := &ast.FunctionExpr{ParList: params, Stmts: withBudget(line, stmts)}
+	fn.SetLine(line)
+	fn.SetLastLine(last)
+	return fn
+}
+
+// ---- expressions ----
+
+type expr struct {
+	e    ast.Expr
+	kind exprKind
+}
+
+func (p *parser) exprList() []ast.Expr {
+	list := []ast.Expr{p.expr()}
+	for p.testNext(',') {
+		list = append(list, p.expr())
+	}
+	return list
+}
+
+func (p *parser) expr() ast.Expr {
+	e, _ := p.subExpr(0)
+	return e
+}
+
+func (p *parser) prefixExp() expr {
+	switch p.tok() {
+	case '(':
+		line := p.lx.line
+		p.lx.advance()
+		e := p.expr()
+		p.checkMatch(')', '(', line)
+		// Parentheses keep one value and make the expression a value, not a variable.
+		switch x := e.(type) {
+		case *ast.FuncCallExpr:
+			x.AdjustRet = true
+		case *ast.Comma3Expr:
+			x.AdjustRet = true
+		}
+		return expr{e: e}
+	case tkName:
+		line := p.lx.line
+		name := p.checkName()
+		p.resolve(name)
+		id := &ast.IdentExpr{Value: name}
+		id.SetLine(line)
+		return expr{e: id, kind: exVar}
+	}
+	p.lx.syntaxError("unexpected symbol")
+	return expr{}
+}
+
+func (p *parser) primaryExp() expr {
+	e := p.prefixExp()
+	for {
+		switch p.tok() {
+		case '.':
+			p.lx.advance()
+			key := stringConst(p.checkName(), p.lx.lastLine)
+			get := &ast.AttrGetExpr{Object: e.e, Key: key}
+			get.SetLine(p.lx.lastLine)
+			e = expr{e: get, kind: exVar}
+		case '[':
+			p.lx.advance()
+			key := p.expr()
+			p.checkNext(']')
+			get := &ast.AttrGetExpr{Object: e.e, Key: key}
+			get.SetLine(p.lx.lastLine)
+			e = expr{e: get, kind: exVar}
+		case ':':
+			p.lx.advance()
+			method := p.checkName()
+			args, line := p.funcArgs()
+			call := &ast.FuncCallExpr{Receiver: e.e, Method: method, Args: args}
+			call.SetLine(line)
+			e = expr{e: call, kind: exCall}
+		case '(', tkString, '{':
+			args, line := p.funcArgs()
+			call := &ast.FuncCallExpr{Func: e.e, Args: args}
+			call.SetLine(line)
+			e = expr{e: call, kind: exCall}
+		default:
+			return e
+		}
+	}
+}
+
+func (p *parser) funcArgs() ([]ast.Expr, int) {
+	line := p.lx.line
+	switch p.tok() {
+	case '(':
+		if line != p.lx.lastLine {
+			p.lx.syntaxError("ambiguous syntax (function call x new statement)")
+		}
+		p.lx.advance()
+		args := []ast.Expr{}
+		if p.tok() != ')' {
+			args = p.exprList()
+		}
+		p.checkMatch(')', '(', line)
+		return args, line
+	case '{':
+		return []ast.Expr{p.constructor()}, line
+	case tkString:
+		s := stringConst(p.lx.t.str, line)
+		p.lx.advance()
+		return []ast.Expr{s}, line
+	}
+	p.lx.syntaxError("function arguments expected")
+	return nil, 0
+}
+
+func (p *parser) simpleExp() ast.Expr {
+	line := p.lx.line
+	var e ast.Expr
+	switch p.tok() {
+	case tkNumber:
+		e = numberLiteral(p.lx.t.num, line)
+	case tkString:
+		e = stringConst(p.lx.t.str, line)
+	case tkNil:
+		e = &ast.NilExpr{}
+	case tkTrue:
+		e = &ast.TrueExpr{}
+	case tkFalse:
+		e = &ast.FalseExpr{}
+	case tkDots:
+		if !p.fs.vararg {
+			p.lx.syntaxError("cannot use '...' outside a vararg function")
+		}
+		p.fs.usesDots = true
+		e = &ast.Comma3Expr{}
+	case '{':
+		return p.constructor()
+	case tkFunction:
+		p.lx.advance()
+		return p.body(false, p.lx.line)
+	default:
+		return p.primaryExp().e
+	}
+	e.SetLine(line)
+	p.lx.advance()
+	return e
+}
+
+func (p *parser) constructor() ast.Expr {
+	line := p.lx.line
+	p.checkNext('{')
+	t := &ast.TableExpr{Fields: []*ast.Field{}}
+	t.SetLine(line)
+	for p.tok() != '}' {
+		switch p.tok() {
+		case tkName:
+			p.lx.lookahead()
+			if p.lx.ahead.kind != '=' {
+				t.Fields = append(t.Fields, &ast.Field{Value: p.expr()})
+			} else {
+				t.Fields = append(t.Fields, p.recField())
+			}
+		case '[':
+			t.Fields = append(t.Fields, p.recField())
+		default:
+			t.Fields = append(t.Fields, &ast.Field{Value: p.expr()})
+		}
+		if !p.testNext(',') && !p.testNext(';') {
+			break
+		}
+	}
+	p.checkMatch('}', '{', line)
+	return t
+}
+
+func (p *parser) recField() *ast.Field {
+	var key ast.Expr
+	if p.tok() == tkName {
+		key = stringConst(p.checkName(), p.lx.lastLine)
+	} else {
+		p.lx.advance() // '['
+		key = p.expr()
+		p.checkNext(']')
+	}
+	p.checkNext('=')
+	return &ast.Field{Key: key, Value: p.expr()}
+}
+
+// Operators, with Lua 5.1's priorities.
+const (
+	opNone = iota
+	opAdd
+	opSub
+	opMul
+	opDiv
+	opMod
+	opPow
+	opConcat
+	opNe
+	opEq
+	opLt
+	opLe
+	opGt
+	opGe
+	opAnd
+	opOr
+)
+
+var priority = [...]struct{ left, right int }{
+	opAdd: {6, 6}, opSub: {6, 6}, opMul: {7, 7}, opDiv: {7, 7}, opMod: {7, 7},
+	opPow: {10, 9}, opConcat: {5, 4},
+	opNe: {3, 3}, opEq: {3, 3}, opLt: {3, 3}, opLe: {3, 3}, opGt: {3, 3}, opGe: {3, 3},
+	opAnd: {2, 2}, opOr: {1, 1},
+}
+
+const unaryPriority = 8
+
+func binaryOp(k int) int {
+	switch k {
+	case '+':
+		return opAdd
+	case '-':
+		return opSub
+	case '*':
+		return opMul
+	case '/':
+		return opDiv
+	case '%':
+		return opMod
+	case '^':
+		return opPow
+	case tkConcat:
+		return opConcat
+	case tkNe:
+		return opNe
+	case tkEq:
+		return opEq
+	case '<':
+		return opLt
+	case tkLe:
+		return opLe
+	case '>':
+		return opGt
+	case tkGe:
+		return opGe
+	case tkAnd:
+		return opAnd
+	case tkOr:
+		return opOr
+	}
+	return opNone
+}
+
+var opText = [...]string{
+	opAdd: "+", opSub: "-", opMul: "*", opDiv: "/", opMod: "%", opPow: "^",
+	opNe: "~=", opEq: "==", opLt: "<", opLe: "<=", opGt: ">", opGe: ">=",
+	opAnd: "and", opOr: "or",
+}
+
+func (p *parser) subExpr(limit int) (ast.Expr, int) {
+	p.enterLevel()
+	var e ast.Expr
+	switch k := p.tok(); k {
+	case tkNot, '-', '#':
+		p.lx.advance()
+		operand, _ := p.subExpr(unaryPriority)
+		line := p.lx.lastLine
+		switch k {
+		case tkNot:
+			e = &ast.UnaryNotOpExpr{Expr: operand}
+		case '#':
+			e = &ast.UnaryLenOpExpr{Expr: operand}
+		default:
+			if _, ok := operand.(*ast.NumberExpr); ok {
+				e = &ast.UnaryMinusOpExpr{Expr: operand} // folded by the compiler, -0 included
+			} else {
+				e = helperCall(hNeg, line, operand)
+			}
+		}
+		e.SetLine(line)
+	default:
+		e = p.simpleExp()
+	}
+	op := binaryOp(p.tok())
+	for n := 0; op != opNone && priority[op].left > limit; n++ {
+		if n == maxChain/5 {
+			p.lx.fail("chunk has too many syntax levels", 0)
+		}
+		p.lx.advance()
+		rhs, next := p.subExpr(priority[op].right)
+		line := p.lx.lastLine
+		switch op {
+		case opConcat:
+			e = concat(e, rhs, line)
+		case opMod:
+			e = helperCall(hMod, line, e, rhs)
+		case opAnd, opOr:
+			e = &ast.LogicalOpExpr{Operator: opText[op], Lhs: e, Rhs: rhs}
+		case opNe, opEq, opLt, opLe, opGt, opGe:
+			e = &ast.RelationalOpExpr{Operator: opText[op], Lhs: e, Rhs: rhs}
+		default:
+			e = &ast.ArithmeticOpExpr{Operator: opText[op], Lhs: e, Rhs: rhs}
+		}
+		e.SetLine(line)
+		op = next
+	}
+	p.leaveLevel()
+	return e, op
+}

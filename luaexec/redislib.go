@@ -1,0 +1,293 @@
+package luaexec
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"log/slog"
+	"strings"
+
+	"github.com/lockserver/lockserver/keyspace"
+	lua "github.com/yuin/gopher-lua"
+)
+
+// Redis's identity as scripts see it (redis.REDIS_VERSION and _NUM).
+const (
+	redisVersion    = "7.0.15"
+	redisVersionNum = 0x07000f
+)
+
+// Errors of the script runtime, with Redis 7.0's texts.
+const (
+	errNoArgs        = "Please specify at least one argument for this redis lib call"
+	errArgType       = "Lua redis lib command arguments must be strings or integers"
+	errUnknownCmd    = "Unknown Redis command called from script"
+	errWrongArgs     = "Wrong number of args calling Redis command from script"
+	errNotAllowed    = "This Redis command is not allowed from script"
+	errWriteReadonly = "Write commands are not allowed from read-only scripts."
+	errOOM           = "-OOM command not allowed when used memory > 'maxmemory'."
+)
+
+func (v *vm) redisLib() *lua.LTable {
+	L := v.L
+	t := L.NewTable()
+	fns := map[string]lua.LGFunction{
+		"call":               func(L *lua.LState) int { return v.redisCall(L, true) },
+		"pcall":              func(L *lua.LState) int { return v.redisCall(L, false) },
+		"log":                v.redisLog,
+		"setresp":            v.redisSetResp,
+		"sha1hex":            redisSha1hex,
+		"error_reply":        redisErrorReply,
+		"status_reply":       redisStatusReply,
+		"set_repl":           redisSetRepl,
+		"acl_check_cmd":      v.redisACLCheckCmd,
+		"replicate_commands": func(L *lua.LState) int { L.Push(lua.LTrue); return 1 },
+		"breakpoint":         func(L *lua.LState) int { L.Push(lua.LFalse); return 1 },
+		"debug":              func(L *lua.LState) int { return 0 },
+	}
+	for _, name := range sortedKeys(fns) {
+		t.RawSetString(name, L.NewFunction(fns[name]))
+	}
+	consts := []struct {
+		name  string
+		value lua.LValue
+	}{
+		{"LOG_DEBUG", lua.LNumber(0)}, {"LOG_VERBOSE", lua.LNumber(1)},
+		{"LOG_NOTICE", lua.LNumber(2)}, {"LOG_WARNING", lua.LNumber(3)},
+		{"REPL_NONE", lua.LNumber(0)}, {"REPL_AOF", lua.LNumber(1)},
+		{"REPL_SLAVE", lua.LNumber(2)}, {"REPL_REPLICA", lua.LNumber(2)},
+		{"REPL_ALL", lua.LNumber(3)},
+		{"REDIS_VERSION", lua.LString(redisVersion)},
+		{"REDIS_VERSION_NUM", lua.LNumber(redisVersionNum)},
+	}
+	for _, c := range consts {
+		t.RawSetString(c.name, c.value)
+	}
+	return t
+}
+
+// raiseTable raises an error object {err=...} built from text.
+func raiseTable(L *lua.LState, text string) int {
+	L.Error(errorTable(L, text), 0)
+	return 0
+}
+
+// scriptArgs converts redis.call's arguments to a command line: strings as
+// they are, numbers as Redis formats them ("%.17g"). It returns the error
+// text when an argument is of another type.
+func scriptArgs(L *lua.LState) ([][]byte, string) {
+	n := L.GetTop()
+	if n == 0 {
+		return nil, errNoArgs
+	}
+	args := make([][]byte, n)
+	for i := 1; i <= n; i++ {
+		switch x := L.Get(i).(type) {
+		case lua.LString:
+			args[i-1] = []byte(x)
+		case lua.LNumber:
+			args[i-1] = []byte(formatArg(float64(x)))
+		default:
+			return nil, errArgType
+		}
+	}
+	return args, ""
+}
+
+// lookupScriptCommand finds a command as Redis's lookupCommand does for
+// scripts, descending into a container command's subcommand.
+func lookupScriptCommand(args [][]byte) *keyspace.Command {
+	cmd := keyspace.Lookup(args[0])
+	if cmd != nil && cmd.Subcommands != nil && len(args) >= 2 {
+		return cmd.LookupSub(args[1])
+	}
+	return cmd
+}
+
+// redisCall is redis.call (raise) and redis.pcall: it runs a command in the
+// script's database at the entry's time and converts the reply.
+func (v *vm) redisCall(L *lua.LState, raise bool) int {
+	r := v.run
+	args, msg := scriptArgs(L)
+	if msg != "" {
+		if raise {
+			return raiseTable(L, msg)
+		}
+		L.Push(errorTable(L, msg))
+		return 1
+	}
+	size := 0
+	for _, a := range args {
+		size += len(a)
+	}
+	v.chargeBytes(L, size)
+	reply := v.dispatch(r, args)
+	if reply.IsError() {
+		t := commandErrorTable(L, reply.Str)
+		if raise {
+			L.Error(t, 0)
+		}
+		L.Push(t)
+		return 1
+	}
+	v.charge(L, int64(len(reply.Elems)))
+	L.Push(v.toLua(L, reply, r.resp))
+	return 1
+}
+
+// dispatch runs one command for a script, after the checks Redis's
+// scriptCall makes, in its order.
+func (v *vm) dispatch(r *run, args [][]byte) keyspace.Reply {
+	cmd := lookupScriptCommand(args)
+	if cmd == nil {
+		return keyspace.Error(errorText(errUnknownCmd))
+	}
+	if !cmd.CheckArity(len(args)) {
+		return keyspace.Error(errorText(errWrongArgs))
+	}
+	if cmd.Has(keyspace.NoScript) || cmd.Run == nil {
+		return keyspace.Error(errorText(errNotAllowed))
+	}
+	// PUBLISH is a write for this purpose: Redis counts may-replicate commands.
+	write := cmd.Flags&keyspace.Write != 0
+	if r.readOnly && (write || cmd.Flags&keyspace.PubSub != 0) {
+		return keyspace.Error(errorText(errWriteReadonly))
+	}
+	// Over maxmemory, a command that may grow memory is refused only while
+	// the script has written nothing: past a write it cannot be stopped
+	// half-way.
+	if r.call.DenyOOM && cmd.Has(keyspace.DenyOOM) && !r.allowOOM && !r.wrote {
+		return keyspace.Error(errorText(errOOM))
+	}
+	if write {
+		r.wrote = true
+	}
+	c := keyspace.Call{Store: r.call.Store, DB: r.call.DB, Now: r.call.Now, Args: args, Script: true, Pub: r.call.Pub, DenyOOM: r.call.DenyOOM}
+	reply := cmd.Run(&c)
+	r.call.DB = c.DB // SELECT inside a script changes the script's database only
+	return reply
+}
+
+func redisSha1hex(L *lua.LState) int {
+	if L.GetTop() != 1 {
+		return raiseTable(L, "wrong number of arguments")
+	}
+	var s string
+	switch x := L.Get(1).(type) {
+	case lua.LString:
+		s = string(x)
+	case lua.LNumber:
+		s = formatNumber(float64(x))
+	}
+	L.Push(lua.LString(sha1hex(s)))
+	return 1
+}
+
+func sha1hex(s string) string {
+	sum := sha1.Sum([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// redisErrorReply returns {err=...}; a bad argument makes it return the
+// error table rather than raise, as Redis does.
+func redisErrorReply(L *lua.LState) int {
+	s, ok := L.Get(1).(lua.LString)
+	if L.GetTop() != 1 || !ok {
+		L.Push(errorTable(L, "wrong number or type of arguments"))
+		return 1
+	}
+	text := string(s)
+	if !strings.HasPrefix(text, "-") {
+		text = "-" + text
+	}
+	L.Push(errorTable(L, text))
+	return 1
+}
+
+func redisStatusReply(L *lua.LState) int {
+	s, ok := L.Get(1).(lua.LString)
+	if L.GetTop() != 1 || !ok {
+		L.Push(errorTable(L, "wrong number or type of arguments"))
+		return 1
+	}
+	L.Push(wrap(L, "ok", s))
+	return 1
+}
+
+// redisSetRepl validates its argument; commands, not their effects, are
+// replicated here, so there is nothing to switch.
+func redisSetRepl(L *lua.LState) int {
+	if L.GetTop() != 1 {
+		return raiseTable(L, "redis.set_repl() requires two arguments.")
+	}
+	flags := 0
+	if n, ok := toNumber(L.Get(1)); ok {
+		flags = toInt(n)
+	}
+	if flags&^3 != 0 {
+		return raiseTable(L, "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.")
+	}
+	return 0
+}
+
+func (v *vm) redisSetResp(L *lua.LState) int {
+	if L.GetTop() != 1 {
+		return raiseTable(L, "redis.setresp() requires one argument.")
+	}
+	resp := 0
+	if n, ok := toNumber(L.Get(1)); ok {
+		resp = toInt(n)
+	}
+	if resp != 2 && resp != 3 {
+		return raiseTable(L, "RESP version must be 2 or 3.")
+	}
+	v.run.resp = resp
+	return 0
+}
+
+// redisACLCheckCmd answers true for any known command: there are no ACL users.
+func (v *vm) redisACLCheckCmd(L *lua.LState) int {
+	args, msg := scriptArgs(L)
+	if msg != "" {
+		return raiseTable(L, msg)
+	}
+	if lookupScriptCommand(args) == nil {
+		return raiseTable(L, "Invalid command passed to redis.acl_check_cmd()")
+	}
+	L.Push(lua.LTrue)
+	return 1
+}
+
+// Log levels of redis.log, and how they map to slog.
+var logLevels = [...]slog.Level{slog.LevelDebug, slog.LevelDebug, slog.LevelInfo, slog.LevelWarn}
+
+func (v *vm) redisLog(L *lua.LState) int {
+	n := L.GetTop()
+	if n < 2 {
+		return raiseTable(L, "redis.log() requires two arguments or more.")
+	}
+	f, ok := toNumber(L.Get(1))
+	if !ok {
+		return raiseTable(L, "First argument must be a number (log level).")
+	}
+	level := toInt(f)
+	if level < 0 || level > 3 {
+		return raiseTable(L, "Invalid debug level.")
+	}
+	var b strings.Builder
+	for i := 2; i <= n; i++ {
+		s, ok := toStringValue(L.Get(i))
+		if !ok {
+			continue
+		}
+		if i != 2 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(s)
+	}
+	v.chargeBytes(L, b.Len())
+	if log := v.e.opts.Logger; log != nil {
+		log.Log(context.Background(), logLevels[level], b.String(), "source", "script")
+	}
+	return 0
+}

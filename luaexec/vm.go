@@ -1,0 +1,342 @@
+package luaexec
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/lockserver/lockserver/keyspace"
+	lua "github.com/yuin/gopher-lua"
+)
+
+// Sizes of the Lua state. The call stack holds Lua 5.1's 20000 nested calls
+// (LUAI_MAXCALLS); it is allocated whole (80 bytes a frame), because
+// gopher-lua's growing stack reports an overflow as a Go panic without the
+// line. Coroutines get small stacks. The registry is the value stack: it
+// grows on demand, to a size that fits unpack's 8000 results with room.
+const (
+	callStackSize          = 20000
+	coroutineCallStackSize = 200
+	registrySize           = 1024
+	registryMaxSize        = 1 << 20
+	registryGrow           = 4096
+	// maxCoroutineDepth bounds coroutines resumed inside coroutines: each
+	// resume nests the Go stack.
+	maxCoroutineDepth = 16
+	// maxCoroutines bounds the coroutines one script may create: each holds
+	// a Lua state of its own.
+	maxCoroutines = 1000
+	// bytesPerStep is the budget charge for bytes that library functions and
+	// concatenation produce or scan: it bounds the memory a script can build,
+	// not only its time.
+	bytesPerStep = 64
+)
+
+const errReadonly = "Attempt to modify a readonly table"
+
+// vm is the one Lua state of an Engine, reused by every script: it is built
+// once with the sandbox and libraries, and each run only sets KEYS and ARGV.
+type vm struct {
+	e *Engine
+	L *lua.LState
+	// globals is the _G that scripts see: empty, with reads served from
+	// hidden (where libraries, redis, KEYS and ARGV live) and writes refused.
+	globals *lua.LTable
+	hidden  *lua.LTable
+	// readonly maps each protected table that scripts can reach to the table
+	// holding its contents: scripts see empty proxies whose metatable serves
+	// reads and refuses writes, and rawset, setmetatable and the table
+	// library refuse them too. rawget, next and pairs see through them.
+	readonly map[*lua.LTable]*lua.LTable
+	// metaOf is what getmetatable returns for each protected table.
+	metaOf map[*lua.LTable]lua.LValue
+	// stringMeta is the metatable of strings as getmetatable('') shows it.
+	stringMeta *lua.LTable
+	helpers    []lua.LValue
+	nextFn     lua.LValue // the base library's next, which pairs returns
+	ipairsIter *lua.LFunction
+	cjsonNull  *lua.LUserData
+	coCreate   lua.LGFunction
+	coResume   lua.LGFunction
+
+	run *run // the script being run, nil between runs
+}
+
+// run is the state of one script execution.
+type run struct {
+	call      *keyspace.Call
+	sha       string
+	readOnly  bool // EVAL_RO, EVALSHA_RO or a no-writes script
+	allowOOM  bool
+	wrote     bool // a write command ran: from then on OOM cannot stop the script
+	resp      int  // protocol of redis.call replies as the script sees them
+	steps     int64
+	exhausted bool
+	rand      uint64 // math.random's 48-bit state
+	ids       map[any]int
+	coDepth   int
+	coCount   int
+}
+
+func newVM(e *Engine) *vm {
+	L := lua.NewState(lua.Options{
+		SkipOpenLibs:     true,
+		CallStackSize:    callStackSize,
+		RegistrySize:     registrySize,
+		RegistryMaxSize:  registryMaxSize,
+		RegistryGrowStep: registryGrow,
+	})
+	v := &vm{
+		e:        e,
+		L:        L,
+		readonly: make(map[*lua.LTable]*lua.LTable),
+		metaOf:   make(map[*lua.LTable]lua.LValue),
+	}
+	// gopher-lua registers its coroutine library in the state's own globals,
+	// which scripts never see; take it from there.
+	lua.OpenCoroutine(L)
+	coroutines := L.G.Global.RawGetString("coroutine").(*lua.LTable)
+	L.SetTop(0)
+
+	v.hidden = L.NewTable()
+	v.globals = v.protect(v.hidden)
+	L.Env = v.globals
+	L.G.Global = v.globals
+
+	hiddenMeta := L.NewTable()
+	hiddenMeta.RawSetString("__index", L.NewFunction(v.nonexistentGlobal))
+	L.SetMetatable(v.hidden, hiddenMeta)
+	// getmetatable(_G) shows a read-only table like Redis's, whose __index
+	// raises the nonexistent-global error.
+	gmeta := L.NewTable()
+	gmeta.RawSetString("__index", L.NewFunction(v.nonexistentGlobal))
+	gmeta.RawSetString("__newindex", L.NewFunction(v.readonlyError))
+	v.metaOf[v.globals] = v.protect(gmeta)
+
+	v.openBase()
+	v.setLib("string", v.stringLib())
+	v.setLib("table", v.tableLib())
+	v.setLib("math", v.mathLib())
+	v.setLib("coroutine", v.coroutineLib(coroutines))
+	v.setLib("cjson", v.cjsonLib())
+	v.setLib("bit", v.bitLib())
+	v.setLib("struct", v.structLib())
+	v.setLib("cmsgpack", v.cmsgpackLib())
+	v.setLib("redis", v.redisLib())
+	v.hidden.RawSetString("_G", v.globals)
+	v.hidden.RawSetString("_VERSION", lua.LString("Lua 5.1"))
+
+	v.setTypeMetatables()
+	v.helpers = []lua.LValue{
+		L.NewFunction(v.budget),
+		L.NewFunction(v.concat),
+		L.NewFunction(v.neg),
+		L.NewFunction(v.mod),
+		L.NewFunction(v.forCoerce("initial value")),
+		L.NewFunction(v.forCoerce("limit")),
+		L.NewFunction(v.forCoerce("step")),
+	}
+	return v
+}
+
+// protect returns a read-only proxy of t and registers it.
+func (v *vm) protect(t *lua.LTable) *lua.LTable {
+	proxy := v.L.NewTable()
+	mt := v.L.NewTable()
+	mt.RawSetString("__index", t)
+	mt.RawSetString("__newindex", v.L.NewFunction(v.readonlyError))
+	v.L.SetMetatable(proxy, mt)
+	v.readonly[proxy] = t
+	v.metaOf[proxy] = lua.LNil
+	return proxy
+}
+
+// setLib publishes a library table as a read-only global.
+func (v *vm) setLib(name string, lib *lua.LTable) {
+	v.hidden.RawSetString(name, v.protect(lib))
+}
+
+// lib returns the contents of a published library.
+func (v *vm) lib(name string) *lua.LTable {
+	return v.readonly[v.hidden.RawGetString(name).(*lua.LTable)]
+}
+
+// contents returns the table holding t's entries: t itself, or the hidden
+// table behind a protected proxy.
+func (v *vm) contents(t *lua.LTable) *lua.LTable {
+	if c, ok := v.readonly[t]; ok {
+		return c
+	}
+	return t
+}
+
+func (v *vm) readonlyError(L *lua.LState) int {
+	L.RaiseError(errReadonly)
+	return 0
+}
+
+// refuseReadonly raises Redis's error, without a position as Redis raises it
+// from inside the C API, when t is protected.
+func (v *vm) refuseReadonly(L *lua.LState, t *lua.LTable) {
+	if _, ok := v.readonly[t]; ok {
+		L.Error(lua.LString(errReadonly), 0)
+	}
+}
+
+func (v *vm) nonexistentGlobal(L *lua.LState) int {
+	L.RaiseError("Script attempted to access nonexistent global variable '%s'", lua.LVAsString(L.Get(2)))
+	return 0
+}
+
+// ---- budget ----
+
+// budget is the helper at the top of every function and loop body.
+func (v *vm) budget(L *lua.LState) int {
+	v.charge(L, 1)
+	return 0
+}
+
+// charge spends n steps of the script's budget and stops the script when it
+// runs out. Once out, every later charge raises again, so that a script that
+// catches the error with pcall cannot go on.
+func (v *vm) charge(L *lua.LState, n int64) {
+	r := v.run
+	if r == nil {
+		return
+	}
+	r.steps -= n
+	if r.steps < 0 {
+		r.exhausted = true
+		L.RaiseError("%s", v.budgetMessage())
+	}
+}
+
+// chargeBytes charges for n bytes produced or scanned.
+func (v *vm) chargeBytes(L *lua.LState, n int) {
+	v.charge(L, 1+int64(n)/bytesPerStep)
+}
+
+func (v *vm) budgetMessage() string {
+	return fmt.Sprintf("Script exceeded its execution budget of %d steps (loop iterations, calls and bytes processed)", v.e.budget())
+}
+
+// reraise propagates the budget error through a protected call that caught it.
+func (v *vm) reraise(L *lua.LState) {
+	if v.run != nil && v.run.exhausted {
+		L.RaiseError("%s", v.budgetMessage())
+	}
+}
+
+// ---- running scripts ----
+
+// scriptError is a script's failure as Redis reports it: the error message
+// (code included) and where it happened.
+type scriptError struct {
+	msg    string
+	source string
+	line   int
+}
+
+// exec runs fn (a compiled script) with the given KEYS and ARGV and returns
+// its result or its error.
+func (v *vm) exec(r *run, fn *lua.LFunction, keys, args [][]byte) (lua.LValue, *scriptError) {
+	L := v.L
+	v.run = r
+	defer func() { v.run = nil }()
+	v.hidden.RawSetString("KEYS", byteArray(L, keys))
+	v.hidden.RawSetString("ARGV", byteArray(L, args))
+
+	var info *scriptError
+	handler := L.NewFunction(func(L *lua.LState) int {
+		info = v.errorInfo(L, L.Get(1))
+		return 0
+	})
+	L.Push(fn)
+	err := L.PCall(0, 1, handler)
+	if r.exhausted {
+		line := 0
+		if info != nil {
+			line = info.line
+		}
+		return nil, &scriptError{msg: "ERR user_script:" + fmt.Sprint(line) + ": " + v.budgetMessage(), source: "@user_script", line: line}
+	}
+	if err != nil {
+		if info == nil {
+			// The handler could not run: the call stack was full.
+			info = v.overflowInfo(err)
+		}
+		return nil, info
+	}
+	ret := L.Get(-1)
+	L.Pop(1)
+	return ret, nil
+}
+
+// errorInfo builds the reply for an error raised by a script, as Redis 7's
+// error handler does: a table error keeps its 'err' text, anything else
+// becomes "ERR " .. tostring(err); the position is the line of the Lua
+// function that raised it (or that called the Go function that did).
+func (v *vm) errorInfo(L *lua.LState, obj lua.LValue) *scriptError {
+	info := &scriptError{}
+	if t, ok := obj.(*lua.LTable); ok {
+		if s, ok := t.RawGetString("err").(lua.LString); ok {
+			info.msg = string(s)
+		} else {
+			// Redis 7.0 crashes on such an error object; report it plainly.
+			info.msg = "ERR Error object raised by the script has no 'err' string field"
+		}
+	} else {
+		info.msg = "ERR " + v.tostring(L, obj)
+	}
+	for level := 1; level <= 2; level++ {
+		dbg, ok := L.GetStack(level)
+		if !ok {
+			break
+		}
+		fn, _ := L.GetInfo("Slf", dbg, lua.LNil)
+		if f, ok := fn.(*lua.LFunction); ok && f.IsG {
+			continue
+		}
+		info.source = "@" + dbg.Source
+		info.line = dbg.CurrentLine
+		break
+	}
+	return info
+}
+
+// overflowInfo describes an error whose handler could not run (a stack
+// overflow), taking the line from the message's "user_script:N:" prefix.
+func (v *vm) overflowInfo(err error) *scriptError {
+	var obj lua.LValue = lua.LString(err.Error())
+	if ae, ok := err.(*lua.ApiError); ok {
+		obj = ae.Object
+	}
+	info := &scriptError{msg: "ERR " + lua.LVAsString(obj)}
+	if s, ok := obj.(lua.LString); ok {
+		if rest, ok := strings.CutPrefix(string(s), "user_script:"); ok {
+			if n, err := strconv.Atoi(rest[:strings.IndexByte(rest+":", ':')]); err == nil {
+				info.source, info.line = "@user_script", n
+			}
+		}
+	}
+	return info
+}
+
+// byteArray returns a Lua array of strings.
+func byteArray(L *lua.LState, items [][]byte) *lua.LTable {
+	t := L.CreateTable(len(items), 0)
+	for _, b := range items {
+		t.Append(lua.LString(b))
+	}
+	return t
+}
+
+// errorReply renders a script error as Redis does: the message, then where
+// it happened.
+func (e *scriptError) reply(sha string) keyspace.Reply {
+	msg := e.msg
+	if e.source != "" {
+		msg += " script: " + sha + ", on " + e.source + ":" + fmt.Sprint(e.line) + "."
+	}
+	return keyspace.Error(msg)
+}
