@@ -41,7 +41,7 @@ func runHeld(ctx context.Context, b *bench, sys system, inst *instance) []row {
 		clients = min(clients, b.cfg.clients[len(b.cfg.clients)-1])
 	}
 	prefix := b.prefix()
-	mem0, how, err := inst.memory(ctx)
+	mem0, how, err := settledMemory(ctx, inst)
 	if err != nil {
 		return []row{row{Workload: "memory", System: sys.name}.failed(err)}
 	}
@@ -56,7 +56,7 @@ func runHeld(ctx context.Context, b *bench, sys system, inst *instance) []row {
 		loaded = n
 		if i == len(steps)-1 {
 			// Read memory before the cycles run, with only the held locks added.
-			mem1, _, err := inst.memory(ctx)
+			mem1, _, err := settledMemory(ctx, inst)
 			r := row{Workload: "memory", System: sys.name, Held: n}
 			if err != nil {
 				rows = append(rows, r.failed(err))
@@ -68,6 +68,13 @@ func runHeld(ctx context.Context, b *bench, sys system, inst *instance) []row {
 		rows = append(rows, b.lockPoint(ctx, sys, inst, clients, n))
 	}
 	return rows
+}
+
+// settledMemory reads a system's memory once the connections of the last
+// run have closed, which the server finishes after the client has gone.
+func settledMemory(ctx context.Context, inst *instance) (int64, string, error) {
+	sleepCtx(ctx, 250*time.Millisecond)
+	return inst.memory(ctx)
 }
 
 // loadHeldLocks creates the locks numbered [from, to) as Redisson leaves a held
