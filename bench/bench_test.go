@@ -114,6 +114,14 @@ func TestFlags(t *testing.T) {
 	}
 }
 
+func TestCommandLineQuotesForAShell(t *testing.T) {
+	got := commandLine([]string{"--quick", "--note", "it's loaded", "--json", "/tmp/a b.json", ""})
+	want := `go run ./bench --quick --note 'it'\''s loaded' --json '/tmp/a b.json' ''`
+	if got != want {
+		t.Errorf("commandLine = %s\nwant           %s", got, want)
+	}
+}
+
 func TestHeldSteps(t *testing.T) {
 	for _, c := range []struct {
 		max  int

@@ -227,6 +227,20 @@ func newOwnerID() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:])
 }
 
+// commandLine is the command that reproduces this run, quoted for a shell.
+func commandLine(args []string) string {
+	words := []string{"go", "run", "./bench"}
+	for _, a := range args {
+		if a == "" || strings.ContainsFunc(a, func(r rune) bool { return !strings.ContainsRune(shellSafe, r) }) {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		words = append(words, a)
+	}
+	return strings.Join(words, " ")
+}
+
+const shellSafe = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=+,./:@%"
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	began := time.Now()
 	cfg, err := parseFlags(args, stderr)
@@ -263,7 +277,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	rep := &report{
 		Date:    began.UTC().Format("2006-01-02 15:04 UTC"),
-		Command: strings.TrimSpace("go run ./bench " + strings.Join(args, " ")),
+		Command: commandLine(args),
 		Machine: describeMachine(),
 		Config: map[string]string{
 			"duration": cfg.duration.String(), "warmup": cfg.warmup.String(),

@@ -323,7 +323,11 @@ func writePlot(path string, rep *report) error {
 	s.f(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="%s">`+"\n", plotW, height, plotW, height, fontFamily)
 	s.f(`<rect width="100%%" height="100%%" fill="#f7f7f8"/>` + "\n")
 	s.text(20, 30, "start", `font-size="20" font-weight="700" fill="#111"`, "lockserver vs redis-server, miniredis and etcd")
-	s.text(20, 50, "start", `font-size="11" fill="#666"`, fmt.Sprintf("%s · %s · %d CPUs, %s", rep.Date, rep.Command, rep.Machine.CPUs, rep.Machine.Kernel))
+	command := rep.Command
+	if len(command) > 120 {
+		command = command[:117] + "..."
+	}
+	s.text(20, 50, "start", `font-size="11" fill="#666"`, fmt.Sprintf("%s · %d CPUs, %s · %s", rep.Date, rep.Machine.CPUs, rep.Machine.Kernel, command))
 
 	// Legend: one swatch per system measured.
 	measured := map[string]bool{}

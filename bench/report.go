@@ -347,6 +347,7 @@ func writeLegend(w io.Writer, rep *report, markdown bool) {
 	}
 	fmt.Fprintln(w, top+"x columns: the figure divided by redis-server's (system \"redis\") in the same setting; above 1 is better for throughput, below 1 is better for latency, CPU and memory.")
 	fmt.Fprintln(w, top+"CPU/op: CPU time of the server processes per operation (every member of a cluster), from /proc/<pid>/stat; for in-process systems, of the bench process, and * marks those figures that include the clients too.")
+	fmt.Fprintln(w, top+"Latency of in-process systems with more clients than cores includes the clients' own wait for a core: Go runs a goroutine that does not block for up to 10 ms before switching, so their p99 and p999 say more about the scheduler than about the server.")
 	fmt.Fprintln(w, top+"Workloads:")
 	for _, wl := range workloads() {
 		fmt.Fprintf(w, "%s%s: %s\n", sub, wl.name, wl.about)
