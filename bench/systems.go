@@ -315,7 +315,7 @@ func startLockserverCluster(ctx context.Context, b *bench) (*instance, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return nil, skipError{"this lockserver binary has no cluster flags yet (" + strings.Join(missing, ", ") + " missing from --help): the Raft engine has not landed"}
+		return nil, skipError{"this lockserver binary has no cluster flags yet (" + strings.Join(missing, ", ") + " missing from its --help)"}
 	}
 	const nodes = 3
 	var addrs, raftAddrs, ids []string
