@@ -76,6 +76,7 @@ type run struct {
 	ids       map[any]int
 	coDepth   int
 	coCount   int
+	cjson     cjsonConfig
 }
 
 func newVM(e *Engine) *vm {
