@@ -294,12 +294,12 @@ func do(n *testNode, db int, cmd ...string) keyspace.Reply {
 func localGet(n *testNode, key string) keyspace.Reply {
 	n.eng.smMu.Lock()
 	defer n.eng.smMu.Unlock()
-	return n.eng.sm.Read(0, [][][]byte{words("GET", key)}, false, nil, n.eng.sm.LastTime())
+	return n.eng.sm.Load().Read(0, [][][]byte{words("GET", key)}, false, nil, n.eng.sm.Load().LastTime())
 }
 
 // lastTime returns the time of the last entry n applied.
 func lastTime(n *testNode) int64 {
 	n.eng.smMu.Lock()
 	defer n.eng.smMu.Unlock()
-	return n.eng.sm.LastTime()
+	return n.eng.sm.Load().LastTime()
 }

@@ -2,7 +2,10 @@ package replication
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -189,6 +192,8 @@ func TestClusterSnapshots(t *testing.T) {
 		wantReply(t, "SET", do(l, i%3, "SET", fmt.Sprint("k", i), fmt.Sprint(i)), keyspace.OK)
 	}
 	do(l, 0, "SET", "lease", "x", "PX", "600000")
+	script := "return redis.call('GET', KEYS[1])"
+	wantReply(t, "SCRIPT LOAD", do(l, 0, "SCRIPT", "LOAD", script), keyspace.Bulk(sha1Hex(script)))
 	wantReply(t, "LOCKSERVER SNAPSHOT", do(l, 0, "LOCKSERVER", "SNAPSHOT"), keyspace.OK)
 	wantReply(t, "SET after the snapshot", do(l, 0, "SET", "after", "1"), keyspace.OK)
 	if first, _ := l.store.FirstIndex(); first <= lastLag {
@@ -200,10 +205,12 @@ func TestClusterSnapshots(t *testing.T) {
 		n.eng.smMu.Lock()
 		defer n.eng.smMu.Unlock()
 		for _, i := range []int{0, 1, 199} {
-			got := n.eng.sm.Read(i%3, [][][]byte{words("GET", fmt.Sprint("k", i))}, false, nil, n.eng.sm.LastTime())
+			got := n.eng.sm.Load().Read(i%3, [][][]byte{words("GET", fmt.Sprint("k", i))}, false, nil, n.eng.sm.Load().LastTime())
 			wantReply(t, fmt.Sprintf("%s: GET k%d in db %d", n.id, i, i%3), got, keyspace.Bulk(fmt.Sprint(i)))
 		}
-		ttl := n.eng.sm.Read(0, [][][]byte{words("PTTL", "lease")}, false, nil, n.eng.sm.LastTime())
+		evalsha := n.eng.sm.Load().Read(0, [][][]byte{words("EVALSHA", sha1Hex(script), "1", "k0")}, false, nil, n.eng.sm.Load().LastTime())
+		wantReply(t, n.id+": EVALSHA of the script loaded before the snapshot", evalsha, keyspace.Bulk("0"))
+		ttl := n.eng.sm.Load().Read(0, [][][]byte{words("PTTL", "lease")}, false, nil, n.eng.sm.Load().LastTime())
 		if ttl.Kind != keyspace.KindInt || ttl.Int <= 0 || ttl.Int > 600000 {
 			t.Fatalf("%s: PTTL lease = %+v, want the lease's remaining time", n.id, ttl)
 		}
@@ -377,4 +384,62 @@ func TestClusterReplicationInfo(t *testing.T) {
 		}
 		return true
 	})
+}
+
+func sharedScript(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile("../../shared/scripts/" + name)
+	if err != nil {
+		t.Fatalf("the shared lock scripts: %v", err)
+	}
+	return strings.TrimSuffix(string(b), "\n")
+}
+
+func sha1Hex(s string) string {
+	h := sha1.Sum([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// Redisson's lock and unlock scripts run through a follower, in a pipeline
+// that loads the script and calls it by SHA1 before the load is applied; the
+// unlock's message is published on every node.
+func TestClusterScriptsThroughFollower(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	f := c.followers(l)[0]
+	lock, unlock := sharedScript(t, "redisson_lock.lua"), sharedScript(t, "redisson_unlock_v2.lua")
+	submit := func(cmd ...string) *Request {
+		req := &Request{Cmds: [][][]byte{words(cmd...)}}
+		f.eng.Submit(req)
+		return req
+	}
+	reqs := []*Request{
+		submit("SCRIPT", "LOAD", lock),
+		submit("EVALSHA", sha1Hex(lock), "1", "lock", "30000", "uuid:1"),
+		submit("EVALSHA", sha1Hex(lock), "1", "lock", "30000", "uuid:1"),
+		submit("EVALSHA", sha1Hex(lock), "1", "lock", "30000", "uuid:2"),
+		submit("HGET", "lock", "uuid:1"),
+		submit("EVAL", unlock, "2", "lock", "redisson_lock__channel:{lock}", "0", "30000", "uuid:1"),
+		submit("EVAL", unlock, "2", "lock", "redisson_lock__channel:{lock}", "0", "30000", "uuid:1"),
+		submit("EXISTS", "lock"),
+	}
+	want := []keyspace.Reply{
+		keyspace.Bulk(sha1Hex(lock)), keyspace.Null, keyspace.Null, {}, // the holder's PTTL
+		keyspace.Bulk("2"), keyspace.Int(0), keyspace.Int(1), keyspace.Int(0),
+	}
+	for i, req := range reqs {
+		r := waitReply(req)
+		if i == 3 {
+			if r.Kind != keyspace.KindInt || r.Int <= 0 || r.Int > 30000 {
+				t.Fatalf("the second owner's lock attempt = %+v, want the holder's PTTL", r)
+			}
+			continue
+		}
+		wantReply(t, fmt.Sprint("reply ", i), r, want[i])
+	}
+	for _, n := range c.nodes {
+		c.eventually(n.id+" delivers the unlock message", func() bool {
+			return fmt.Sprint(n.hub.messages()) == "[redisson_lock__channel:{lock}:0]"
+		})
+	}
 }

@@ -19,6 +19,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
+	"go.etcd.io/bbolt"
 )
 
 // RaftOptions configure a Raft engine. NodeID is required, and RaftAddr
@@ -148,9 +149,11 @@ type Raft struct {
 	clock  *Clock
 	origin uint64 // tags this process's proposals in the log
 
-	// smMu guards sm; the FSM holds it while it applies a batch.
+	// smMu serialises the use of the state machine (Apply, Read, Sweep,
+	// snapshots); the FSM holds it while it applies a batch. sm changes only
+	// when a snapshot is restored. Prepare may run beside the rest, unlocked.
 	smMu        sync.Mutex
-	sm          *StateMachine
+	sm          atomic.Pointer[StateMachine]
 	members     atomic.Pointer[map[string]string] // node id -> client address; replaced, never modified
 	applied     atomic.Uint64                     // index of the last entry the FSM applied
 	replayUntil uint64                            // entries up to this index were in the log at start
@@ -207,13 +210,13 @@ func NewRaft(opts RaftOptions) (*Raft, error) {
 		log:      opts.Logger.With("node", opts.NodeID),
 		clock:    newClock(0, opts.Mono, opts.Wall),
 		origin:   randomUint64(),
-		sm:       NewStateMachine(opts.Lua),
 		waiter:   newQueue[*proposal](),
 		verifier: newQueue[*readOp](),
 		stop:     make(chan struct{}),
 
 		unreachable: map[string]bool{},
 	}
+	r.sm.Store(NewStateMachine(opts.Lua))
 	r.members.Store(&map[string]string{})
 	r.fwd = newForwarder(r)
 	if err := r.open(); err != nil {
@@ -262,7 +265,17 @@ func (r *Raft) open() error {
 		if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 			return err
 		}
-		bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(o.DataDir, "raft.db")})
+		bolt, err := raftboltdb.New(raftboltdb.Options{
+			Path: filepath.Join(o.DataDir, "raft.db"),
+			BoltOptions: &bbolt.Options{
+				// Fail rather than wait forever when another process has the directory.
+				Timeout: time.Second,
+				// The freelist is rebuilt at open instead of written at every
+				// commit: each commit then writes and syncs less.
+				NoFreelistSync: true,
+				FreelistType:   bbolt.FreelistMapType,
+			},
+		})
 		if err != nil {
 			return fmt.Errorf("open raft.db: %w", err)
 		}
@@ -387,8 +400,7 @@ func (r *Raft) submit(req *Request, forwarded bool) {
 		if prepared || req.WatchKeys != nil {
 			break
 		}
-		// Prepare reads the script cache, under the FSM's lock: never hold
-		// proposeMu meanwhile, or every proposal would wait for an FSM batch.
+		// Prepare may compile a script: never hold proposeMu meanwhile.
 		r.proposeMu.Unlock()
 		var errReply *keyspace.Reply
 		if write, errReply = r.prepare(req); errReply != nil {
@@ -433,9 +445,7 @@ func (r *Raft) prepare(req *Request) (write bool, errReply *keyspace.Reply) {
 	r.localMu.Lock()
 	inflight := len(r.local) > 0
 	r.localMu.Unlock()
-	r.smMu.Lock()
-	write, errReply = r.sm.Prepare(req)
-	r.smMu.Unlock()
+	write, errReply = r.sm.Load().Prepare(req)
 	if errReply != nil && inflight && strings.HasPrefix(errReply.Str, "NOSCRIPT") {
 		return true, nil
 	}
@@ -481,9 +491,9 @@ func (r *Raft) proposeLocked(e *logEntry, req *Request) *proposal {
 // read runs a read request on the state machine. smMu is held.
 func (r *Raft) read(req *Request) keyspace.Reply {
 	if req.WatchKeys != nil {
-		return versionsReply(r.sm.Versions(req.DB, req.WatchKeys))
+		return versionsReply(r.sm.Load().Versions(req.DB, req.WatchKeys))
 	}
-	return r.sm.Read(req.DB, req.Cmds, req.Multi, req.Watch, r.clock.Now())
+	return r.sm.Load().Read(req.DB, req.Cmds, req.Multi, req.Watch, r.clock.Now())
 }
 
 // appliedLocal is called by the FSM, under smMu, when it has applied this
@@ -637,7 +647,8 @@ func (r *Raft) sweepLoop() {
 			return
 		case <-t.C:
 			r.smMu.Lock()
-			r.sm.Sweep(r.sm.LastTime(), sweepBudget)
+			sm := r.sm.Load()
+			sm.Sweep(sm.LastTime(), sweepBudget)
 			r.smMu.Unlock()
 		}
 	}

@@ -37,10 +37,10 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	r.applied.Store(logs[len(logs)-1].Index)
 	if stamped {
 		// A follower's clock follows the leader's stamps (see Clock.Follow).
-		if r.leadTerm.Load() != 0 {
-			r.clock.Observe(r.sm.LastTime())
+		if last := r.sm.Load().LastTime(); r.leadTerm.Load() != 0 {
+			r.clock.Observe(last)
 		} else {
-			r.clock.Follow(r.sm.LastTime())
+			r.clock.Follow(last)
 		}
 	}
 	return make([]any, len(logs))
@@ -63,7 +63,7 @@ func (r *Raft) applyLog(l *raft.Log) bool {
 		if l.Index > r.replayUntil {
 			pub = r.opts.Hub
 		}
-		reply = r.sm.Apply(&e.Entry, pub)
+		reply = r.sm.Load().Apply(&e.Entry, pub)
 	case kindMemberSet:
 		r.setMember(e.Member, e.Addr)
 	case kindMemberDel:
@@ -112,7 +112,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
 	r.smMu.Lock()
-	r.sm = sm
+	r.sm.Store(sm)
 	r.members.Store(&members)
 	r.applied.Store(applied)
 	r.smMu.Unlock()
@@ -142,7 +142,7 @@ func (r *Raft) writeSnapshot(w *bytes.Buffer) error {
 	w.WriteString(snapshotMagic)
 	var b []byte
 	b = binary.AppendUvarint(b, r.applied.Load())
-	b = binary.AppendVarint(b, r.sm.LastTime())
+	b = binary.AppendVarint(b, r.sm.Load().LastTime())
 	members := *r.members.Load()
 	ids := make([]string, 0, len(members))
 	for id := range members {
@@ -155,7 +155,7 @@ func (r *Raft) writeSnapshot(w *bytes.Buffer) error {
 		b = appendString(b, members[id])
 	}
 	w.Write(b)
-	return r.sm.writeSnapshot(w)
+	return r.sm.Load().writeSnapshot(w)
 }
 
 // readSnapshot reads what writeSnapshot wrote into a new state machine.
