@@ -38,6 +38,35 @@ type Options struct {
 	ScriptBudget int64
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
+	// Cluster, when its NodeID is set, makes this server a member of a Raft
+	// cluster instead of a standalone server.
+	Cluster ClusterOptions
+}
+
+// ClusterOptions make a server a member of a Raft cluster, so that three
+// copies of a Go service, each embedding a member, form a cluster with no
+// separate process. Any member serves any client: followers forward to the
+// leader. Writes are acknowledged once a majority holds them.
+type ClusterOptions struct {
+	// NodeID names this member for all time; setting it enables the cluster.
+	NodeID string
+	// RaftAddr is the host:port of the Raft transport, which the other
+	// members reach this one at.
+	RaftAddr string
+	// DataDir holds the Raft log (fsync on) and snapshots; a member restarts
+	// from it. Empty keeps them in memory: a restart then starts empty.
+	DataDir string
+	// Bootstrap lists the voters of a new cluster, this member among them,
+	// used only when DataDir holds no state. Never bootstrap a member whose
+	// data was lost: start it with Join.
+	Bootstrap []replication.Peer
+	// Join is the client address of any member of an existing cluster, asked
+	// to add this one when DataDir holds no state. With neither Bootstrap nor
+	// Join, a member with no state starts a cluster of its own.
+	Join string
+	// AdvertiseAddr is the client address the other members reach this one
+	// at; empty means Addr's, which must then be a concrete address.
+	AdvertiseAddr string
 }
 
 // Server is a running lockserver.
@@ -48,24 +77,10 @@ type Server struct {
 	done   chan error
 }
 
-// Open starts a server.
+// Open starts a server: a standalone one, or a cluster member when
+// opts.Cluster.NodeID is set.
 func Open(opts Options) (*Server, error) {
-	hub := server.NewHub()
-	engine := replication.NewStandalone(replication.StandaloneOptions{
-		Lua: luaexec.Options{Budget: opts.ScriptBudget},
-		Hub: hub,
-	})
-	s := &Server{
-		engine: engine,
-		srv: server.New(server.Config{
-			Engine:     engine,
-			Hub:        hub,
-			Password:   opts.Password,
-			MaxClients: opts.MaxClients,
-			Limits:     opts.Limits,
-			Logger:     opts.Logger,
-		}),
-	}
+	s := &Server{}
 	if opts.Addr != "-" {
 		addr := opts.Addr
 		if addr == "" {
@@ -73,14 +88,63 @@ func Open(opts Options) (*Server, error) {
 		}
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			engine.Close()
 			return nil, fmt.Errorf("lockserver: listen: %w", err)
 		}
 		s.ln = ln
+	}
+	hub := server.NewHub()
+	lua := luaexec.Options{Budget: opts.ScriptBudget}
+	if opts.Cluster.NodeID == "" {
+		s.engine = replication.NewStandalone(replication.StandaloneOptions{Lua: lua, Hub: hub})
+	} else {
+		engine, err := openMember(opts, s.Addr(), lua, hub)
+		if err != nil {
+			if s.ln != nil {
+				s.ln.Close()
+			}
+			return nil, err
+		}
+		s.engine = engine
+	}
+	s.srv = server.New(server.Config{
+		Engine:     s.engine,
+		Hub:        hub,
+		Password:   opts.Password,
+		MaxClients: opts.MaxClients,
+		Limits:     opts.Limits,
+		Logger:     opts.Logger,
+	})
+	if s.ln != nil {
 		s.done = make(chan error, 1)
-		go func() { s.done <- s.srv.Serve(ln) }()
+		go func() { s.done <- s.srv.Serve(s.ln) }()
 	}
 	return s, nil
+}
+
+// openMember opens the Raft engine of a cluster member whose server listens
+// on listenAddr ("" for none).
+func openMember(opts Options, listenAddr string, lua luaexec.Options, hub *server.Hub) (*replication.Raft, error) {
+	c := opts.Cluster
+	advertise := c.AdvertiseAddr
+	if advertise == "" {
+		host, _, err := net.SplitHostPort(listenAddr)
+		if ip := net.ParseIP(host); err != nil || host == "" || ip != nil && ip.IsUnspecified() {
+			return nil, fmt.Errorf("lockserver: cluster member %s: set Cluster.AdvertiseAddr, the client address other members reach it at (Addr is %q)", c.NodeID, opts.Addr)
+		}
+		advertise = listenAddr
+	}
+	return replication.NewRaft(replication.RaftOptions{
+		NodeID:     c.NodeID,
+		RaftAddr:   c.RaftAddr,
+		ClientAddr: advertise,
+		DataDir:    c.DataDir,
+		Bootstrap:  c.Bootstrap,
+		Join:       c.Join,
+		Password:   opts.Password,
+		Lua:        lua,
+		Hub:        hub,
+		Logger:     opts.Logger,
+	})
 }
 
 // Addr returns the address the server listens on, or "" without a listener.

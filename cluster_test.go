@@ -1,0 +1,198 @@
+package lockserver_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/replication"
+	"github.com/redis/go-redis/v9"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// member is one embedded cluster member and what it needs to restart.
+type member struct {
+	opts lockserver.Options
+	srv  *lockserver.Server
+	rdb  *redis.Client
+}
+
+func (m *member) start(t *testing.T) {
+	t.Helper()
+	s, err := lockserver.Open(m.opts)
+	if err != nil {
+		t.Fatalf("open %s: %v", m.opts.Cluster.NodeID, err)
+	}
+	m.srv = s
+	m.rdb = redis.NewClient(&redis.Options{Addr: m.opts.Addr, Password: m.opts.Password})
+}
+
+func (m *member) stop() {
+	if m.srv != nil {
+		m.rdb.Close()
+		m.srv.Close()
+		m.srv = nil
+	}
+}
+
+// startMembers opens three members embedded in this process, on loopback TCP,
+// with their logs on disk.
+func startMembers(t *testing.T, password string) []*member {
+	var peers []replication.Peer
+	var ms []*member
+	for i := range 3 {
+		id := fmt.Sprint("m", i+1)
+		peers = append(peers, replication.Peer{ID: id, RaftAddr: freeAddr(t)})
+		ms = append(ms, &member{opts: lockserver.Options{
+			Addr: freeAddr(t), Password: password,
+			Cluster: lockserver.ClusterOptions{NodeID: id, RaftAddr: peers[i].RaftAddr, DataDir: t.TempDir()},
+		}})
+	}
+	for _, m := range ms {
+		m.opts.Cluster.Bootstrap = peers
+		m.start(t)
+		t.Cleanup(m.stop)
+	}
+	return ms
+}
+
+// leaderOf asks the members which of them leads, until one says.
+func leaderOf(t *testing.T, ms []*member) (leader *member, followers []*member) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, m := range ms {
+			if m.srv == nil {
+				continue
+			}
+			v, err := m.rdb.Do(ctx, "LOCKSERVER", "LEADER").Result()
+			if err != nil {
+				continue
+			}
+			id := fmt.Sprint(v.(map[any]any)["id"])
+			for _, l := range ms {
+				if l.srv != nil && l.opts.Cluster.NodeID == id {
+					for _, f := range ms {
+						if f != l && f.srv != nil {
+							followers = append(followers, f)
+						}
+					}
+					return l, followers
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("no leader")
+	return nil, nil
+}
+
+// retry runs op until it succeeds, as a client does across an election.
+func retry(t *testing.T, what string, op func() error) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := op()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Three copies of a service, each embedding a member, form a cluster: go-redis
+// clients on any member lock and unlock, a pipeline through a follower keeps
+// its order, the lock survives the loss of the leader, and the old leader
+// restarts from its data directory and catches up.
+func TestEmbeddedCluster(t *testing.T) {
+	ms := startMembers(t, "s3cret")
+	ctx := context.Background()
+	leader, followers := leaderOf(t, ms)
+	f := followers[0]
+
+	retry(t, "SET NX PX through a follower", func() error {
+		return f.rdb.SetArgs(ctx, "lock", "token-1", redis.SetArgs{Mode: "NX", TTL: time.Minute}).Err()
+	})
+	if got, err := leader.rdb.Get(ctx, "lock").Result(); got != "token-1" {
+		t.Fatalf("GET lock on the leader = %q, %v; want token-1", got, err)
+	}
+	if err := leader.rdb.SetArgs(ctx, "lock", "token-2", redis.SetArgs{Mode: "NX", TTL: time.Minute}).Err(); !errors.Is(err, redis.Nil) {
+		t.Fatalf("a second SET NX on the held lock = %v, want nil", err)
+	}
+
+	pipe := f.rdb.Pipeline()
+	incrs, gets := make([]*redis.IntCmd, 100), make([]*redis.StringCmd, 100)
+	for i := range 100 {
+		incrs[i], gets[i] = pipe.Incr(ctx, "n"), pipe.Get(ctx, "n")
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatalf("pipeline through a follower: %v", err)
+	}
+	for i := range 100 {
+		if incrs[i].Val() != int64(i+1) || gets[i].Val() != fmt.Sprint(i+1) {
+			t.Fatalf("INCR %d = %d and the GET after it = %q, want %d both", i, incrs[i].Val(), gets[i].Val(), i+1)
+		}
+	}
+
+	leader.stop()
+	newLeader, _ := leaderOf(t, ms)
+	retry(t, "GET lock on the new leader", func() error {
+		got, err := newLeader.rdb.Get(ctx, "lock").Result()
+		if err == nil && got != "token-1" {
+			return fmt.Errorf("the lock is %q, want token-1", got)
+		}
+		return err
+	})
+	ttl, err := newLeader.rdb.PTTL(ctx, "lock").Result()
+	if err != nil || ttl <= 50*time.Second || ttl > time.Minute {
+		t.Fatalf("PTTL lock after the failover = %v, %v; want most of a minute", ttl, err)
+	}
+	retry(t, "DEL lock", func() error { return newLeader.rdb.Del(ctx, "lock").Err() })
+
+	leader.start(t)
+	retry(t, "the restarted member catches up", func() error {
+		n, err := leader.rdb.Exists(ctx, "lock").Result()
+		if err == nil && n != 0 {
+			return errors.New("the lock is still there")
+		}
+		return err
+	})
+}
+
+// Forwarding authenticates like any client: a LOCKSERVER command from a
+// client without the password is refused.
+func TestClusterCommandNeedsAuth(t *testing.T) {
+	ms := startMembers(t, "s3cret")
+	rdb := redis.NewClient(&redis.Options{Addr: ms[0].opts.Addr})
+	defer rdb.Close()
+	err := rdb.Do(context.Background(), "LOCKSERVER", "FORWARD", "x").Err()
+	if err == nil || !strings.HasPrefix(err.Error(), "NOAUTH") {
+		t.Fatalf("LOCKSERVER FORWARD without AUTH = %v, want NOAUTH", err)
+	}
+}
+
+// A member needs a client address the others can reach.
+func TestClusterMemberNeedsClientAddress(t *testing.T) {
+	_, err := lockserver.Open(lockserver.Options{Addr: "-", Cluster: lockserver.ClusterOptions{NodeID: "a", RaftAddr: freeAddr(t)}})
+	if err == nil || !strings.Contains(err.Error(), "AdvertiseAddr") {
+		t.Fatalf("Open of a member without a listener = %v, want an error about AdvertiseAddr", err)
+	}
+}
