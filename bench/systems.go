@@ -388,6 +388,22 @@ func startLockserverCluster(ctx context.Context, b *bench) (*instance, error) {
 			break
 		}
 	}
+	// Measure a whole cluster: a joining member counts once the leader lists
+	// it as a replica (INFO replication, as Redisson reads it).
+	err = procs[leader].waitReady(ctx, func(ctx context.Context) error {
+		v, err := infoField(ctx, addrs[leader], "replication", "connected_slaves")
+		if err != nil {
+			return nil // a server that does not say cannot be waited for
+		}
+		if n, _ := strconv.Atoi(v); n < nodes-1 {
+			return fmt.Errorf("the leader lists %s of %d replicas", v, nodes-1)
+		}
+		return nil
+	})
+	if err != nil {
+		stopAll()
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
 	// The leader first, so that memory and RSS are read where the writes land.
 	procs[0], procs[leader] = procs[leader], procs[0]
 	return lockserverInstance(addrs[leader], procs), nil
