@@ -2,12 +2,15 @@ package replication
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 )
 
 // hcLogger lets hashicorp/raft log through the engine's slog.Logger. raft's
@@ -35,6 +38,20 @@ func slogLevel(l hclog.Level) slog.Level {
 
 func (h *hcLogger) Log(level hclog.Level, msg string, args ...any) {
 	lv := slogLevel(level)
+	for i, a := range args {
+		switch a := a.(type) {
+		case hclog.Format: // hclog.Fmt: a format and its arguments
+			if len(a) > 0 {
+				format, _ := a[0].(string)
+				args[i] = fmt.Sprintf(format, a[1:]...)
+			}
+		case error:
+			// An RPC that arrives while this node shuts down is no error.
+			if errors.Is(a, raft.ErrTransportShutdown) {
+				lv = slog.LevelDebug
+			}
+		}
+	}
 	if !h.log.Enabled(context.Background(), lv) {
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	"syscall"
 
 	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/replication"
 	"github.com/lockserver/lockserver/server"
 )
 
@@ -48,6 +50,13 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	fs.Int64Var(&o.ScriptBudget, "script-budget", 0, "loop iterations and calls a script may make (0: the default)")
 	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn, error")
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log `format`: text or json")
+	c := &o.Cluster
+	fs.StringVar(&c.NodeID, "node-id", "", "run as the Raft cluster member with this `id` (unset: a single standalone node)")
+	fs.StringVar(&c.RaftAddr, "raft-addr", "", "`host:port` of this member's Raft transport, which the other members reach")
+	fs.StringVar(&c.DataDir, "data-dir", "", "`directory` for this member's Raft log and snapshots (empty: in memory, lost on exit)")
+	fs.Func("bootstrap", "voters of a new cluster (this member among them), as `id=raft-host:port,...`; used only with no data", peersFlag(&c.Bootstrap))
+	fs.StringVar(&c.Join, "join", "", "client `address` of a member of an existing cluster to join, when there is no data (also after losing it)")
+	fs.StringVar(&c.AdvertiseAddr, "advertise-addr", "", "client `address` the other members reach this one at (default: --addr)")
 	fs.Usage = func() {}
 
 	if err := fs.Parse(args); err != nil {
@@ -79,7 +88,32 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	if cfg.logFormat != "text" && cfg.logFormat != "json" {
 		return nil, fmt.Errorf("--log-format must be text or json, not %q", cfg.logFormat)
 	}
+	if c.NodeID == "" && (c.RaftAddr != "" || c.DataDir != "" || c.Bootstrap != nil || c.Join != "" || c.AdvertiseAddr != "") {
+		return nil, errors.New("--raft-addr, --data-dir, --bootstrap, --join and --advertise-addr need --node-id")
+	}
+	if c.NodeID != "" && c.RaftAddr == "" {
+		return nil, errors.New("--node-id needs --raft-addr")
+	}
+	if c.Bootstrap != nil && c.Join != "" {
+		return nil, errors.New("--bootstrap starts a new cluster and --join enters an existing one: give one")
+	}
 	return cfg, nil
+}
+
+// peersFlag parses a list of cluster voters: id=host:port,id=host:port.
+func peersFlag(dst *[]replication.Peer) func(string) error {
+	return func(s string) error {
+		var peers []replication.Peer
+		for _, item := range strings.Split(s, ",") {
+			id, addr, ok := strings.Cut(strings.TrimSpace(item), "=")
+			if _, _, err := net.SplitHostPort(addr); !ok || id == "" || err != nil {
+				return fmt.Errorf("want id=host:port, got %q", item)
+			}
+			peers = append(peers, replication.Peer{ID: id, RaftAddr: addr})
+		}
+		*dst = peers
+		return nil
+	}
 }
 
 // envName is the environment variable for a flag: max-clients -> LOCKSERVER_MAX_CLIENTS.

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockserver/lockserver/replication"
+	"github.com/redis/go-redis/v9"
+)
+
+func TestParseClusterFlags(t *testing.T) {
+	env := map[string]string{"LOCKSERVER_NODE_ID": "b", "LOCKSERVER_DATA_DIR": "/var/lib/lockserver"}
+	cfg, err := parse([]string{"--raft-addr", "10.0.0.2:7000", "--bootstrap", "a=10.0.0.1:7000, b=10.0.0.2:7000"},
+		func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cfg.opts.Cluster
+	want := []replication.Peer{{ID: "a", RaftAddr: "10.0.0.1:7000"}, {ID: "b", RaftAddr: "10.0.0.2:7000"}}
+	if c.NodeID != "b" || c.DataDir != "/var/lib/lockserver" || c.RaftAddr != "10.0.0.2:7000" || !reflect.DeepEqual(c.Bootstrap, want) {
+		t.Fatalf("cluster options = %+v", c)
+	}
+	none := func(string) string { return "" }
+	for _, args := range [][]string{
+		{"--join", "10.0.0.1:6379"}, // no --node-id
+		{"--node-id", "a"},          // no --raft-addr
+		{"--node-id", "a", "--raft-addr", "h:1", "--bootstrap", "a"},        // not id=addr
+		{"--node-id", "a", "--raft-addr", "h:1", "--bootstrap", "a=nohost"}, // not host:port
+		{"--node-id", "a", "--raft-addr", "h:1", "--bootstrap", "a=h:1", "--join", "h:2"},
+	} {
+		if _, err := parse(args, none); err == nil {
+			t.Errorf("%q: expected an error", args)
+		}
+	}
+}
+
+// node is one lockserver process of a cluster.
+type node struct {
+	id, addr, raftAddr, dir string
+	args                    []string
+	cmd                     *exec.Cmd
+	log                     *os.File
+	rdb                     *redis.Client
+}
+
+func (n *node) start(t *testing.T, bin string) {
+	t.Helper()
+	n.cmd = exec.Command(bin, n.args...)
+	n.cmd.Env = append(os.Environ(), "LOCKSERVER_PASSWORD=secret")
+	n.cmd.Stderr = n.log
+	if err := n.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	n.rdb = redis.NewClient(&redis.Options{Addr: n.addr, Password: "secret"})
+}
+
+func (n *node) kill() {
+	if n.cmd != nil {
+		n.cmd.Process.Kill()
+		n.cmd.Wait()
+		n.rdb.Close()
+		n.cmd = nil
+	}
+}
+
+func loopbackAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// eventually retries op, as a client does across an election.
+func eventually(t *testing.T, what string, op func() error) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		err := op()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Three lockserver processes form a cluster from flags. A lock taken through
+// any node survives SIGKILL of the leader; the killed node restarts from its
+// data directory; a node whose data directory is wiped rejoins with --join.
+func TestBinaryCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "lockserver")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	var nodes []*node
+	var peers []string
+	for i := range 3 {
+		n := &node{id: fmt.Sprint("n", i+1), addr: loopbackAddr(t), raftAddr: loopbackAddr(t), dir: t.TempDir()}
+		log, err := os.Create(filepath.Join(t.TempDir(), n.id+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.log = log
+		nodes = append(nodes, n)
+		peers = append(peers, n.id+"="+n.raftAddr)
+	}
+	for _, n := range nodes {
+		n.args = []string{"--addr", n.addr, "--node-id", n.id, "--raft-addr", n.raftAddr, "--data-dir", n.dir, "--bootstrap", strings.Join(peers, ",")}
+		n.start(t, bin)
+		t.Cleanup(n.kill)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range nodes {
+				b, _ := os.ReadFile(n.log.Name())
+				t.Logf("%s log:\n%s", n.id, b)
+			}
+		}
+	})
+	ctx := context.Background()
+	leader := func() *node {
+		var l *node
+		eventually(t, "a leader", func() error {
+			for _, n := range nodes {
+				if n.cmd == nil {
+					continue
+				}
+				v, err := n.rdb.Do(ctx, "LOCKSERVER", "LEADER").Result()
+				if err != nil {
+					continue
+				}
+				for _, m := range nodes {
+					if m.cmd != nil && fmt.Sprint(v.(map[any]any)["id"]) == m.id {
+						l = m
+						return nil
+					}
+				}
+			}
+			return fmt.Errorf("no node names a running leader")
+		})
+		return l
+	}
+
+	l := leader()
+	var f *node
+	for _, n := range nodes {
+		if n != l {
+			f = n
+		}
+	}
+	eventually(t, "SET NX PX through a follower", func() error {
+		return f.rdb.SetArgs(ctx, "lock", "owner", redis.SetArgs{Mode: "NX", TTL: time.Minute}).Err()
+	})
+
+	l.kill()
+	l2 := leader()
+	eventually(t, "GET lock after SIGKILL of the leader", func() error {
+		v, err := l2.rdb.Get(ctx, "lock").Result()
+		if err == nil && v != "owner" {
+			return fmt.Errorf("lock = %q, want owner", v)
+		}
+		return err
+	})
+	eventually(t, "SET after the failover", func() error { return f.rdb.Set(ctx, "after", "1", 0).Err() })
+
+	l.start(t, bin)
+	eventually(t, "the restarted node catches up", func() error {
+		v, err := l.rdb.Get(ctx, "after").Result()
+		if err == nil && v != "1" {
+			return fmt.Errorf("after = %q", v)
+		}
+		return err
+	})
+
+	// Wipe a follower's data: it rejoins through any member.
+	var w *node
+	for _, n := range nodes {
+		if n != leader() {
+			w = n
+		}
+	}
+	w.kill()
+	if err := os.RemoveAll(w.dir); err != nil {
+		t.Fatal(err)
+	}
+	w.args = []string{"--addr", w.addr, "--node-id", w.id, "--raft-addr", w.raftAddr, "--data-dir", w.dir, "--join", l.addr}
+	w.start(t, bin)
+	eventually(t, "the wiped node serves the lock again", func() error {
+		v, err := w.rdb.Get(ctx, "lock").Result()
+		if err == nil && v != "owner" {
+			return fmt.Errorf("lock = %q", v)
+		}
+		return err
+	})
+	eventually(t, "the wiped node is a voter again", func() error {
+		v, err := leader().rdb.Do(ctx, "LOCKSERVER", "MEMBERS").Result()
+		if err != nil {
+			return err
+		}
+		for _, m := range v.([]any) {
+			if m := m.(map[any]any); m["id"] == w.id && m["role"] != "nonvoter" {
+				return nil
+			}
+		}
+		return fmt.Errorf("members: %v", v)
+	})
+}
