@@ -1,6 +1,7 @@
 package luaexec
 
 import (
+	"fmt"
 	"math"
 	"strings"
 
@@ -57,9 +58,16 @@ func (v *vm) setTypeMetatables() {
 // typeOpError raises "attempt to <op> a <type> value" for the first operand.
 func typeOpError(op string) lua.LGFunction {
 	return func(L *lua.LState) int {
-		L.RaiseError("attempt to %s a %s value", op, L.Get(1).Type().String())
+		raiseHere(L, fmt.Sprintf("attempt to %s a %s value", op, L.Get(1).Type().String()))
 		return 0
 	}
+}
+
+// raiseHere raises msg with the position of the calling function when it is
+// Lua code, as the Lua VM does; called from a library function (pcall(nil)),
+// the error has no position.
+func raiseHere(L *lua.LState, msg string) {
+	L.Error(lua.LString(where(L, 1)+msg), 0)
 }
 
 // arith is the metamethod for one arithmetic event: it converts numeric
@@ -86,7 +94,7 @@ func (v *vm) arith(event string) lua.LGFunction {
 		if !okA {
 			bad = a
 		}
-		L.RaiseError("attempt to perform arithmetic on a %s value", bad.Type().String())
+		raiseHere(L, fmt.Sprintf("attempt to perform arithmetic on a %s value", bad.Type().String()))
 		return 0
 	}
 }
@@ -119,7 +127,7 @@ func (v *vm) neg(L *lua.LState) int {
 		L.Call(2, 1)
 		return 1
 	}
-	L.RaiseError("attempt to perform arithmetic on a %s value", a.Type().String())
+	raiseHere(L, fmt.Sprintf("attempt to perform arithmetic on a %s value", a.Type().String()))
 	return 0
 }
 
@@ -186,7 +194,7 @@ func (v *vm) concat(L *lua.LState) int {
 			if okL {
 				bad = acc
 			}
-			L.RaiseError("attempt to concatenate a %s value", bad.Type().String())
+			raiseHere(L, fmt.Sprintf("attempt to concatenate a %s value", bad.Type().String()))
 		}
 		L.Push(mm)
 		L.Push(lhs)

@@ -188,12 +188,13 @@ func (v *vm) rawset(L *lua.LState) int {
 
 // checkKey refuses the keys a Lua table cannot hold.
 func checkKey(L *lua.LState, k lua.LValue) {
+	// Raised from inside the table code, these errors have no position.
 	switch x := k.(type) {
 	case *lua.LNilType:
-		L.RaiseError("table index is nil")
+		L.Error(lua.LString("table index is nil"), 0)
 	case lua.LNumber:
 		if math.IsNaN(float64(x)) {
-			L.RaiseError("table index is NaN")
+			L.Error(lua.LString("table index is NaN"), 0)
 		}
 	}
 }
@@ -338,7 +339,12 @@ func (v *vm) unpack(L *lua.LState) int {
 // with an err field (redis.call's) is returned as that string. A script out
 // of budget cannot catch its stop.
 func (v *vm) pcall(L *lua.LState) int {
-	checkAny(L, 1)
+	if L.GetTop() == 0 {
+		// Redis's pcall calls the boolean it pushes for its result.
+		L.Push(lua.LFalse)
+		L.Push(lua.LString("attempt to call a boolean value"))
+		return 2
+	}
 	nargs := L.GetTop() - 1
 	err := L.PCall(nargs, lua.MultRet, nil)
 	v.reraise(L)
@@ -418,7 +424,7 @@ func (v *vm) load(L *lua.LState) int {
 		if piece == lua.LNil {
 			break
 		}
-		s, ok := piece.(lua.LString)
+		s, ok := toStringValue(piece)
 		if !ok {
 			L.Push(lua.LNil)
 			L.Push(lua.LString("reader function must return a string"))
@@ -428,7 +434,7 @@ func (v *vm) load(L *lua.LState) int {
 			break
 		}
 		v.chargeBytes(L, len(s))
-		b.WriteString(string(s))
+		b.WriteString(s)
 	}
 	return v.loadChunk(L, b.String(), name)
 }
@@ -440,12 +446,17 @@ func (v *vm) loadChunk(L *lua.LState, src, name string) int {
 		L.Push(lua.LString(chunkID(name) + ": bytecode loading is not supported"))
 		return 2
 	}
-	proto, err := compileChunk(src, chunkID(name), 1, 1)
+	id := chunkID(name)
+	proto, err := compileChunk(src, id, 1, 1)
 	if err != nil {
 		L.Push(lua.LNil)
 		L.Push(lua.LString(err.Error()))
 		return 2
 	}
+	if v.sources == nil {
+		v.sources = make(map[string]string)
+	}
+	v.sources[id] = name
 	L.Push(v.closure(proto))
 	return 1
 }

@@ -14,10 +14,10 @@ func (v *vm) coroutineLib(orig *lua.LTable) *lua.LTable {
 	fn := func(name string) lua.LGFunction {
 		return orig.RawGetString(name).(*lua.LFunction).GFunction
 	}
-	create, resume := fn("create"), fn("resume")
+	create, resume, yield := fn("create"), fn("resume"), fn("yield")
 	v.coCreate = func(L *lua.LState) int {
-		if _, ok := L.Get(1).(*lua.LFunction); !ok {
-			typeError(L, 1, "function")
+		if f, ok := L.Get(1).(*lua.LFunction); !ok || f.IsG {
+			argError(L, 1, "Lua function expected")
 		}
 		r := v.run
 		r.coCount++
@@ -43,6 +43,12 @@ func (v *vm) coroutineLib(orig *lua.LTable) *lua.LTable {
 		n := resume(L)
 		r.coDepth--
 		v.reraise(L)
+		if n == 2 && L.Get(-2) == lua.LFalse {
+			if msg, ok := resumeMessages[lua.LVAsString(L.Get(-1))]; ok {
+				L.Pop(1)
+				L.Push(lua.LString(msg))
+			}
+		}
 		return n
 	}
 	return newLib(v.L, map[string]lua.LGFunction{
@@ -51,8 +57,19 @@ func (v *vm) coroutineLib(orig *lua.LTable) *lua.LTable {
 		"running": fn("running"),
 		"status":  fn("status"),
 		"wrap":    v.coWrap,
-		"yield":   fn("yield"),
+		"yield": func(L *lua.LState) int {
+			if L.Parent == nil {
+				L.Error(lua.LString("attempt to yield across metamethod/C-call boundary"), 0)
+			}
+			return yield(L)
+		},
 	})
+}
+
+// resumeMessages are Lua 5.1's words for gopher-lua's resume failures.
+var resumeMessages = map[string]string{
+	"can not resume a dead thread":    "cannot resume dead coroutine",
+	"can not resume a running thread": "cannot resume non-suspended coroutine",
 }
 
 // coWrap is coroutine.wrap: a function that resumes the coroutine and

@@ -30,8 +30,9 @@ import (
 
 // Defaults for Options.
 const (
-	// DefaultBudget is about 300 ms of script work on one core: 2 million
-	// loop iterations or calls, or 128 MB of strings built or scanned.
+	// DefaultBudget is a few hundred milliseconds of script work on one
+	// core: 2 million loop iterations or calls, or 32 MB of strings built or
+	// scanned.
 	DefaultBudget = 2_000_000
 	// DefaultMaxScriptSize bounds a script body (Redis allows up to
 	// proto-max-bulk-len, 512 MB; a body this large is already absurd).
@@ -43,8 +44,9 @@ const (
 // Options tune an Engine. The zero value is usable.
 type Options struct {
 	// Budget is how many steps one script may take before it is stopped with
-	// an error: a step is a loop iteration or a function call, and building
-	// or scanning 64 bytes in a library function or a concatenation. Every
+	// an error: a step is a loop iteration or a function call, building or
+	// scanning 16 bytes in a library function or a concatenation, or four
+	// steps of the pattern matcher. Every
 	// node counts alike, so a script stops at the same point everywhere.
 	// 0 means DefaultBudget.
 	Budget int64

@@ -210,13 +210,6 @@ func (lx *lexer) longString(isString bool, sep int) string {
 				lx.fail("unfinished long string", tkEOS)
 			}
 			lx.fail("unfinished long comment", tkEOS)
-		case '[':
-			if lx.skipSep() == sep {
-				lx.saveAndNext()
-				if sep == 0 {
-					lx.fail("nesting of [[...]] is deprecated", '[')
-				}
-			}
 		case ']':
 			if lx.skipSep() == sep {
 				lx.saveAndNext()

@@ -36,13 +36,15 @@ func (r *run) srand48(seed int32) {
 func (v *vm) mathLib() *lua.LTable {
 	f1 := func(f func(float64) float64) lua.LGFunction {
 		return func(L *lua.LState) int {
-			L.Push(lua.LNumber(f(checkNumber(L, 1))))
+			x := checkNumber(L, 1)
+			L.Push(lua.LNumber(cNaN(f(x), x)))
 			return 1
 		}
 	}
 	f2 := func(f func(a, b float64) float64) lua.LGFunction {
 		return func(L *lua.LState) int {
-			L.Push(lua.LNumber(f(checkNumber(L, 1), checkNumber(L, 2))))
+			x, y := checkNumber(L, 1), checkNumber(L, 2)
+			L.Push(lua.LNumber(cNaN(f(x, y), x, y)))
 			return 1
 		}
 	}
@@ -97,6 +99,21 @@ func (v *vm) mathLib() *lua.LTable {
 	t.RawSetString("huge", lua.LNumber(math.Inf(1)))
 	t.RawSetString("pi", lua.LNumber(math.Pi))
 	return t
+}
+
+// cNaN returns r, or x86's default NaN (which prints "-nan") when r is a
+// NaN that the C library would have produced from non-NaN arguments: Go's
+// math functions return a positive NaN.
+func cNaN(r float64, args ...float64) float64 {
+	if !math.IsNaN(r) {
+		return r
+	}
+	for _, a := range args {
+		if math.IsNaN(a) {
+			return r
+		}
+	}
+	return math.Float64frombits(0xFFF8000000000000)
 }
 
 func mathMinMax(better func(a, b float64) bool) lua.LGFunction {

@@ -20,7 +20,7 @@ const (
 	// overflows the C stack instead.
 	maxMatchDepth = 2000
 	// matchStepsPerCharge is how many matcher steps cost one budget step.
-	matchStepsPerCharge = 32
+	matchStepsPerCharge = 4
 )
 
 type capture struct {

@@ -1,6 +1,7 @@
 package luaexec
 
 import (
+	"fmt"
 	"strings"
 
 	lua "github.com/yuin/gopher-lua"
@@ -39,9 +40,10 @@ func (v *vm) tableConcat(L *lua.LState) int {
 	}
 	var b strings.Builder
 	for ; i <= last; i++ {
-		s, ok := toStringValue(t.RawGetInt(i))
+		val := t.RawGetInt(i)
+		s, ok := toStringValue(val)
 		if !ok {
-			argError(L, 1, "table contains non-strings")
+			L.RaiseError("invalid value (%s) at index %d in table for 'concat'", val.Type().String(), i)
 		}
 		v.chargeBytes(L, len(s)+len(sep))
 		b.WriteString(s)
@@ -279,8 +281,9 @@ func lessThan(L *lua.LState, a, b lua.LValue) bool {
 			L.Pop(1)
 			return res
 		}
-		L.RaiseError("attempt to compare two %s values", a.Type().String())
+		L.Error(lua.LString(fmt.Sprintf("attempt to compare two %s values", a.Type().String())), 0)
 	}
-	L.RaiseError("attempt to compare %s with %s", a.Type().String(), b.Type().String())
+	// Raised from inside a library function, the error has no position.
+	L.Error(lua.LString(fmt.Sprintf("attempt to compare %s with %s", a.Type().String(), b.Type().String())), 0)
 	return false
 }

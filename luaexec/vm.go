@@ -29,7 +29,7 @@ const (
 	// bytesPerStep is the budget charge for bytes that library functions and
 	// concatenation produce or scan: it bounds the memory a script can build,
 	// not only its time.
-	bytesPerStep = 64
+	bytesPerStep = 16
 )
 
 const errReadonly = "Attempt to modify a readonly table"
@@ -56,8 +56,11 @@ type vm struct {
 	nextFn     lua.LValue // the base library's next, which pairs returns
 	ipairsIter *lua.LFunction
 	cjsonNull  *lua.LUserData
-	coCreate   lua.LGFunction
-	coResume   lua.LGFunction
+	// sources maps the names that messages give loaded chunks to the chunk
+	// names they were loaded with.
+	sources  map[string]string
+	coCreate lua.LGFunction
+	coResume lua.LGFunction
 
 	run *run // the script being run, nil between runs
 }
@@ -299,6 +302,9 @@ func (v *vm) errorInfo(L *lua.LState, obj lua.LValue) *scriptError {
 			continue
 		}
 		info.source = "@" + dbg.Source
+		if raw, ok := v.sources[dbg.Source]; ok {
+			info.source = raw // a chunk from loadstring: Lua names it by its text
+		}
 		info.line = dbg.CurrentLine
 		break
 	}
