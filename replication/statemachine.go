@@ -67,7 +67,7 @@ func (sm *StateMachine) Apply(e *Entry, pub keyspace.Publisher) keyspace.Reply {
 	if e.Time > sm.last {
 		sm.last = e.Time
 	}
-	return sm.run(e.DB, e.Cmds, e.Multi, e.Watch, sm.last, pub)
+	return sm.run(e.DB, e.Cmds, e.Multi, e.Watch, sm.last, pub, e.OOM, sm.lua.Exec)
 }
 
 // Read runs commands that do not mutate state at time now (at least the time
@@ -76,14 +76,17 @@ func (sm *StateMachine) Read(db int, cmds [][][]byte, multi bool, watch []Watch,
 	if now < sm.last {
 		now = sm.last
 	}
-	return sm.run(db, cmds, multi, watch, now, nil)
+	return sm.run(db, cmds, multi, watch, now, nil, false, sm.lua.ExecRead)
 }
 
-func (sm *StateMachine) run(db int, cmds [][][]byte, multi bool, watch []Watch, now int64, pub keyspace.Publisher) keyspace.Reply {
-	call := keyspace.Call{Store: sm.store, DB: db, Now: now, Pub: pub}
+// run executes commands with exec: the engine's Exec for applied entries,
+// ExecRead for reads, which must leave replicated state (the script cache)
+// alone. oom is the entry's over-maxmemory decision, which scripts obey.
+func (sm *StateMachine) run(db int, cmds [][][]byte, multi bool, watch []Watch, now int64, pub keyspace.Publisher, oom bool, exec func(*keyspace.Call) keyspace.Reply) keyspace.Reply {
+	call := keyspace.Call{Store: sm.store, DB: db, Now: now, Pub: pub, DenyOOM: oom}
 	if !multi {
 		call.Args = cmds[0]
-		return sm.lua.Exec(&call)
+		return exec(&call)
 	}
 	for _, w := range watch {
 		if sm.store.Version(w.DB, w.Key) != w.Version {
@@ -93,7 +96,7 @@ func (sm *StateMachine) run(db int, cmds [][][]byte, multi bool, watch []Watch, 
 	replies := make([]keyspace.Reply, len(cmds))
 	for i, args := range cmds {
 		call.Args = args
-		replies[i] = sm.lua.Exec(&call)
+		replies[i] = exec(&call)
 	}
 	return keyspace.Array(replies...)
 }
