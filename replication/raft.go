@@ -2,6 +2,7 @@ package replication
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -174,6 +175,9 @@ type Raft struct {
 	unreachable map[string]bool // on the leader: members whose heartbeats fail
 
 	closed atomic.Bool
+	// ctx ends when the node closes, cutting short calls to other nodes.
+	ctx    context.Context
+	cancel context.CancelFunc
 	stop   chan struct{}
 	wg     sync.WaitGroup
 }
@@ -216,10 +220,12 @@ func NewRaft(opts RaftOptions) (*Raft, error) {
 
 		unreachable: map[string]bool{},
 	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.sm.Store(NewStateMachine(opts.Lua))
 	r.members.Store(&map[string]string{})
 	r.fwd = newForwarder(r)
 	if err := r.open(); err != nil {
+		r.cancel()
 		r.closeStores()
 		return nil, fmt.Errorf("replication: open node %s: %w", opts.NodeID, err)
 	}
@@ -702,6 +708,7 @@ func (r *Raft) Close() error {
 		return nil
 	}
 	err := r.raft.Shutdown().Error()
+	r.cancel()
 	close(r.stop)
 	r.wg.Wait()
 	r.fwd.close()

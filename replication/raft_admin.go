@@ -100,7 +100,7 @@ func (r *Raft) clusterCommand(req *Request) {
 
 // clusterChange runs SNAPSHOT here and the membership changes on the leader.
 func (r *Raft) clusterChange(sub string, args [][]byte) keyspace.Reply {
-	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	ctx, cancel := context.WithTimeout(r.ctx, adminTimeout)
 	defer cancel()
 	var err error
 	switch sub {
@@ -236,7 +236,7 @@ func (r *Raft) join() error {
 	args := [][]byte{argLockserver, []byte("JOIN"), []byte(r.opts.NodeID), []byte(r.trans.LocalAddr()), []byte(r.opts.ClientAddr)}
 	deadline := time.Now().Add(adminTimeout)
 	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
-		ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+		ctx, cancel := context.WithTimeout(r.ctx, adminTimeout)
 		_, err := r.peers.Call(ctx, r.opts.Join, args...)
 		cancel()
 		if err == nil {
@@ -269,7 +269,7 @@ func (r *Raft) registerLoop() {
 		if r.memberAddr(r.opts.NodeID) == r.opts.ClientAddr || r.leaderID() == "" {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		ctx, cancel := context.WithTimeout(r.ctx, time.Second)
 		err := r.onLeader(ctx, args, func() error { return r.registerNode(ctx, r.opts.NodeID, r.opts.ClientAddr) })
 		cancel()
 		if err != nil {
@@ -314,7 +314,7 @@ func (r *Raft) promoteIfCaughtUp(s raft.Server) {
 		return
 	}
 	commit := r.raft.CommitIndex()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(r.ctx, time.Second)
 	res, err := r.peers.Call(ctx, addr, argLockserver, []byte("APPLIED"))
 	cancel()
 	if err != nil {

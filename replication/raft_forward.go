@@ -158,7 +158,7 @@ func (f *forwarder) send(batch []*Request) {
 			if payload == nil {
 				payload = encodeRequests(batch)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
+			ctx, cancel := context.WithTimeout(r.ctx, forwardTimeout)
 			res, err := r.peers.Call(ctx, addr, argLockserver, argForward, payload)
 			cancel()
 			var rerr ReplyError
