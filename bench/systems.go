@@ -330,10 +330,11 @@ func startLockserverCluster(ctx context.Context, b *bench) (*instance, error) {
 		}
 		addrs, raftAddrs, ids = append(addrs, a), append(raftAddrs, r), append(ids, fmt.Sprintf("n%d", i+1))
 	}
-	// --bootstrap takes the initial voters when it is a string flag (every
-	// node bootstraps the same configuration); as a bool, the first node
-	// bootstraps alone and the others join it.
-	bootstrapList := strings.Contains(string(help), "-bootstrap string") || strings.Contains(string(help), "-bootstrap value")
+	// --bootstrap takes the initial voters, id=raft-addr,... (every node
+	// bootstraps the same configuration), unless --help shows it as a bool
+	// flag, with no argument: then the first node bootstraps alone and the
+	// others join it.
+	bootstrapList := !strings.Contains(string(help), "-bootstrap\n")
 	var voters []string
 	for i := range nodes {
 		voters = append(voters, ids[i]+"="+raftAddrs[i])
