@@ -346,8 +346,10 @@ func (v *vm) pcall(L *lua.LState) int {
 		return 2
 	}
 	nargs := L.GetTop() - 1
-	err := L.PCall(nargs, lua.MultRet, nil)
-	v.reraise(L)
+	// An error handler, even one that changes nothing, spares gopher-lua
+	// building a traceback for every caught error.
+	err := L.PCall(nargs, lua.MultRet, v.identity)
+	v.caught(L, err)
 	if err == nil {
 		L.Insert(lua.LTrue, 1)
 		return L.GetTop()
@@ -355,6 +357,16 @@ func (v *vm) pcall(L *lua.LState) int {
 	L.Push(lua.LFalse)
 	L.Push(errorObject(err))
 	return 2
+}
+
+// caught accounts for an error that pcall or xpcall caught: it re-raises a
+// stopped budget, and charges for the traceback gopher-lua built when the
+// error handler could not run (a full call stack).
+func (v *vm) caught(L *lua.LState, err error) {
+	v.reraise(L)
+	if ae, ok := err.(*lua.ApiError); ok && ae.StackTrace != "" {
+		v.charge(L, overflowCharge)
+	}
 }
 
 // errorObject returns the value an error was raised with, turning Redis's
@@ -388,7 +400,7 @@ func (v *vm) xpcall(L *lua.LState) int {
 		})
 	}
 	err := L.PCall(0, lua.MultRet, herr)
-	v.reraise(L)
+	v.caught(L, err)
 	if err == nil {
 		L.Insert(lua.LTrue, 1)
 		return L.GetTop()

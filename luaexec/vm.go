@@ -9,13 +9,18 @@ import (
 	lua "github.com/yuin/gopher-lua"
 )
 
-// Sizes of the Lua state. The call stack holds Lua 5.1's 20000 nested calls
-// (LUAI_MAXCALLS); it is allocated whole (80 bytes a frame), because
-// gopher-lua's growing stack reports an overflow as a Go panic without the
-// line. Coroutines get small stacks. The registry is the value stack: it
-// grows on demand, to a size that fits unpack's 8000 results with room.
+// Sizes of the Lua state. The call stack is allocated whole (80 bytes a
+// frame), because gopher-lua's growing stack reports an overflow as a Go
+// panic without the line. It is smaller than Lua 5.1's (20000 calls):
+// gopher-lua builds a traceback when an error handler cannot run on a full
+// stack, in time quadratic in the depth. Coroutines get small stacks. The
+// registry is the value stack: it grows on demand, to a size that fits
+// unpack's 8000 results with room.
 const (
-	callStackSize          = 20000
+	callStackSize = 2000
+	// overflowCharge is what a caught stack overflow costs the budget, for
+	// the traceback gopher-lua builds (a few milliseconds at full depth).
+	overflowCharge         = 25_000
 	coroutineCallStackSize = 200
 	registrySize           = 1024
 	registryMaxSize        = 1 << 20
@@ -59,6 +64,7 @@ type vm struct {
 	// sources maps the names that messages give loaded chunks to the chunk
 	// names they were loaded with.
 	sources  map[string]string
+	identity *lua.LFunction // an error handler that returns the error as it is
 	coCreate lua.LGFunction
 	coResume lua.LGFunction
 
@@ -131,6 +137,7 @@ func newVM(e *Engine) *vm {
 	v.hidden.RawSetString("_VERSION", lua.LString("Lua 5.1"))
 
 	v.setTypeMetatables()
+	v.identity = L.NewFunction(func(L *lua.LState) int { return 1 })
 	v.helpers = []lua.LValue{
 		L.NewFunction(v.budget),
 		L.NewFunction(v.concat),
@@ -279,7 +286,8 @@ func (v *vm) exec(r *run, fn *lua.LFunction, keys, args [][]byte) (lua.LValue, *
 // errorInfo builds the reply for an error raised by a script, as Redis 7's
 // error handler does: a table error keeps its 'err' text, anything else
 // becomes "ERR " .. tostring(err); the position is the line of the Lua
-// function that raised it (or that called the Go function that did).
+// function that raised it, or of the first Lua function below the Go
+// functions that did.
 func (v *vm) errorInfo(L *lua.LState, obj lua.LValue) *scriptError {
 	info := &scriptError{}
 	if t, ok := obj.(*lua.LTable); ok {
@@ -292,7 +300,7 @@ func (v *vm) errorInfo(L *lua.LState, obj lua.LValue) *scriptError {
 	} else {
 		info.msg = "ERR " + v.tostring(L, obj)
 	}
-	for level := 1; level <= 2; level++ {
+	for level := 1; level <= 10; level++ {
 		dbg, ok := L.GetStack(level)
 		if !ok {
 			break
