@@ -22,6 +22,9 @@ type testCluster struct {
 	nodes []*testNode
 	cut   map[[2]string]bool // pairs of node ids that cannot talk
 	opts  RaftOptions        // what every node starts with
+	// loseReplies makes every call between nodes fail after the callee ran
+	// it, as a connection that breaks once the command is sent.
+	loseReplies atomic.Bool
 }
 
 type testNode struct {
@@ -248,7 +251,7 @@ func (p *testPeers) Call(ctx context.Context, addr string, args ...[]byte) (stri
 	req := &Request{Cmds: [][][]byte{args}}
 	eng.Submit(req)
 	reply := req.Wait(ctx)
-	if reachable() == nil {
+	if reachable() == nil || c.loseReplies.Load() {
 		return "", fmt.Errorf("connection to %s lost", addr)
 	}
 	switch reply.Kind {

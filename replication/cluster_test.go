@@ -155,6 +155,31 @@ func TestClusterUnknownOutcome(t *testing.T) {
 	}
 }
 
+// A forwarded write whose reply is lost has an unknown outcome, and says so;
+// it did take effect here. A lost read is simply retried by the client.
+func TestClusterUnknownOutcomeForwarded(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	f := c.followers(l)[0]
+	c.loseReplies.Store(true)
+	r := do(f, 0, "SET", "k", "v")
+	wantErrPrefix(t, "a forwarded SET whose reply was lost", r, "UNKNOWN")
+	wantErrPrefix(t, "a forwarded GET whose reply was lost", do(f, 0, "GET", "k"), "TRYAGAIN")
+	c.loseReplies.Store(false)
+	wantReply(t, "GET on the leader", do(l, 0, "GET", "k"), keyspace.Bulk("v"))
+}
+
+// With no majority there is no leader: a write fails with CLUSTERDOWN, which
+// says that nothing was written, once ForwardWait has passed.
+func TestClusterNoQuorum(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	fs := c.followers(l)
+	fs[0].stop()
+	l.stop()
+	wantErrPrefix(t, "SET without a majority", do(fs[1], 0, "SET", "k", "v"), "CLUSTERDOWN")
+}
+
 // Messages published by an entry are delivered once on every node, the
 // followers' included, and a restarted node delivers nothing as it replays.
 func TestClusterPubSub(t *testing.T) {
