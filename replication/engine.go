@@ -13,11 +13,26 @@ type Engine interface {
 	Submit(req *Request)
 	// Now returns the log clock's current time in milliseconds.
 	Now() int64
+	// Info reports the figures INFO and WAIT show about this node.
+	Info() Info
 	// Close stops the engine.
 	Close() error
-	// Replication describes this node's place in replication, for INFO
-	// replication and WAIT.
-	Replication() ReplicationInfo
+}
+
+// Info describes a node for INFO, HELLO and WAIT.
+type Info struct {
+	// Role is Redis's name for what the node does: "master" when it takes
+	// writes, "slave" otherwise.
+	Role string
+	// Replicas is the number of other nodes that receive this node's writes
+	// (INFO's connected_slaves).
+	Replicas int
+	// SyncedReplicas is how many of them hold every write acknowledged so far:
+	// what WAIT replies.
+	SyncedReplicas int
+	// Keys and Expires count each database's keys and keys with a deadline,
+	// expired ones not yet swept included, as Redis's INFO keyspace does.
+	Keys, Expires [keyspace.NumDBs]int
 }
 
 // Request is what a client connection asks of the engine: one command, the
@@ -49,6 +64,19 @@ func (r *Request) Wait(ctx context.Context) keyspace.Reply {
 		return r.reply
 	case <-ctx.Done():
 		return keyspace.Error("ERR " + ctx.Err().Error() + " before the reply (the outcome of a write is unknown)")
+	}
+}
+
+// Ready reports whether the reply is available without waiting.
+func (r *Request) Ready() bool {
+	if r.done == nil {
+		return true
+	}
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
 	}
 }
 

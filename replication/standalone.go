@@ -57,15 +57,21 @@ func (s *Standalone) Submit(req *Request) {
 		req.resolve(s.sm.Read(req.DB, req.Cmds, req.Multi, req.Watch, now))
 		return
 	}
-	e := Entry{Time: now, DB: req.DB, Cmds: req.Cmds, Multi: req.Multi, Watch: req.Watch}
+	e := Entry{Time: now, DB: req.DB, Cmds: req.Cmds, Multi: req.Multi, Watch: req.Watch, OOM: req.OverMemory}
 	req.resolve(s.sm.Apply(&e, s.hub))
 }
 
 // Now returns the log clock's time.
 func (s *Standalone) Now() int64 { return s.clock.Now() }
 
-// Replication reports a master without replicas.
-func (s *Standalone) Replication() ReplicationInfo { return ReplicationInfo{Role: "master"} }
+// Info describes the node: a master without replicas.
+func (s *Standalone) Info() Info {
+	info := Info{Role: "master"}
+	s.mu.Lock()
+	info.Keys, info.Expires = s.sm.KeyCounts()
+	s.mu.Unlock()
+	return info
+}
 
 // Close stops the background sweep.
 func (s *Standalone) Close() error {

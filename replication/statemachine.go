@@ -67,7 +67,7 @@ func (sm *StateMachine) Apply(e *Entry, pub keyspace.Publisher) keyspace.Reply {
 	if e.Time > sm.last {
 		sm.last = e.Time
 	}
-	return sm.run(e.DB, e.Cmds, e.Multi, e.Watch, sm.last, pub, e.OOM, sm.lua.Exec)
+	return sm.run(e.DB, e.Cmds, e.Multi, e.Watch, sm.last, pub, e.OOM)
 }
 
 // Read runs commands that do not mutate state at time now (at least the time
@@ -76,17 +76,14 @@ func (sm *StateMachine) Read(db int, cmds [][][]byte, multi bool, watch []Watch,
 	if now < sm.last {
 		now = sm.last
 	}
-	return sm.run(db, cmds, multi, watch, now, nil, false, sm.lua.ExecRead)
+	return sm.run(db, cmds, multi, watch, now, nil, false)
 }
 
-// run executes commands with exec: the engine's Exec for applied entries,
-// ExecRead for reads, which must leave replicated state (the script cache)
-// alone. oom is the entry's over-maxmemory decision, which scripts obey.
-func (sm *StateMachine) run(db int, cmds [][][]byte, multi bool, watch []Watch, now int64, pub keyspace.Publisher, oom bool, exec func(*keyspace.Call) keyspace.Reply) keyspace.Reply {
+func (sm *StateMachine) run(db int, cmds [][][]byte, multi bool, watch []Watch, now int64, pub keyspace.Publisher, oom bool) keyspace.Reply {
 	call := keyspace.Call{Store: sm.store, DB: db, Now: now, Pub: pub, DenyOOM: oom}
 	if !multi {
 		call.Args = cmds[0]
-		return exec(&call)
+		return sm.lua.Exec(&call)
 	}
 	for _, w := range watch {
 		if sm.store.Version(w.DB, w.Key) != w.Version {
@@ -96,7 +93,7 @@ func (sm *StateMachine) run(db int, cmds [][][]byte, multi bool, watch []Watch, 
 	replies := make([]keyspace.Reply, len(cmds))
 	for i, args := range cmds {
 		call.Args = args
-		replies[i] = exec(&call)
+		replies[i] = sm.lua.Exec(&call)
 	}
 	return keyspace.Array(replies...)
 }
@@ -108,8 +105,8 @@ func (sm *StateMachine) run(db int, cmds [][][]byte, multi bool, watch []Watch, 
 func (sm *StateMachine) Sweep(now int64, budget int) int { return sm.store.Sweep(now, budget) }
 
 // Prepare validates req before it is proposed, so that errors a leader can see
-// (unknown command, arity, NOSCRIPT, compile errors) never enter the log, and
-// reports whether it must be applied as a write.
+// (unknown command, arity, NOSCRIPT, compile errors, OOM) never enter the log,
+// and reports whether it must be applied as a write.
 func (sm *StateMachine) Prepare(req *Request) (write bool, errReply *keyspace.Reply) {
 	for _, args := range req.Cmds {
 		cmd := keyspace.Lookup(args[0])
@@ -121,6 +118,12 @@ func (sm *StateMachine) Prepare(req *Request) (write bool, errReply *keyspace.Re
 			r := keyspace.ErrWrongArity(cmd.Name)
 			return false, &r
 		}
+		if req.OverMemory && cmd.Has(keyspace.DenyOOM) {
+			if req.Multi {
+				return false, &errExecOOM
+			}
+			return false, &ErrOOM
+		}
 		w, errReply := sm.lua.Prepare(cmd, args)
 		if errReply != nil && !req.Multi {
 			return false, errReply
@@ -130,6 +133,13 @@ func (sm *StateMachine) Prepare(req *Request) (write bool, errReply *keyspace.Re
 	return write, nil
 }
 
+// ErrOOM refuses a DenyOOM command while used memory is over maxmemory.
+var ErrOOM = keyspace.Error("OOM command not allowed when used memory > 'maxmemory'.")
+
+// errExecOOM is Redis's reply to an EXEC holding a DenyOOM command while over
+// maxmemory: the whole transaction is discarded.
+var errExecOOM = keyspace.Error("EXECABORT Transaction discarded because of: " + ErrOOM.Str)
+
 // Versions returns the current versions of the given keys of database db, for WATCH.
 func (sm *StateMachine) Versions(db int, keys []string) []Watch {
 	ws := make([]Watch, len(keys))
@@ -137,4 +147,12 @@ func (sm *StateMachine) Versions(db int, keys []string) []Watch {
 		ws[i] = Watch{DB: db, Key: k, Version: sm.store.Version(db, k)}
 	}
 	return ws
+}
+
+// KeyCounts returns each database's number of keys and of keys with a deadline.
+func (sm *StateMachine) KeyCounts() (keys, expires [keyspace.NumDBs]int) {
+	for i := range keys {
+		keys[i], expires[i] = sm.store.KeyCounts(i)
+	}
+	return keys, expires
 }
