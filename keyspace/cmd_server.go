@@ -1,11 +1,17 @@
 package keyspace
 
+import "strings"
+
 // The rows of the command table for commands that the layers above serve. They
 // are here so that there is one table: the server, the script engine and COMMAND
 // all read arity, flags and key positions from it. The few that scripts may call
 // (PING, ECHO, TIME, SELECT) also have a Run for that use.
+//
+// A container command's subcommands are rows of their own, named as Redis
+// names them ("client|setname"), so that errors and COMMAND INFO use that name.
 func init() {
 	conn := Connection | NoScript
+	admin := conn | Admin
 	register(
 		&Command{Name: "ping", Arity: -1, Flags: Connection | Fast, Run: cmdPing},
 		&Command{Name: "echo", Arity: 2, Flags: Connection | Fast, Run: cmdEcho},
@@ -15,10 +21,42 @@ func init() {
 		&Command{Name: "reset", Arity: 1, Flags: conn | Fast},
 		&Command{Name: "hello", Arity: -1, Flags: conn | Fast},
 		&Command{Name: "auth", Arity: -2, Flags: conn | Fast},
-		&Command{Name: "client", Arity: -2, Flags: conn},
-		&Command{Name: "info", Arity: -1, Flags: conn},
-		&Command{Name: "command", Arity: -1, Flags: conn},
-		&Command{Name: "config", Arity: -2, Flags: conn | Admin},
+		&Command{Name: "client", Arity: -2, Flags: conn, Subcommands: subcommands("client",
+			&Command{Name: "caching", Arity: 3, Flags: conn},
+			&Command{Name: "getname", Arity: 2, Flags: conn},
+			&Command{Name: "getredir", Arity: 2, Flags: conn},
+			&Command{Name: "help", Arity: 2, Flags: Connection},
+			&Command{Name: "id", Arity: 2, Flags: conn},
+			&Command{Name: "info", Arity: 2, Flags: conn},
+			&Command{Name: "kill", Arity: -3, Flags: admin},
+			&Command{Name: "list", Arity: -2, Flags: admin},
+			&Command{Name: "no-evict", Arity: 3, Flags: admin},
+			&Command{Name: "no-touch", Arity: 3, Flags: conn | Fast},
+			&Command{Name: "pause", Arity: -3, Flags: admin},
+			&Command{Name: "reply", Arity: 3, Flags: conn},
+			&Command{Name: "setinfo", Arity: 4, Flags: conn},
+			&Command{Name: "setname", Arity: 3, Flags: conn},
+			&Command{Name: "tracking", Arity: -3, Flags: conn},
+			&Command{Name: "trackinginfo", Arity: 2, Flags: conn},
+			&Command{Name: "unblock", Arity: -3, Flags: admin},
+			&Command{Name: "unpause", Arity: 2, Flags: admin},
+		)},
+		&Command{Name: "info", Arity: -1, Flags: Connection},
+		&Command{Name: "command", Arity: -1, Flags: Connection, Subcommands: subcommands("command",
+			&Command{Name: "count", Arity: 2, Flags: Connection},
+			&Command{Name: "docs", Arity: -2, Flags: Connection},
+			&Command{Name: "getkeys", Arity: -4, Flags: Connection},
+			&Command{Name: "help", Arity: 2, Flags: Connection},
+			&Command{Name: "info", Arity: -2, Flags: Connection},
+			&Command{Name: "list", Arity: -2, Flags: Connection},
+		)},
+		&Command{Name: "config", Arity: -2, Flags: conn | Admin, Subcommands: subcommands("config",
+			&Command{Name: "get", Arity: -3, Flags: admin},
+			&Command{Name: "help", Arity: 2, Flags: Connection},
+			&Command{Name: "resetstat", Arity: 2, Flags: admin},
+			&Command{Name: "rewrite", Arity: 2, Flags: admin},
+			&Command{Name: "set", Arity: -4, Flags: admin},
+		)},
 		&Command{Name: "wait", Arity: 3, Flags: conn},
 		&Command{Name: "waitaof", Arity: 4, Flags: conn},
 
@@ -26,7 +64,8 @@ func init() {
 		&Command{Name: "exec", Arity: 1, Flags: Transaction | NoScript | NoMulti},
 		&Command{Name: "discard", Arity: 1, Flags: Transaction | NoScript | NoMulti | Fast},
 		&Command{Name: "watch", Arity: -2, Flags: Transaction | NoScript | NoMulti | Fast, FirstKey: 1, LastKey: -1, KeyStep: 1},
-		&Command{Name: "unwatch", Arity: 1, Flags: Transaction | NoScript | NoMulti | Fast},
+		// UNWATCH is queued inside MULTI, as in Redis.
+		&Command{Name: "unwatch", Arity: 1, Flags: Transaction | NoScript | Fast},
 
 		&Command{Name: "subscribe", Arity: -2, Flags: PubSub | NoScript},
 		&Command{Name: "psubscribe", Arity: -2, Flags: PubSub | NoScript},
@@ -34,14 +73,56 @@ func init() {
 		&Command{Name: "punsubscribe", Arity: -1, Flags: PubSub | NoScript},
 		&Command{Name: "ssubscribe", Arity: -2, Flags: PubSub | NoScript, FirstKey: 1, LastKey: -1, KeyStep: 1},
 		&Command{Name: "sunsubscribe", Arity: -1, Flags: PubSub | NoScript, FirstKey: 1, LastKey: -1, KeyStep: 1},
-		&Command{Name: "pubsub", Arity: -2, Flags: PubSub | NoScript},
+		&Command{Name: "pubsub", Arity: -2, Flags: PubSub | NoScript, Subcommands: subcommands("pubsub",
+			&Command{Name: "channels", Arity: -2, Flags: PubSub},
+			&Command{Name: "help", Arity: 2, Flags: Connection},
+			&Command{Name: "numpat", Arity: 2, Flags: PubSub},
+			&Command{Name: "numsub", Arity: -2, Flags: PubSub},
+			&Command{Name: "shardchannels", Arity: -2, Flags: PubSub},
+			&Command{Name: "shardnumsub", Arity: -2, Flags: PubSub},
+		)},
 
 		&Command{Name: "eval", Arity: -3, Flags: Scripting | NoScript, FirstKey: 0},
 		&Command{Name: "evalsha", Arity: -3, Flags: Scripting | NoScript},
 		&Command{Name: "eval_ro", Arity: -3, Flags: Scripting | NoScript | ReadOnly},
 		&Command{Name: "evalsha_ro", Arity: -3, Flags: Scripting | NoScript | ReadOnly},
-		&Command{Name: "script", Arity: -2, Flags: Scripting | NoScript},
+		// SCRIPT's subcommands run in the script engine; the rows give the
+		// server their names and arities.
+		&Command{Name: "script", Arity: -2, Flags: Scripting | NoScript, Subcommands: subcommands("script",
+			&Command{Name: "debug", Arity: 3, Flags: Scripting | NoScript},
+			&Command{Name: "exists", Arity: -3, Flags: Scripting | NoScript},
+			&Command{Name: "flush", Arity: -2, Flags: Scripting | NoScript},
+			&Command{Name: "help", Arity: 2, Flags: Scripting},
+			&Command{Name: "kill", Arity: 2, Flags: Scripting | NoScript},
+			&Command{Name: "load", Arity: 3, Flags: Scripting | NoScript},
+		)},
 	)
+}
+
+// subcommands indexes a container's subcommand rows by their own name and
+// gives each its full name, "container|sub".
+func subcommands(container string, rows ...*Command) map[string]*Command {
+	m := make(map[string]*Command, len(rows))
+	for _, r := range rows {
+		m[r.Name] = r
+		r.Name = container + "|" + r.Name
+	}
+	return m
+}
+
+// GlobMatch reports whether s matches pattern as Redis's stringmatchlen does:
+// the server matches PSUBSCRIBE patterns, PUBSUB CHANNELS and CONFIG GET with
+// it. On an empty s Redis's loop never runs, so only an empty pattern matches.
+func GlobMatch(pattern []byte, s string) bool {
+	if s == "" {
+		return len(pattern) == 0
+	}
+	return globMatch(pattern, s)
+}
+
+// FoldGlobMatch is GlobMatch ignoring ASCII case, as CONFIG GET matches.
+func FoldGlobMatch(pattern []byte, s string) bool {
+	return GlobMatch([]byte(strings.ToLower(string(pattern))), strings.ToLower(s))
 }
 
 func cmdPing(c *Call) Reply {
