@@ -6,44 +6,138 @@ import (
 	"github.com/lockserver/lockserver/keyspace"
 )
 
-// handlers serve the commands of the table that the connection layer owns
-// (keyspace.Connection, Transaction and subscribing commands), by table name.
+// handlers serve the commands of the table that the connection layer owns, by
+// table name (a subcommand's full name, "client|id", for container commands).
 // Every other command goes to the engine.
 var handlers map[string]func(c *conn, args [][]byte)
 
 func init() {
 	handlers = map[string]func(c *conn, args [][]byte){
-		"ping":   cmdPing,
-		"echo":   cmdEcho,
-		"quit":   cmdQuit,
-		"select": cmdSelect,
-		"hello":  cmdHello,
-		"time":   cmdTime,
+		"ping":    cmdPing,
+		"echo":    cmdLocal,
+		"time":    cmdLocal,
+		"select":  cmdSelect,
+		"quit":    cmdQuit,
+		"reset":   cmdReset,
+		"hello":   cmdHello,
+		"auth":    cmdAuth,
+		"wait":    cmdWait,
+		"waitaof": cmdWaitAOF,
+		"info":    cmdInfo,
+
+		"multi":   cmdMulti,
+		"exec":    cmdExec,
+		"discard": cmdDiscard,
+		"watch":   cmdWatch,
+		"unwatch": cmdUnwatch,
+
+		"subscribe":            func(c *conn, args [][]byte) { subscribe(c, kindChannel, args) },
+		"psubscribe":           func(c *conn, args [][]byte) { subscribe(c, kindPattern, args) },
+		"ssubscribe":           func(c *conn, args [][]byte) { subscribe(c, kindShard, args) },
+		"unsubscribe":          func(c *conn, args [][]byte) { unsubscribe(c, kindChannel, args) },
+		"punsubscribe":         func(c *conn, args [][]byte) { unsubscribe(c, kindPattern, args) },
+		"sunsubscribe":         func(c *conn, args [][]byte) { unsubscribe(c, kindShard, args) },
+		"pubsub|channels":      func(c *conn, args [][]byte) { pubsubChannels(c, false, args) },
+		"pubsub|shardchannels": func(c *conn, args [][]byte) { pubsubChannels(c, true, args) },
+		"pubsub|numsub":        func(c *conn, args [][]byte) { pubsubNumSub(c, false, args) },
+		"pubsub|shardnumsub":   func(c *conn, args [][]byte) { pubsubNumSub(c, true, args) },
+		"pubsub|numpat":        cmdPubSubNumPat,
+		"pubsub|help": help("PUBSUB",
+			"CHANNELS [<pattern>]", "    Return the channels with subscribers on this node, matching <pattern> if given.",
+			"NUMPAT", "    Return the number of patterns subscribed to.",
+			"NUMSUB [<channel> ...]", "    Return the number of subscribers of each channel, pattern subscriptions excluded.",
+			"SHARDCHANNELS [<pattern>]", "    Like CHANNELS, for shard channels (SSUBSCRIBE).",
+			"SHARDNUMSUB [<shardchannel> ...]", "    Like NUMSUB, for shard channels."),
+	}
+	for name, h := range clientHandlers {
+		handlers[name] = h
+	}
+	for name, h := range configHandlers {
+		handlers[name] = h
+	}
+	for name, h := range commandHandlers {
+		handlers[name] = h
 	}
 }
 
-// runLocal runs a keyspace command that needs no data (PING, ECHO, SELECT, TIME)
-// on this connection's behalf.
-func (c *conn) runLocal(args [][]byte) keyspace.Reply {
-	call := keyspace.Call{DB: c.db, Now: c.srv.cfg.Engine.Now(), Args: args}
-	r := keyspace.Lookup(args[0]).Run(&call)
-	c.db = call.DB
-	return r
+// help returns a HELP subcommand listing what a container command offers, in
+// Redis's format.
+func help(container string, lines ...string) func(c *conn, args [][]byte) {
+	all := append([]string{container + " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"}, lines...)
+	all = append(all, "HELP", "    Prints this help.")
+	elems := make([]keyspace.Reply, len(all))
+	for i, l := range all {
+		elems[i] = keyspace.Status(l)
+	}
+	reply := keyspace.Array(elems...)
+	return func(c *conn, args [][]byte) { c.reply(reply) }
 }
 
-func cmdPing(c *conn, args [][]byte)   { c.reply(c.runLocal(args)) }
-func cmdEcho(c *conn, args [][]byte)   { c.reply(c.runLocal(args)) }
-func cmdSelect(c *conn, args [][]byte) { c.reply(c.runLocal(args)) }
-func cmdTime(c *conn, args [][]byte)   { c.reply(c.runLocal(args)) }
+// runLocal runs a keyspace command that needs no data (PING, ECHO, SELECT,
+// TIME) on this connection's behalf, at the log clock's time.
+func (c *conn) runLocal(args [][]byte) keyspace.Reply {
+	call := keyspace.Call{DB: c.db, Now: c.srv.engine.Now(), Args: args}
+	return keyspace.Lookup(args[0]).Run(&call)
+}
+
+func cmdLocal(c *conn, args [][]byte) { c.reply(c.runLocal(args)) }
+
+// PING [message]; on a RESP2 connection in subscribed mode Redis replies
+// ["pong", message] instead, which subscribers' keepalives expect.
+func cmdPing(c *conn, args [][]byte) {
+	if len(args) <= 2 && c.proto.Load() == 2 && c.subscribed() {
+		msg := keyspace.Bulk("")
+		if len(args) == 2 {
+			msg = keyspace.BulkBytes(args[1])
+		}
+		c.reply(keyspace.Array(keyspace.Bulk("pong"), msg))
+		return
+	}
+	c.reply(c.runLocal(args))
+}
+
+func cmdSelect(c *conn, args [][]byte) {
+	r := c.runLocal(args)
+	if !r.IsError() {
+		n, _ := keyspace.ParseInt(args[1])
+		c.selectDB(int(n))
+	}
+	c.reply(r)
+}
+
+func (c *conn) selectDB(n int) {
+	c.db = n
+	c.info.Lock()
+	c.info.db = n
+	c.info.Unlock()
+}
 
 func cmdQuit(c *conn, args [][]byte) {
 	c.reply(keyspace.OK)
 	c.quit = true
 }
 
+// RESET returns the connection to its state at connect time, as Redis's
+// clearClientConnectionState does; with a password set, it must
+// authenticate again.
+func cmdReset(c *conn, args [][]byte) {
+	c.multi = nil
+	c.watched = nil
+	c.srv.hub.unsubscribeAll(c)
+	c.proto.Store(2)
+	c.authed = *c.srv.password.Load() == ""
+	c.noReply, c.skipOne = false, false
+	c.db = 0
+	c.info.Lock()
+	c.info.db, c.info.name, c.info.multi = 0, "", -1
+	c.info.noEvict, c.info.noTouch = false, false
+	c.info.Unlock()
+	c.reply(keyspace.Status("RESET"))
+}
+
 // HELLO [protover [AUTH username password] [SETNAME clientname]]
 func cmdHello(c *conn, args [][]byte) {
-	proto := c.proto
+	proto := int(c.proto.Load())
 	if len(args) > 1 {
 		n, ok := keyspace.ParseInt(args[1])
 		if !ok {
@@ -56,45 +150,131 @@ func cmdHello(c *conn, args [][]byte) {
 		}
 		proto = int(n)
 	}
+	var user, pass, name []byte
 	for i := 2; i < len(args); i++ {
-		switch opt := strings.ToLower(string(args[i])); {
-		case opt == "auth" && i+2 < len(args):
-			if !c.checkPassword(args[i+2]) {
-				c.reply(keyspace.Error("WRONGPASS invalid username-password pair or user is disabled."))
-				return
-			}
+		switch more := len(args) - 1 - i; {
+		case strings.EqualFold(string(args[i]), "auth") && more >= 2:
+			user, pass = args[i+1], args[i+2]
 			i += 2
-		case opt == "setname" && i+1 < len(args):
-			c.name = string(args[i+1])
+		case strings.EqualFold(string(args[i]), "setname") && more >= 1:
+			name = args[i+1]
 			i++
 		default:
 			c.reply(keyspace.Error("ERR Syntax error in HELLO option '" + string(args[i]) + "'"))
 			return
 		}
 	}
-	if !c.authed {
-		c.reply(keyspace.Error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"))
+	if user != nil && !c.authenticate(user, pass) {
+		c.reply(errWrongPass)
 		return
 	}
-	c.proto = proto
+	if !c.authed {
+		c.reply(keyspace.Error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"))
+		return
+	}
+	if name != nil {
+		if r := c.setName(name); r.IsError() {
+			c.reply(r)
+			return
+		}
+	}
+	c.proto.Store(int32(proto))
+	info := c.srv.engine.Info()
 	c.reply(keyspace.Map(
 		keyspace.Bulk("server"), keyspace.Bulk("redis"),
 		keyspace.Bulk("version"), keyspace.Bulk(RedisVersion),
 		keyspace.Bulk("proto"), keyspace.Int(int64(proto)),
 		keyspace.Bulk("id"), keyspace.Int(c.id),
 		keyspace.Bulk("mode"), keyspace.Bulk("standalone"),
-		keyspace.Bulk("role"), keyspace.Bulk("master"),
+		keyspace.Bulk("role"), keyspace.Bulk(info.Role),
 		keyspace.Bulk("modules"), keyspace.Array(),
 	))
 }
 
-// checkPassword authenticates the connection if pass is the server's password.
-func (c *conn) checkPassword(pass []byte) bool {
-	if c.srv.cfg.Password == "" || string(pass) != c.srv.cfg.Password {
+var errWrongPass = keyspace.Error("WRONGPASS invalid username-password pair or user is disabled.")
+
+// AUTH [username] password
+func cmdAuth(c *conn, args [][]byte) {
+	switch len(args) {
+	case 2:
+		if *c.srv.password.Load() == "" {
+			c.reply(keyspace.Error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"))
+			return
+		}
+		if !c.authenticate([]byte("default"), args[1]) {
+			c.reply(errWrongPass)
+			return
+		}
+	case 3:
+		if !c.authenticate(args[1], args[2]) {
+			c.reply(errWrongPass)
+			return
+		}
+	default:
+		c.reply(keyspace.ErrSyntax)
+		return
+	}
+	c.reply(keyspace.OK)
+}
+
+// authenticate checks credentials against the only user, "default", whose
+// password is requirepass (any password when none is set) and authenticates
+// the connection if they match. A failure leaves the connection as it was.
+func (c *conn) authenticate(user, pass []byte) bool {
+	want := *c.srv.password.Load()
+	if string(user) != "default" || (want != "" && string(pass) != want) {
 		return false
 	}
 	c.authed = true
 	return true
+}
+
+// WAIT numreplicas timeout: it never blocks. It replies how many replicas hold
+// every acknowledged write, which the engine knows at once (none for a
+// standalone node; a Raft commit is on a majority already).
+func cmdWait(c *conn, args [][]byte) {
+	if _, ok := keyspace.ParseInt(args[1]); !ok {
+		c.reply(keyspace.ErrNotInteger)
+		return
+	}
+	if r, ok := parseTimeout(args[2]); !ok {
+		c.reply(r)
+		return
+	}
+	c.reply(keyspace.Int(int64(c.srv.engine.Info().SyncedReplicas)))
+}
+
+// WAITAOF numlocal numreplicas timeout, as Redis 7.2 answers it without an
+// append-only file: numlocal must be 0.
+func cmdWaitAOF(c *conn, args [][]byte) {
+	local, ok1 := keyspace.ParseInt(args[1])
+	replicas, ok2 := keyspace.ParseInt(args[2])
+	if !ok1 || !ok2 || local < 0 || replicas < 0 {
+		c.reply(keyspace.Error("ERR value is out of range, must be positive"))
+		return
+	}
+	if r, ok := parseTimeout(args[3]); !ok {
+		c.reply(r)
+		return
+	}
+	if local > 0 {
+		c.reply(keyspace.Error("ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled."))
+		return
+	}
+	c.reply(keyspace.Array(keyspace.Zero, keyspace.Int(int64(c.srv.engine.Info().SyncedReplicas))))
+}
+
+// parseTimeout checks a blocking timeout in milliseconds as Redis's
+// getTimeoutFromObjectOrReply does.
+func parseTimeout(b []byte) (keyspace.Reply, bool) {
+	n, ok := keyspace.ParseInt(b)
+	if !ok {
+		return keyspace.Error("ERR timeout is not an integer or out of range"), false
+	}
+	if n < 0 {
+		return keyspace.Error("ERR timeout is negative"), false
+	}
+	return keyspace.Reply{}, true
 }
 
 // RedisVersion is the Redis version lockserver presents to clients: the one

@@ -4,45 +4,89 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/replication"
-	"github.com/tidwall/redcon"
 )
 
-// conn is one client connection. Its fields are owned by the goroutine that
-// serves it, except out (guarded by mu), which publishers append to.
+// conn is one client connection. One goroutine serves it: it reads a batch of
+// commands (a pipeline), runs them, and writes their replies in order with one
+// write. Fields without a comment belong to that goroutine.
 type conn struct {
 	srv     *Server
 	nc      net.Conn
+	rd      *reader
 	id      int64
 	addr    string
-	rd      *redcon.Reader
+	laddr   string
 	created time.Time
 
-	proto  int // 2 or 3
+	proto  atomic.Int32 // 2 or 3; publishers read it to render pushes
 	db     int
 	authed bool
-	name   string
 	quit   bool
+	// noReply and skipOne implement CLIENT REPLY OFF and SKIP.
+	noReply, skipOne bool
+	multi            *transaction // nil outside MULTI
+	watched          []watchedKey
 
-	// slots holds the replies of the batch being served, in order.
-	slots []slot
+	// pending holds the replies of the batch that are not written yet, in
+	// order; free recycles their slots, so a command allocates nothing.
+	pending []*slot
+	free    []*slot
+	// capture, when set, collects replies instead of writing them: EXEC runs
+	// the connection commands of a transaction with it.
+	capture *[]keyspace.Reply
 
-	mu      sync.Mutex
+	// info is what other connections read for CLIENT LIST and INFO.
+	info struct {
+		sync.Mutex
+		name, libName, libVer string
+		db                    int
+		noEvict, noTouch      bool
+		multi                 int // queued commands, -1 outside MULTI
+	}
+	lastCmd    atomic.Pointer[keyspace.Command]
+	lastActive atomic.Int64 // unix ns of the last command
+	commands   atomic.Int64 // commands processed
+
+	// Subscriptions, guarded by the hub's lock; the counts are atomics so that
+	// CLIENT LIST and the RESP2 subscribed-mode check read them without it.
+	channels, patterns, shards   map[string]struct{}
+	nChannels, nPatterns, nShard atomic.Int32
+	wake                         chan struct{} // wakes the push writer; nil until the first subscription
+
+	// Output. out is what is queued for the client; publishers append to it
+	// from the engine's goroutine, so it is guarded by omu. wmu serialises
+	// writes to nc between the serving goroutine and the push writer.
+	omu     sync.Mutex
 	out     []byte
-	wmu     sync.Mutex // serialises writes to nc
+	spare   []byte // a drained buffer kept for reuse
+	writing int    // bytes of a write in progress, counted against the output limit
+	gone    bool   // the connection is closing; drop further output
+	wmu     sync.Mutex
+	written atomic.Int64
+
 	closing atomic.Bool
+	done    chan struct{} // closed when serve returns
 }
 
-// slot is the reply of one command of a batch: ready, or pending in the engine.
+// slot is one reply of a batch: ready, or pending in the engine.
 type slot struct {
-	req   *replication.Request
+	req   replication.Request
+	one   [1][][]byte // req.Cmds for a single command, without an allocation
 	reply keyspace.Reply
+	ready bool // reply is set; req was not submitted
+	// silent drops the reply (CLIENT REPLY OFF/SKIP).
+	silent bool
+	// then turns the engine's reply into the client's (WATCH, EXEC).
+	then func(c *conn, s *slot, r keyspace.Reply) keyspace.Reply
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -51,15 +95,15 @@ func newConn(s *Server, nc net.Conn) *conn {
 		nc:      nc,
 		id:      s.nextID.Add(1),
 		addr:    nc.RemoteAddr().String(),
+		laddr:   nc.LocalAddr().String(),
 		created: time.Now(),
-		proto:   2,
-		authed:  s.cfg.Password == "",
+		authed:  *s.password.Load() == "",
+		done:    make(chan struct{}),
 	}
-	var authed func() bool
-	if s.cfg.Password != "" {
-		authed = func() bool { return c.authed }
-	}
-	c.rd = redcon.NewReader(newGuard(nc, s.cfg.Limits, authed))
+	c.proto.Store(2)
+	c.info.multi = -1
+	c.lastActive.Store(c.created.UnixNano())
+	c.rd = newReader(nc, s.limits, func() bool { return c.authed })
 	return c
 }
 
@@ -70,21 +114,28 @@ func (c *conn) serve() {
 		if r := recover(); r != nil {
 			c.srv.log.Error("connection failed", "client", c.addr, "panic", r, "stack", string(debug.Stack()))
 		}
-		c.nc.Close()
+		c.close()
 	}()
-	for !c.quit && !c.closing.Load() {
-		cmds, err := c.rd.ReadCommands()
-		if err != nil {
+	for {
+		for !c.quit {
+			args, err := c.rd.next()
+			if err != nil {
+				c.finish()
+				c.readFailed(err)
+				return
+			}
+			if args == nil {
+				break
+			}
+			c.exec(args)
+		}
+		if !c.finish() || c.quit || c.closing.Load() {
+			return
+		}
+		if err := c.rd.fill(); err != nil {
 			c.readFailed(err)
 			return
 		}
-		for _, cmd := range cmds {
-			c.exec(cmd.Args)
-			if c.quit {
-				break
-			}
-		}
-		c.finish()
 	}
 }
 
@@ -92,117 +143,324 @@ func (c *conn) serve() {
 // connection closes) and ends quietly on EOF or shutdown.
 func (c *conn) readFailed(err error) {
 	var pe protocolError
-	if errors.As(err, &pe) || isRedconProtocolError(err) {
-		c.finish()
-		c.write(appendReply(nil, keyspace.Error("ERR "+err.Error()), c.proto))
+	switch {
+	case errors.As(err, &pe):
+		c.srv.stats.errors.add("ERR")
+		c.write(appendReply(nil, keyspace.Error("ERR "+pe.Error()), int(c.proto.Load())))
 		c.flush()
-		return
-	}
-	if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !c.closing.Load() {
+	case errors.Is(err, errQueryTooBig):
+		c.srv.log.Warn("closing client that exceeded the query buffer limit", "client", c.addr)
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, os.ErrDeadlineExceeded), c.closing.Load():
+	default:
 		c.srv.log.Debug("read failed", "client", c.addr, "err", err)
 	}
 }
 
-// isRedconProtocolError reports whether redcon rejected the input itself.
-func isRedconProtocolError(err error) bool {
-	const prefix = "Protocol error"
-	msg := err.Error()
-	return len(msg) >= len(prefix) && msg[:len(prefix)] == prefix
+// close ends the connection: its subscriptions, its socket, its push writer.
+func (c *conn) close() {
+	c.srv.hub.unsubscribeAll(c)
+	c.omu.Lock()
+	c.gone = true
+	c.omu.Unlock()
+	c.nc.Close()
+	close(c.done)
 }
 
-// exec runs one command of a batch: it answers connection commands at once and
-// submits the rest to the engine.
-func (c *conn) exec(args [][]byte) {
-	c.srv.stats.commands.Add(1)
+// kill closes the connection from another goroutine (CLIENT KILL, output
+// limit): its blocked read or write fails and serve ends.
+func (c *conn) kill() {
+	c.closing.Store(true)
+	c.omu.Lock()
+	c.gone = true
+	c.omu.Unlock()
+	c.nc.Close()
+}
+
+// shutdown asks the connection to stop after the commands it has read: the
+// blocked read returns at once and serve finishes the batch, with grace to
+// write its replies.
+func (c *conn) shutdown(grace time.Duration) {
+	c.closing.Store(true)
+	c.nc.SetReadDeadline(time.Now())
+	c.nc.SetWriteDeadline(time.Now().Add(grace))
+}
+
+// resolve looks a command up, its subcommand included, and checks its arity,
+// with Redis's error texts. It returns the command to run: the subcommand's row
+// for a container command.
+func resolve(args [][]byte) (*keyspace.Command, *keyspace.Reply) {
 	cmd := keyspace.Lookup(args[0])
 	if cmd == nil {
-		c.reply(keyspace.ErrUnknownCommand(args))
-		return
+		r := keyspace.ErrUnknownCommand(args)
+		return nil, &r
+	}
+	if cmd.Subcommands != nil && len(args) >= 2 {
+		sub := cmd.LookupSub(args[1])
+		if sub == nil {
+			name := args[1]
+			if len(name) > 128 {
+				name = name[:128]
+			}
+			r := keyspace.Error("ERR unknown subcommand '" + string(name) + "'. Try " + strings.ToUpper(string(args[0])) + " HELP.")
+			return nil, &r
+		}
+		cmd = sub
 	}
 	if !cmd.CheckArity(len(args)) {
-		c.reply(keyspace.ErrWrongArity(cmd.Name))
+		r := keyspace.ErrWrongArity(cmd.Name)
+		return nil, &r
+	}
+	return cmd, nil
+}
+
+// noAuth reports whether a client may run cmd before authenticating.
+func noAuth(cmd *keyspace.Command) bool {
+	switch cmd.Name {
+	case "auth", "hello", "quit", "reset":
+		return true
+	}
+	return false
+}
+
+// allowedSubscribed reports whether a RESP2 client in subscribed mode may run cmd.
+func allowedSubscribed(cmd *keyspace.Command) bool {
+	switch cmd.Name {
+	case "ping", "subscribe", "ssubscribe", "psubscribe", "unsubscribe", "sunsubscribe", "punsubscribe", "quit", "reset":
+		return true
+	}
+	return false
+}
+
+// exec runs one command of a batch, checking it in Redis's order: lookup and
+// arity, authentication, transaction state, memory, subscribed mode.
+func (c *conn) exec(args [][]byte) {
+	c.commands.Add(1)
+	cmd, errReply := resolve(args)
+	if errReply != nil {
+		c.reject(*errReply)
 		return
 	}
-	if !c.authed && cmd.Name != "auth" && cmd.Name != "hello" && cmd.Name != "quit" {
-		c.reply(keyspace.Error("NOAUTH Authentication required."))
+	c.lastCmd.Store(cmd)
+	if !c.authed && !noAuth(cmd) {
+		c.reject(keyspace.Error("NOAUTH Authentication required."))
+		return
+	}
+	inMulti := c.multi != nil && !c.multi.runsNow(cmd)
+	if inMulti && c.srv.mem.over() {
+		c.reject(replication.ErrOOM)
+		return
+	}
+	if c.proto.Load() == 2 && c.subscribed() && !allowedSubscribed(cmd) {
+		c.reject(keyspace.Error("ERR Can't execute '" + cmd.Name + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"))
+		return
+	}
+	if inMulti {
+		c.queue(cmd, args)
 		return
 	}
 	if h := handlers[cmd.Name]; h != nil {
 		h(c, args)
 		return
 	}
-	c.submit(&replication.Request{DB: c.db, Cmds: [][][]byte{args}})
+	s := c.slot()
+	s.one[0] = args
+	s.req.DB = c.db
+	s.req.Cmds = s.one[:]
+	s.req.OverMemory = c.srv.mem.over()
+	c.submit(s)
 }
 
-// submit hands a request to the engine; its reply is written in turn.
-func (c *conn) submit(req *replication.Request) {
-	c.srv.cfg.Engine.Submit(req)
-	c.slots = append(c.slots, slot{req: req})
+// reject answers a command refused before it ran; inside MULTI it also makes
+// EXEC fail, as Redis's rejectCommand does.
+func (c *conn) reject(r keyspace.Reply) {
+	if c.multi != nil {
+		c.multi.failed = true
+	}
+	c.reply(r)
 }
 
-// reply queues a ready reply.
-func (c *conn) reply(r keyspace.Reply) {
-	c.slots = append(c.slots, slot{reply: r})
+// slot returns a recycled slot.
+func (c *conn) slot() *slot {
+	if n := len(c.free); n > 0 {
+		s := c.free[n-1]
+		c.free = c.free[:n-1]
+		return s
+	}
+	return new(slot)
 }
 
-// finish writes the replies of the batch in order, waiting for pending ones,
-// and flushes them.
-func (c *conn) finish() {
-	if len(c.slots) == 0 {
+func (c *conn) recycle(s *slot) {
+	*s = slot{}
+	c.free = append(c.free, s)
+}
+
+// silence reports whether the next reply is to be dropped (CLIENT REPLY) and
+// consumes a SKIP.
+func (c *conn) silence() bool {
+	if c.skipOne {
+		c.skipOne = false
+		return true
+	}
+	return c.noReply
+}
+
+// submit hands s.req to the engine; its reply is written in turn.
+func (c *conn) submit(s *slot) {
+	s.silent = c.silence()
+	c.srv.engine.Submit(&s.req)
+	if len(c.pending) == 0 && s.req.Ready() {
+		c.render(s)
 		return
 	}
-	c.mu.Lock()
-	for i := range c.slots {
-		s := &c.slots[i]
-		r := s.reply
-		if s.req != nil {
-			c.mu.Unlock()
-			r = s.req.Wait(c.srv.ctx)
-			c.mu.Lock()
-		}
-		c.out = appendReply(c.out, r, c.proto)
-		*s = slot{}
+	c.pending = append(c.pending, s)
+}
+
+// reply writes a ready reply in turn.
+func (c *conn) reply(r keyspace.Reply) {
+	if c.capture != nil {
+		*c.capture = append(*c.capture, r)
+		return
 	}
-	c.mu.Unlock()
-	c.slots = c.slots[:0]
-	c.flush()
+	silent := c.silence()
+	if len(c.pending) == 0 {
+		if r.Kind == keyspace.KindError {
+			c.srv.stats.errors.count(r.Str)
+		}
+		if !silent {
+			c.write1(r)
+		}
+		return
+	}
+	s := c.slot()
+	s.reply, s.ready, s.silent = r, true, silent
+	c.pending = append(c.pending, s)
+}
+
+// render writes the reply of s and recycles it.
+func (c *conn) render(s *slot) {
+	r := s.reply
+	if !s.ready {
+		r = s.req.Wait(c.srv.ctx)
+		if s.then != nil {
+			r = s.then(c, s, r)
+		}
+	}
+	if r.Kind == keyspace.KindError {
+		c.srv.stats.errors.count(r.Str)
+	}
+	if !s.silent {
+		c.write1(r)
+	}
+	c.recycle(s)
+}
+
+// drain writes the pending replies, waiting for each in turn.
+func (c *conn) drain() {
+	for _, s := range c.pending {
+		c.render(s)
+	}
+	clear(c.pending)
+	c.pending = c.pending[:0]
+}
+
+// finish ends a batch: it writes every reply and flushes them. It reports
+// whether the connection can go on.
+func (c *conn) finish() bool {
+	c.drain()
+	c.lastActive.Store(time.Now().UnixNano())
+	return c.flush() == nil
+}
+
+// write1 queues one reply for the client.
+func (c *conn) write1(r keyspace.Reply) {
+	c.omu.Lock()
+	if !c.gone {
+		c.out = appendReply(c.out, r, int(c.proto.Load()))
+	}
+	c.omu.Unlock()
 }
 
 // write queues raw bytes for the client.
 func (c *conn) write(b []byte) {
-	c.mu.Lock()
-	c.out = append(c.out, b...)
-	c.mu.Unlock()
+	c.omu.Lock()
+	if !c.gone {
+		c.out = append(c.out, b...)
+	}
+	c.omu.Unlock()
 }
 
-// flush sends what is queued.
-func (c *conn) flush() {
+// deliver queues a published message from the engine's goroutine. It never
+// blocks on the socket: the push writer sends it. A subscriber whose queued
+// output exceeds the pub/sub output limit is disconnected, as Redis does.
+func (c *conn) deliver(msg keyspace.Reply) {
+	c.omu.Lock()
+	if c.gone {
+		c.omu.Unlock()
+		return
+	}
+	c.out = appendReply(c.out, msg, int(c.proto.Load()))
+	over := int64(len(c.out)+c.writing) > c.srv.pubsubMax.Load()
+	c.omu.Unlock()
+	if over {
+		c.srv.log.Warn("closing subscriber over the pub/sub output limit", "client", c.addr)
+		c.kill()
+		return
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pushWriter sends what publishers queue while the serving goroutine waits
+// for the client. It runs from the first subscription until the connection ends.
+func (c *conn) pushWriter() {
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-c.wake:
+			if c.flush() != nil {
+				return
+			}
+		}
+	}
+}
+
+// maxSpare is the largest output buffer kept for reuse after a write.
+const maxSpare = 64 << 10
+
+// flush writes what is queued.
+func (c *conn) flush() error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	c.mu.Lock()
+	c.omu.Lock()
 	out := c.out
-	c.out = nil
-	c.mu.Unlock()
 	if len(out) == 0 {
-		return
+		c.omu.Unlock()
+		return nil
 	}
-	if _, err := c.nc.Write(out); err != nil {
+	c.out, c.spare = c.spare[:0], nil
+	c.writing = len(out)
+	c.omu.Unlock()
+
+	n, err := c.nc.Write(out)
+	c.written.Add(int64(n))
+
+	c.omu.Lock()
+	c.writing = 0
+	if cap(out) <= maxSpare {
+		c.spare = out[:0]
+	}
+	c.omu.Unlock()
+	if err != nil {
 		c.nc.Close()
-		return
 	}
-	// Keep a modest buffer for the next batch; let a huge one go.
-	if cap(out) <= 64<<10 {
-		c.mu.Lock()
-		if c.out == nil {
-			c.out = out[:0]
-		}
-		c.mu.Unlock()
-	}
+	return err
 }
 
-// shutdown asks the connection to stop after the commands it has read: the
-// blocked read returns at once and serve finishes the batch.
-func (c *conn) shutdown() {
-	c.closing.Store(true)
-	c.nc.SetReadDeadline(time.Now())
+// subscribed reports whether the client has any subscription (Redis's
+// CLIENT_PUBSUB flag).
+func (c *conn) subscribed() bool {
+	return c.nChannels.Load()+c.nPatterns.Load()+c.nShard.Load() > 0
 }

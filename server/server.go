@@ -1,11 +1,13 @@
 // Package server serves lockserver over RESP: it owns the accept loop and the
-// connections, reads commands with redcon's parser behind a guard that enforces
-// Redis's limits, keeps per-connection state (protocol, database, auth,
-// transactions, subscriptions) and hands data commands to a replication.Engine.
+// connections, frames commands with Redis's limits (reader.go), keeps
+// per-connection state (protocol, database, auth, transactions, subscriptions)
+// and hands data commands to a replication.Engine.
 package server
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"net"
@@ -27,16 +29,28 @@ type Config struct {
 	Password string
 	// MaxClients bounds the number of connections (maxclients); 0 means 10000.
 	MaxClients int
-	Limits     Limits
-	Logger     *slog.Logger
+	// MaxMemory, when positive, refuses commands that add data (Redis's
+	// DenyOOM commands) with an OOM error while the live heap is above it
+	// (maxmemory with the noeviction policy).
+	MaxMemory int64
+	Limits    Limits
+	Logger    *slog.Logger
 }
 
 // Server is a RESP server.
 type Server struct {
-	cfg    Config
+	engine replication.Engine
+	hub    *Hub
 	log    *slog.Logger
 	ctx    context.Context
 	cancel context.CancelFunc
+
+	// Settings that CONFIG SET changes while clients are connected.
+	password   atomic.Pointer[string]
+	maxClients atomic.Int64
+	limits     *liveLimits
+	pubsubMax  atomic.Int64 // client-output-buffer-limit for pub/sub clients
+	mem        memory
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -44,37 +58,64 @@ type Server struct {
 	closed    bool
 	wg        sync.WaitGroup
 
-	nextID atomic.Int64
-	stats  stats
+	nextID  atomic.Int64
+	started time.Time
+	runID   string
+	stats   stats
 }
 
+// stats are the counters of INFO's stats section. Per-connection counts are
+// added here when the connection ends.
 type stats struct {
 	connections atomic.Int64 // total accepted
-	commands    atomic.Int64 // total processed
 	rejected    atomic.Int64 // refused for maxclients
+	commands    atomic.Int64 // processed by closed connections
+	netIn       atomic.Int64 // bytes read by closed connections
+	netOut      atomic.Int64 // bytes written by closed connections
+	errors      errorStats
 }
 
 // DefaultMaxClients is Redis's default maxclients.
 const DefaultMaxClients = 10000
+
+// DefaultPubSubOutputLimit is Redis's hard client-output-buffer-limit for
+// pub/sub clients: a subscriber that lets this much output queue up is
+// disconnected.
+const DefaultPubSubOutputLimit = 32 << 20
 
 // New returns a server that is not yet serving.
 func New(cfg Config) *Server {
 	if cfg.MaxClients <= 0 {
 		cfg.MaxClients = DefaultMaxClients
 	}
-	cfg.Limits = cfg.Limits.withDefaults()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{
-		cfg:       cfg,
+	s := &Server{
+		engine:    cfg.Engine,
+		hub:       cfg.Hub,
 		log:       cfg.Logger,
 		ctx:       ctx,
 		cancel:    cancel,
+		limits:    newLiveLimits(cfg.Limits),
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
+		started:   time.Now(),
+		runID:     randomHex(20),
 	}
+	s.password.Store(&cfg.Password)
+	s.maxClients.Store(int64(cfg.MaxClients))
+	s.pubsubMax.Store(DefaultPubSubOutputLimit)
+	s.mem.limit.Store(max(cfg.MaxMemory, 0))
+	return s
+}
+
+// randomHex returns n random bytes in hex, for run ids.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // ErrServerClosed is returned by Serve after Close.
@@ -118,15 +159,19 @@ func (s *Server) Serve(ln net.Listener) error {
 // ServeConn serves one connection in a new goroutine. It is how the in-memory
 // dialer reaches the server without a socket.
 func (s *Server) ServeConn(nc net.Conn) {
+	s.stats.connections.Add(1)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		nc.Close()
 		return
 	}
-	if len(s.conns) >= s.cfg.MaxClients {
+	if int64(len(s.conns)) >= s.maxClients.Load() {
 		s.mu.Unlock()
 		s.stats.rejected.Add(1)
+		// As Redis does: one error line, then close. A short deadline keeps a
+		// client that does not read from holding this goroutine.
+		nc.SetWriteDeadline(time.Now().Add(time.Second))
 		nc.Write([]byte("-ERR max number of clients reached\r\n"))
 		nc.Close()
 		return
@@ -135,15 +180,21 @@ func (s *Server) ServeConn(nc net.Conn) {
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
-	s.stats.connections.Add(1)
 	go func() {
 		defer s.wg.Done()
 		c.serve()
 		s.mu.Lock()
 		delete(s.conns, c)
+		s.stats.commands.Add(c.commands.Load())
+		s.stats.netIn.Add(c.rd.total.Load())
+		s.stats.netOut.Add(c.written.Load())
 		s.mu.Unlock()
 	}()
 }
+
+// shutdownGrace is how long Close lets a connection write its last replies to
+// a client that does not read them.
+const shutdownGrace = 5 * time.Second
 
 // Close stops accepting, lets every connection finish the commands it has read,
 // closes them and waits for them to end.
@@ -158,7 +209,7 @@ func (s *Server) Close() error {
 		ln.Close()
 	}
 	for c := range s.conns {
-		c.shutdown()
+		c.shutdown(shutdownGrace)
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
@@ -170,16 +221,26 @@ func (s *Server) Close() error {
 // no connection, no RESP, no AUTH. Commands that need a connection (SELECT,
 // MULTI, SUBSCRIBE, ...) are refused.
 func (s *Server) Do(ctx context.Context, db int, args [][]byte) keyspace.Reply {
-	cmd := keyspace.Lookup(args[0])
-	switch {
-	case cmd == nil:
-		return keyspace.ErrUnknownCommand(args)
-	case !cmd.CheckArity(len(args)):
-		return keyspace.ErrWrongArity(cmd.Name)
-	case handlers[cmd.Name] != nil:
+	if len(args) == 0 {
+		return keyspace.Error("ERR empty command")
+	}
+	cmd, errReply := resolve(args)
+	if errReply != nil {
+		return *errReply
+	}
+	if cmd.Run == nil || handlers[cmd.Name] != nil {
 		return keyspace.Error("ERR '" + cmd.Name + "' needs a connection; use Dialer or Addr")
 	}
-	req := replication.Request{DB: db, Cmds: [][][]byte{args}}
-	s.cfg.Engine.Submit(&req)
+	req := replication.Request{DB: db, Cmds: [][][]byte{args}, OverMemory: s.mem.over()}
+	s.engine.Submit(&req)
 	return req.Wait(ctx)
+}
+
+// each calls f for every open connection, under the server's lock.
+func (s *Server) each(f func(c *conn)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		f(c)
+	}
 }

@@ -1,0 +1,290 @@
+package server
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/replication"
+)
+
+// infoSections are INFO's sections in Redis's order. Sections lockserver has
+// no figures for (commandstats, latencystats, modules) are not listed: asking
+// for them returns nothing, as asking Redis for an unknown section does.
+var infoSections = []struct {
+	name  string
+	write func(s *Server, b *infoBuilder)
+}{
+	{"server", (*Server).infoServer},
+	{"clients", (*Server).infoClients},
+	{"memory", (*Server).infoMemory},
+	{"persistence", (*Server).infoPersistence},
+	{"stats", (*Server).infoStats},
+	{"replication", (*Server).infoReplication},
+	{"cpu", (*Server).infoCPU},
+	{"errorstats", (*Server).infoErrorStats},
+	{"cluster", (*Server).infoCluster},
+	{"keyspace", (*Server).infoKeyspace},
+}
+
+// INFO [section ...]: no section, "default", "all" and "everything" give
+// every section.
+func cmdInfo(c *conn, args [][]byte) {
+	want := map[string]bool{}
+	for _, a := range args[1:] {
+		want[strings.ToLower(string(a))] = true
+	}
+	all := len(want) == 0 || want["default"] || want["all"] || want["everything"]
+	b := &infoBuilder{engine: c.srv.engine.Info}
+	for _, sec := range infoSections {
+		if all || want[sec.name] {
+			b.section(sec.name)
+			sec.write(c.srv, b)
+		}
+	}
+	c.reply(keyspace.Reply{Kind: keyspace.KindVerbatim, Str: b.String()})
+}
+
+// infoBuilder writes INFO's "key:value" lines, sections separated by a blank
+// line, as Redis's genRedisInfoString does.
+type infoBuilder struct {
+	strings.Builder
+	engine func() replication.Info
+	info   *replication.Info // asked of the engine once, when a section needs it
+}
+
+func (b *infoBuilder) section(name string) {
+	if b.Len() > 0 {
+		b.WriteString("\r\n")
+	}
+	b.WriteString("# " + strings.ToUpper(name[:1]) + name[1:] + "\r\n")
+}
+
+func (b *infoBuilder) line(key string, value any) {
+	fmt.Fprintf(&b.Builder, "%s:%v\r\n", key, value)
+}
+
+func (b *infoBuilder) engineInfo() *replication.Info {
+	if b.info == nil {
+		i := b.engine()
+		b.info = &i
+	}
+	return b.info
+}
+
+func (s *Server) infoServer(b *infoBuilder) {
+	now := time.Now()
+	uptime := int64(now.Sub(s.started) / time.Second)
+	exe, _ := os.Executable()
+	b.line("redis_version", RedisVersion)
+	b.line("redis_mode", "standalone")
+	b.line("os", runtime.GOOS+" "+runtime.GOARCH)
+	b.line("arch_bits", strconv.IntSize)
+	b.line("go_version", runtime.Version())
+	b.line("process_id", os.Getpid())
+	b.line("run_id", s.runID)
+	b.line("tcp_port", s.port())
+	b.line("server_time_usec", now.UnixMicro())
+	b.line("uptime_in_seconds", uptime)
+	b.line("uptime_in_days", uptime/86400)
+	b.line("hz", int(time.Second/(100*time.Millisecond)))
+	b.line("executable", exe)
+	b.line("config_file", "")
+}
+
+func (s *Server) infoClients(b *infoBuilder) {
+	s.mu.Lock()
+	n := len(s.conns)
+	s.mu.Unlock()
+	b.line("connected_clients", n)
+	b.line("cluster_connections", 0)
+	b.line("maxclients", s.maxClients.Load())
+	b.line("blocked_clients", 0)
+	b.line("tracking_clients", 0)
+}
+
+func (s *Server) infoMemory(b *infoBuilder) {
+	used := s.mem.current()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	limit := s.mem.limit.Load()
+	b.line("used_memory", used)
+	b.line("used_memory_human", humanBytes(used))
+	b.line("used_memory_rss", ms.Sys-ms.HeapReleased)
+	b.line("used_memory_rss_human", humanBytes(int64(ms.Sys-ms.HeapReleased)))
+	b.line("used_memory_peak", s.mem.peak.Load())
+	b.line("used_memory_peak_human", humanBytes(s.mem.peak.Load()))
+	b.line("maxmemory", limit)
+	b.line("maxmemory_human", humanBytes(limit))
+	b.line("maxmemory_policy", "noeviction")
+	b.line("mem_allocator", "go-"+runtime.Version())
+}
+
+// humanBytes formats n as Redis's bytesToHuman does.
+func humanBytes(n int64) string {
+	f := float64(n)
+	switch {
+	case n < 1<<10:
+		return strconv.FormatInt(n, 10) + "B"
+	case n < 1<<20:
+		return strconv.FormatFloat(f/(1<<10), 'f', 2, 64) + "K"
+	case n < 1<<30:
+		return strconv.FormatFloat(f/(1<<20), 'f', 2, 64) + "M"
+	case n < 1<<40:
+		return strconv.FormatFloat(f/(1<<30), 'f', 2, 64) + "G"
+	case n < 1<<50:
+		return strconv.FormatFloat(f/(1<<40), 'f', 2, 64) + "T"
+	}
+	return strconv.FormatFloat(f/(1<<50), 'f', 2, 64) + "P"
+}
+
+func (s *Server) infoPersistence(b *infoBuilder) {
+	b.line("loading", 0)
+	b.line("async_loading", 0)
+	b.line("rdb_bgsave_in_progress", 0)
+	b.line("rdb_last_bgsave_status", "ok")
+	b.line("aof_enabled", 0)
+	b.line("aof_rewrite_in_progress", 0)
+	b.line("aof_last_write_status", "ok")
+}
+
+func (s *Server) infoStats(b *infoBuilder) {
+	var commands, netIn, netOut int64
+	s.each(func(c *conn) {
+		commands += c.commands.Load()
+		netIn += c.rd.total.Load()
+		netOut += c.written.Load()
+	})
+	channels, patterns, shards := s.hub.counts()
+	b.line("total_connections_received", s.stats.connections.Load())
+	b.line("total_commands_processed", s.stats.commands.Load()+commands)
+	b.line("total_net_input_bytes", s.stats.netIn.Load()+netIn)
+	b.line("total_net_output_bytes", s.stats.netOut.Load()+netOut)
+	b.line("rejected_connections", s.stats.rejected.Load())
+	b.line("evicted_keys", 0)
+	b.line("evicted_clients", 0)
+	b.line("pubsub_channels", channels)
+	b.line("pubsub_patterns", patterns)
+	b.line("pubsubshard_channels", shards)
+	b.line("total_error_replies", s.stats.errors.total())
+}
+
+func (s *Server) infoReplication(b *infoBuilder) {
+	info := b.engineInfo()
+	b.line("role", info.Role)
+	b.line("connected_slaves", info.Replicas)
+	b.line("master_failover_state", "no-failover")
+	b.line("master_replid", s.runID)
+	b.line("master_replid2", strings.Repeat("0", 40))
+	b.line("master_repl_offset", 0)
+	b.line("second_repl_offset", -1)
+	b.line("repl_backlog_active", 0)
+}
+
+func (s *Server) infoCPU(b *infoBuilder) {
+	var self, children syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
+	b.line("used_cpu_sys", seconds(self.Stime))
+	b.line("used_cpu_user", seconds(self.Utime))
+	b.line("used_cpu_sys_children", seconds(children.Stime))
+	b.line("used_cpu_user_children", seconds(children.Utime))
+}
+
+func seconds(t syscall.Timeval) string {
+	return fmt.Sprintf("%d.%06d", t.Sec, t.Usec)
+}
+
+func (s *Server) infoErrorStats(b *infoBuilder) {
+	for _, e := range s.stats.errors.snapshot() {
+		b.line("errorstat_"+e.code, "count="+strconv.FormatInt(e.count, 10))
+	}
+}
+
+func (s *Server) infoCluster(b *infoBuilder) { b.line("cluster_enabled", 0) }
+
+// infoKeyspace lists the databases holding keys. avg_ttl is 0: lockserver does
+// not estimate it.
+func (s *Server) infoKeyspace(b *infoBuilder) {
+	info := b.engineInfo()
+	for db, keys := range info.Keys {
+		if keys > 0 {
+			fmt.Fprintf(&b.Builder, "db%d:keys=%d,expires=%d,avg_ttl=0\r\n", db, keys, info.Expires[db])
+		}
+	}
+}
+
+// errorStats count error replies by their code (the first word), for INFO's
+// errorstats section.
+type errorStats struct {
+	mu     sync.Mutex
+	byCode map[string]int64
+}
+
+// count records an error reply.
+func (e *errorStats) count(msg string) {
+	code, _, _ := strings.Cut(msg, " ")
+	e.add(code)
+}
+
+func (e *errorStats) add(code string) {
+	e.mu.Lock()
+	if e.byCode == nil {
+		e.byCode = make(map[string]int64)
+	}
+	e.byCode[code]++
+	e.mu.Unlock()
+}
+
+type errorCount struct {
+	code  string
+	count int64
+}
+
+func (e *errorStats) snapshot() []errorCount {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]errorCount, 0, len(e.byCode))
+	for code, n := range e.byCode {
+		out = append(out, errorCount{code, n})
+	}
+	slices.SortFunc(out, func(a, b errorCount) int { return strings.Compare(a.code, b.code) })
+	return out
+}
+
+func (e *errorStats) total() int64 {
+	var n int64
+	for _, c := range e.snapshot() {
+		n += c.count
+	}
+	return n
+}
+
+func (e *errorStats) reset() {
+	e.mu.Lock()
+	e.byCode = nil
+	e.mu.Unlock()
+}
+
+// resetStats is CONFIG RESETSTAT.
+func (s *Server) resetStats() {
+	s.stats.connections.Store(0)
+	s.stats.rejected.Store(0)
+	s.stats.commands.Store(0)
+	s.stats.netIn.Store(0)
+	s.stats.netOut.Store(0)
+	s.stats.errors.reset()
+	s.each(func(c *conn) {
+		c.commands.Store(0)
+		c.rd.total.Store(0)
+		c.written.Store(0)
+	})
+	s.mem.peak.Store(s.mem.current())
+}
