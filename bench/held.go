@@ -28,14 +28,17 @@ func heldSteps(max int) []int {
 	return append(steps, max)
 }
 
-func runHeld(ctx context.Context, b *bench, sys system, inst *instance) []row {
-	na := func(reason string) []row { return []row{row{Workload: "held", System: sys.name}.notApplicable(reason)} }
+func heldSkip(inst *instance) string {
 	switch {
 	case inst.memory == nil && inst.sameServerAs != "":
-		return na("same server as " + inst.sameServerAs + ", whose row measures its memory")
+		return "same server as " + inst.sameServerAs + ", whose row measures its memory"
 	case inst.client == nil:
-		return na("etcd's mutex is not a Redis hash lock")
+		return "etcd's mutex is not a Redis hash lock"
 	}
+	return ""
+}
+
+func runHeld(ctx context.Context, b *bench, sys system, inst *instance) []row {
 	clients := heldClients
 	if b.cfg.smoke {
 		clients = min(clients, b.cfg.clients[len(b.cfg.clients)-1])

@@ -5,9 +5,10 @@
 //	go run ./bench --quick         # fewer points, under 3 minutes on 2 cores
 //	go run ./bench --quick --smoke # seconds: proves the harness works (CI)
 //
-// It starts each system itself on free loopback ports, runs the same
-// workloads against each in one run, stops it, and prints one table with each
-// figure's ratio to redis-server's. --json, --plot and --markdown write the
+// It starts every system itself on free loopback ports, measures each setting
+// of each workload on every system in turn (so that a ratio compares figures
+// taken moments apart), stops them, and prints one table with each figure's
+// ratio to redis-server's. --json, --plot and --markdown write the
 // same results as JSON, an SVG chart and bench/RESULTS.md.
 package main
 
@@ -227,6 +228,86 @@ func newOwnerID() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:])
 }
 
+// started is a system that is running.
+type started struct {
+	sys  system
+	inst *instance
+}
+
+// runAll starts every system, measures each point of each workload on every
+// system in turn, then runs each system's sequences and stops it.
+func (b *bench) runAll(ctx context.Context, chosen []system, wls []workload) ([]systemStatus, []row) {
+	var statuses []systemStatus
+	var live []started
+	defer func() {
+		for _, l := range live {
+			l.inst.stop()
+		}
+	}()
+	stepsPerSystem := 0
+	for _, w := range wls {
+		stepsPerSystem += w.stepsOn(b)
+	}
+	for _, sys := range chosen {
+		st := systemStatus{Name: sys.name, About: sys.about, Install: sys.install}
+		b.progress.status("starting " + sys.name)
+		inst, err := sys.start(ctx, b)
+		if err != nil {
+			st.Skipped = err.Error()
+			if !errors.As(err, new(skipError)) {
+				st.Skipped = "failed to start: " + st.Skipped
+			}
+			b.progress.printf("%s skipped: %s", sys.name, strings.ReplaceAll(st.Skipped, "\n", " "))
+			b.progress.skip(stepsPerSystem)
+		} else {
+			live = append(live, started{sys, inst})
+		}
+		statuses = append(statuses, st)
+	}
+
+	var rows []row
+	for _, w := range wls {
+		if w.points == nil {
+			continue
+		}
+		for i, p := range w.points(b) {
+			for _, l := range live {
+				if ctx.Err() != nil {
+					return statuses, rows
+				}
+				if why := w.skip(l.inst); why != "" {
+					if i == 0 {
+						rows = append(rows, row{Workload: w.name, System: l.sys.name}.notApplicable(why))
+					}
+					b.progress.skip(1)
+					continue
+				}
+				rows = append(rows, p(ctx, b, l.sys, l.inst))
+			}
+		}
+	}
+	for len(live) > 0 {
+		l := live[0]
+		for _, w := range wls {
+			if w.sequence == nil || ctx.Err() != nil {
+				continue
+			}
+			if why := w.skip(l.inst); why != "" {
+				rows = append(rows, row{Workload: w.name, System: l.sys.name}.notApplicable(why))
+				b.progress.skip(w.steps(b))
+				continue
+			}
+			rows = append(rows, w.sequence(ctx, b, l.sys, l.inst)...)
+		}
+		// Stopped before the next system's sequence, so that its held
+		// locks no longer weigh on the machine (or on this process's GC).
+		b.progress.status("stopping " + l.sys.name)
+		l.inst.stop()
+		live = live[1:]
+	}
+	return statuses, rows
+}
+
 // commandLine is the command that reproduces this run, quoted for a shell.
 func commandLine(args []string) string {
 	words := []string{"go", "run", "./bench"}
@@ -272,7 +353,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, w := range workloads() {
 		if slices.Contains(cfg.workloads, w.name) {
 			chosenWorkloads = append(chosenWorkloads, w)
-			stepsPerSystem += w.steps(b)
+			stepsPerSystem += w.stepsOn(b)
 		}
 	}
 	rep := &report{
@@ -286,30 +367,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		},
 	}
 	b.progress.start(len(chosenSystems) * stepsPerSystem)
-	for _, sys := range chosenSystems {
-		if ctx.Err() != nil {
-			break
-		}
-		st := systemStatus{Name: sys.name, About: sys.about, Install: sys.install}
-		b.progress.status("starting " + sys.name)
-		inst, err := sys.start(ctx, b)
-		if err != nil {
-			st.Skipped = err.Error()
-			if !errors.As(err, new(skipError)) {
-				st.Skipped = "failed to start: " + st.Skipped
-			}
-			b.progress.printf("%s skipped: %s", sys.name, strings.ReplaceAll(st.Skipped, "\n", " "))
-			b.progress.skip(stepsPerSystem)
-			rep.Systems = append(rep.Systems, st)
-			continue
-		}
-		for _, w := range chosenWorkloads {
-			rep.Rows = append(rep.Rows, w.run(ctx, b, sys, inst)...)
-		}
-		b.progress.status("stopping " + sys.name)
-		inst.stop()
-		rep.Systems = append(rep.Systems, st)
-	}
+	rep.Systems, rep.Rows = b.runAll(ctx, chosenSystems, chosenWorkloads)
 	b.progress.stop()
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "bench: interrupted; the table shows what was measured")

@@ -63,39 +63,45 @@ var rbPipelines = []int{1, 16}
 // rbClients is redis-benchmark's connection count, as the issues measured it.
 const rbClients = 50
 
-func runRedisBenchmark(ctx context.Context, b *bench, sys system, inst *instance) []row {
-	na := func(reason string) []row {
-		return []row{row{Workload: "redis-benchmark", System: sys.name}.notApplicable(reason)}
-	}
-	bin, err := exec.LookPath("redis-benchmark")
+func redisBenchmarkSkip(inst *instance) string {
+	_, err := exec.LookPath("redis-benchmark")
 	switch {
 	case inst.addr == "" && inst.sameServerAs != "":
-		return na("same server as " + inst.sameServerAs + ", whose row measures it over loopback")
+		return "same server as " + inst.sameServerAs + ", whose row measures it over loopback"
 	case inst.addr == "":
-		return na("not a Redis-protocol server")
+		return "not a Redis-protocol server"
 	case err != nil:
-		return na("redis-benchmark is not installed; " + redisInstall)
+		return "redis-benchmark is not installed; " + redisInstall
 	}
-	var rows []row
+	return ""
+}
+
+func redisBenchmarkPoints(b *bench) []point {
+	var out []point
 	for _, pipeline := range rbPipelines {
 		for _, t := range rbTests {
-			b.progress.step(fmt.Sprintf("%s redis-benchmark %s -P %d", sys.name, t.name, pipeline))
-			r := row{Workload: "rb " + t.name, System: sys.name, Clients: rbClients, Pipeline: pipeline}
-			c := inst.client(1)
-			err := t.check(ctx, b, c)
-			c.close()
-			if err != nil {
-				rows = append(rows, r.failed(err))
-				continue
-			}
-			rows = append(rows, b.redisBenchmark(ctx, bin, inst, t, pipeline, r))
+			out = append(out, func(ctx context.Context, b *bench, sys system, inst *instance) row {
+				b.progress.step(fmt.Sprintf("%s redis-benchmark %s -P %d", sys.name, t.name, pipeline))
+				r := row{Workload: "rb " + t.name, System: sys.name, Clients: rbClients, Pipeline: pipeline}
+				c := inst.client(1)
+				err := t.check(ctx, b, c)
+				c.close()
+				if err != nil {
+					return r.failed(err)
+				}
+				return b.redisBenchmark(ctx, inst, t, pipeline, r)
+			})
 		}
 	}
-	return rows
+	return out
 }
 
 // redisBenchmark runs one redis-benchmark test and reads its CSV line.
-func (b *bench) redisBenchmark(ctx context.Context, bin string, inst *instance, t rbTest, pipeline int, r row) row {
+func (b *bench) redisBenchmark(ctx context.Context, inst *instance, t rbTest, pipeline int, r row) row {
+	bin, err := exec.LookPath("redis-benchmark")
+	if err != nil {
+		return r.failed(err)
+	}
 	host, port, _ := strings.Cut(inst.addr, ":")
 	args := []string{"-h", host, "-p", port, "-c", strconv.Itoa(rbClients), "-n", strconv.Itoa(b.cfg.requests),
 		"-P", strconv.Itoa(pipeline), "-r", "100000", "-q", "--csv"}
@@ -109,7 +115,7 @@ func (b *bench) redisBenchmark(ctx context.Context, bin string, inst *instance, 
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cpu0, err0 := inst.cpu()
 	start := time.Now()
-	err := cmd.Run()
+	err = cmd.Run()
 	elapsed := time.Since(start)
 	cpu1, err1 := inst.cpu()
 	if err != nil {

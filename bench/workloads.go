@@ -23,24 +23,58 @@ func redissonChannel(key string) string { return "redisson_lock__channel:{" + ke
 type workload struct {
 	name  string
 	about string
-	// steps is how many progress steps the workload takes on one system.
+	// skip says why the workload cannot run on a system, or "" if it can.
+	skip func(inst *instance) string
+	// points are the settings it measures. Each is measured on every system
+	// in turn, so that a ratio compares figures taken moments apart on a
+	// machine whose load may drift.
+	points func(b *bench) []point
+	// sequence replaces points for a workload whose points build on each
+	// other (held locks only grow): it runs them all on one system, which
+	// then stops.
+	sequence func(ctx context.Context, b *bench, sys system, inst *instance) []row
+	// steps is how many progress steps it takes on one system.
 	steps func(b *bench) int
-	run   func(ctx context.Context, b *bench, sys system, inst *instance) []row
 }
+
+// point measures one setting of a workload on one system.
+type point func(ctx context.Context, b *bench, sys system, inst *instance) row
 
 func workloads() []workload {
 	return []workload{
 		{name: "lock", about: "(a) Redisson lock + unlock cycles (redisson_lock.lua, redisson_unlock_v2.lua), one key per client; ops/s counts acquires and releases, latency is per operation",
-			steps: func(b *bench) int { return len(b.cfg.clients) }, run: runLock},
+			skip: lockSkip, points: lockPoints},
 		{name: "lock-hot", about: "(a) Redisson locks on a few hot keys (clients/4, at most 4): waiters subscribe to the unlock channel and retry as Redisson does; acquisitions/s, latency is the wait to acquire",
-			steps: func(b *bench) int { return len(b.hotClients()) }, run: runLockHot},
+			skip: lockSkip, points: hotPoints},
 		{name: "setnx", about: "(b) SET key token NX PX + compare_and_delete.lua (redsync's pattern), one key per client; ops/s counts acquires and releases",
-			steps: func(b *bench) int { return len(b.cfg.clients) }, run: runSetNX},
+			skip: respSkip, points: setnxPoints},
 		{name: "redis-benchmark", about: "(c) redis-benchmark -c 50 SET, GET and EVALSHA of redisson_lock.lua, at -P 1 and -P 16; latency as it reports (p50, p99; no p999)",
-			steps: func(b *bench) int { return 2 * len(rbTests) }, run: runRedisBenchmark},
+			skip: redisBenchmarkSkip, points: redisBenchmarkPoints},
 		{name: "held", about: "(d) memory per held Redisson lock (hash, 1 h lease), and lock-cycle throughput at 50 clients as held locks grow",
-			steps: func(b *bench) int { return 2 * len(heldSteps(b.cfg.held)) }, run: runHeld},
+			skip: heldSkip, sequence: runHeld, steps: func(b *bench) int { return 2 * len(heldSteps(b.cfg.held)) }},
 	}
+}
+
+// stepsOn is how many progress steps w takes on one system.
+func (w workload) stepsOn(b *bench) int {
+	if w.points != nil {
+		return len(w.points(b))
+	}
+	return w.steps(b)
+}
+
+func lockSkip(inst *instance) string {
+	if inst.client == nil && inst.etcd == nil {
+		return "no lock client for this system"
+	}
+	return ""
+}
+
+func respSkip(inst *instance) string {
+	if inst.client == nil {
+		return "not a Redis-protocol system"
+	}
+	return ""
 }
 
 // hotClients are the client counts the hot-key workload runs at: contention
@@ -59,12 +93,14 @@ func (b *bench) hotClients() []int {
 // several clients at once.
 func hotKeys(clients int) int { return min(4, max(1, clients/4)) }
 
-func runLock(ctx context.Context, b *bench, sys system, inst *instance) []row {
-	var rows []row
+func lockPoints(b *bench) []point {
+	var out []point
 	for _, c := range b.cfg.clients {
-		rows = append(rows, b.lockPoint(ctx, sys, inst, c, 0))
+		out = append(out, func(ctx context.Context, b *bench, sys system, inst *instance) row {
+			return b.lockPoint(ctx, sys, inst, c, 0)
+		})
 	}
-	return rows
+	return out
 }
 
 // lockPoint measures Redisson lock cycles (or etcd's mutex) at one client
@@ -76,21 +112,16 @@ func (b *bench) lockPoint(ctx context.Context, sys system, inst *instance, clien
 	}
 	b.progress.step(fmt.Sprintf("%s %s c=%d", sys.name, name, clients))
 	r := row{Workload: name, System: sys.name, Clients: clients, Held: held}
-	var m measurement
-	switch {
-	case inst.client != nil:
-		m = b.measure(ctx, inst, func(ctx context.Context) ([]stepFunc, func(), error) {
+	prepare := func(ctx context.Context) ([]stepFunc, func(), error) {
+		return etcdCycles(ctx, inst.etcd, b.prefix(), clients, 0)
+	}
+	if inst.client != nil {
+		prepare = func(ctx context.Context) ([]stepFunc, func(), error) {
 			c := inst.client(clients)
 			return b.redissonCycles(c, b.prefix(), clients), func() { c.close() }, nil
-		})
-	case inst.etcd != nil:
-		m = b.measure(ctx, inst, func(ctx context.Context) ([]stepFunc, func(), error) {
-			return etcdCycles(ctx, inst.etcd, b.prefix(), clients, 0)
-		})
-	default:
-		return r.notApplicable("no lock client for this system")
+		}
 	}
-	return r.fill(m, "ops/s", inst)
+	return r.fill(b.measure(ctx, inst, prepare), "ops/s", inst)
 }
 
 // redissonCycles returns one worker per client, each locking and unlocking
@@ -122,28 +153,23 @@ func (b *bench) redissonCycles(c respClient, prefix string, clients int) []stepF
 	return steps
 }
 
-func runLockHot(ctx context.Context, b *bench, sys system, inst *instance) []row {
-	var rows []row
+func hotPoints(b *bench) []point {
+	var out []point
 	for _, clients := range b.hotClients() {
-		b.progress.step(fmt.Sprintf("%s lock-hot c=%d", sys.name, clients))
-		r := row{Workload: "lock-hot", System: sys.name, Clients: clients}
-		var m measurement
-		switch {
-		case inst.client != nil:
-			m = b.measure(ctx, inst, func(ctx context.Context) ([]stepFunc, func(), error) {
-				return b.redissonHot(ctx, inst, b.prefix(), clients)
-			})
-		case inst.etcd != nil:
-			m = b.measure(ctx, inst, func(ctx context.Context) ([]stepFunc, func(), error) {
+		out = append(out, func(ctx context.Context, b *bench, sys system, inst *instance) row {
+			b.progress.step(fmt.Sprintf("%s lock-hot c=%d", sys.name, clients))
+			prepare := func(ctx context.Context) ([]stepFunc, func(), error) {
 				return etcdCycles(ctx, inst.etcd, b.prefix(), clients, hotKeys(clients))
-			})
-		default:
-			rows = append(rows, r.notApplicable("no lock client for this system"))
-			continue
-		}
-		rows = append(rows, r.fill(m, "acq/s", inst))
+			}
+			if inst.client != nil {
+				prepare = func(ctx context.Context) ([]stepFunc, func(), error) {
+					return b.redissonHot(ctx, inst, b.prefix(), clients)
+				}
+			}
+			return row{Workload: "lock-hot", System: sys.name, Clients: clients}.fill(b.measure(ctx, inst, prepare), "acq/s", inst)
+		})
 	}
-	return rows
+	return out
 }
 
 // redissonHot returns workers that contend for a few keys the way Redisson's
@@ -262,20 +288,19 @@ func (b *bench) redissonUnlock(ctx context.Context, c respClient, keys []string,
 	return nil
 }
 
-func runSetNX(ctx context.Context, b *bench, sys system, inst *instance) []row {
-	if inst.client == nil {
-		return []row{row{Workload: "setnx", System: sys.name}.notApplicable("not a Redis-protocol system")}
-	}
-	var rows []row
+func setnxPoints(b *bench) []point {
+	var out []point
 	for _, clients := range b.cfg.clients {
-		b.progress.step(fmt.Sprintf("%s setnx c=%d", sys.name, clients))
-		m := b.measure(ctx, inst, func(ctx context.Context) ([]stepFunc, func(), error) {
-			c := inst.client(clients)
-			return b.setnxCycles(c, b.prefix(), clients), func() { c.close() }, nil
+		out = append(out, func(ctx context.Context, b *bench, sys system, inst *instance) row {
+			b.progress.step(fmt.Sprintf("%s setnx c=%d", sys.name, clients))
+			m := b.measure(ctx, inst, func(ctx context.Context) ([]stepFunc, func(), error) {
+				c := inst.client(clients)
+				return b.setnxCycles(c, b.prefix(), clients), func() { c.close() }, nil
+			})
+			return row{Workload: "setnx", System: sys.name, Clients: clients}.fill(m, "ops/s", inst)
 		})
-		rows = append(rows, row{Workload: "setnx", System: sys.name, Clients: clients}.fill(m, "ops/s", inst))
 	}
-	return rows
+	return out
 }
 
 // setnxCycles returns workers that take a lock with SET NX PX and a fresh
