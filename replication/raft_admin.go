@@ -404,36 +404,3 @@ func (m Member) reply(leader bool) keyspace.Reply {
 		keyspace.Bulk("role"), keyspace.Bulk(role),
 	)
 }
-
-// Replication reports the leader as Redis's master and a follower as a
-// replica of it (see ReplicationInfo).
-func (r *Raft) Replication() ReplicationInfo {
-	info := ReplicationInfo{Role: "slave", Offset: r.applied.Load()}
-	var servers []raft.Server
-	if cf := r.raft.GetConfiguration(); cf.Error() == nil {
-		servers = cf.Configuration().Servers
-	}
-	for _, s := range servers {
-		if s.Suffrage == raft.Voter {
-			info.Synced++
-		}
-	}
-	info.Synced /= 2 // a majority of the voters, less the leader
-	if r.raft.State() != raft.Leader {
-		leader := r.leaderID()
-		info.MasterAddr = r.memberAddr(leader)
-		info.MasterLinkUp = leader != ""
-		return info
-	}
-	info.Role = "master"
-	r.peerMu.Lock()
-	defer r.peerMu.Unlock()
-	for _, s := range servers {
-		if id := string(s.ID); id != r.opts.NodeID {
-			info.Replicas = append(info.Replicas, Replica{
-				ID: id, Addr: r.memberAddr(id), Online: !r.unreachable[id], Voter: s.Suffrage == raft.Voter,
-			})
-		}
-	}
-	return info
-}

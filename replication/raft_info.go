@@ -2,27 +2,32 @@ package replication
 
 import "github.com/hashicorp/raft"
 
-// Info describes the node for INFO and WAIT: it is "master" while it leads and
-// "slave" otherwise; the other members are its replicas; and every write
-// acknowledged by a leader is committed on a majority, so that many replicas
-// besides the leader hold it.
+// Info describes the node for INFO and WAIT. The leader is the "master" and
+// its replicas are the other members, counted while its heartbeats to them
+// succeed. A follower is a "slave", though it takes writes (it forwards them).
+// Every write acknowledged anywhere is committed on a majority of the voters,
+// so on any node WAIT can answer that majority less the leader.
 func (r *Raft) Info() Info {
 	info := Info{Role: "slave"}
-	leading := r.raft.State() == raft.Leader
-	if leading {
-		info.Role = "master"
-	}
+	var servers []raft.Server
 	if cf := r.raft.GetConfiguration(); cf.Error() == nil {
-		voters := 0
-		for _, s := range cf.Configuration().Servers {
-			if s.Suffrage == raft.Voter {
-				voters++
+		servers = cf.Configuration().Servers
+	}
+	for _, s := range servers {
+		if s.Suffrage == raft.Voter {
+			info.SyncedReplicas++
+		}
+	}
+	info.SyncedReplicas /= 2
+	if r.raft.State() == raft.Leader {
+		info.Role = "master"
+		r.peerMu.Lock()
+		for _, s := range servers {
+			if id := string(s.ID); id != r.opts.NodeID && !r.unreachable[id] {
+				info.Replicas++
 			}
 		}
-		info.Replicas = len(cf.Configuration().Servers) - 1
-		if leading {
-			info.SyncedReplicas = voters / 2 // a majority, the leader not counted
-		}
+		r.peerMu.Unlock()
 	}
 	r.smMu.Lock()
 	info.Keys, info.Expires = r.sm.Load().KeyCounts()
