@@ -49,6 +49,10 @@ type StateMachine struct {
 	store *keyspace.Store
 	lua   *luaexec.Engine
 	last  int64 // time of the last applied entry, ms
+	// call is the Call of every run: runs never overlap, and a Call escapes
+	// into the script engine, so a fresh one would cost an allocation per
+	// command.
+	call keyspace.Call
 }
 
 // NewStateMachine returns an empty state machine.
@@ -80,10 +84,12 @@ func (sm *StateMachine) Read(db int, cmds [][][]byte, multi bool, watch []Watch,
 }
 
 func (sm *StateMachine) run(db int, cmds [][][]byte, multi bool, watch []Watch, now int64, pub keyspace.Publisher, oom bool) keyspace.Reply {
-	call := keyspace.Call{Store: sm.store, DB: db, Now: now, Pub: pub, DenyOOM: oom}
+	call := &sm.call
+	*call = keyspace.Call{Store: sm.store, DB: db, Now: now, Pub: pub, DenyOOM: oom}
+	defer func() { *call = keyspace.Call{} }() // let go of the arguments
 	if !multi {
 		call.Args = cmds[0]
-		return sm.lua.Exec(&call)
+		return sm.lua.Exec(call)
 	}
 	for _, w := range watch {
 		if sm.store.Version(w.DB, w.Key) != w.Version {
@@ -93,7 +99,7 @@ func (sm *StateMachine) run(db int, cmds [][][]byte, multi bool, watch []Watch, 
 	replies := make([]keyspace.Reply, len(cmds))
 	for i, args := range cmds {
 		call.Args = args
-		replies[i] = sm.lua.Exec(&call)
+		replies[i] = sm.lua.Exec(call)
 	}
 	return keyspace.Array(replies...)
 }
