@@ -211,13 +211,14 @@ func (p panel) latencyChart(s *svg, rs []row) {
 	if dHi == dLo {
 		dHi++
 	}
-	// The axis leaves room on the right for each row's figures.
-	right := p.right() - 150
+	// The axis leaves room for system names on the left and each row's
+	// figures on the right.
+	left, right := p.left()+40, p.right()-150
 	px := func(d time.Duration) float64 {
-		return p.left() + (math.Log10(float64(d))-dLo)/(dHi-dLo)*(right-p.left())
+		return left + (math.Log10(float64(d))-dLo)/(dHi-dLo)*(right-left)
 	}
 	for d := dLo; d <= dHi; d++ {
-		x := p.left() + (d-dLo)/(dHi-dLo)*(right-p.left())
+		x := left + (d-dLo)/(dHi-dLo)*(right-left)
 		s.f(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#eee"/>`+"\n", x, p.top(), x, p.bottom())
 		s.text(x, p.bottom()+17, "middle", `font-size="11" fill="#555"`, fmtDecade(time.Duration(math.Pow(10, d))))
 	}
@@ -225,7 +226,7 @@ func (p panel) latencyChart(s *svg, rs []row) {
 	for i, r := range rs {
 		color := systemColor[r.System]
 		y := p.top() + band*(float64(i)+0.5)
-		s.text(p.left()-6, y+4, "end", `font-size="11" fill="#333"`, r.System)
+		s.text(left-10, y+4, "end", `font-size="11" fill="#333"`, r.System)
 		end := r.P999
 		if end == 0 {
 			end = r.P99
@@ -238,9 +239,9 @@ func (p panel) latencyChart(s *svg, rs []row) {
 		}
 		s.text(right+14, y+4, "start", `font-size="10" fill="#666"`, fmt.Sprintf("%s / %s / %s", fmtDur(r.P50), fmtDur(r.P99), fmtDur(r.P999)))
 	}
-	s.f(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#999"/>`+"\n", p.left(), p.bottom(), right, p.bottom())
+	s.f(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#999"/>`+"\n", left, p.bottom(), right, p.bottom())
 	// Marker key.
-	kx, ky := p.left(), p.bottom()+34
+	kx, ky := left, p.bottom()+34
 	s.f(`<circle cx="%.1f" cy="%.1f" r="4" fill="#555"/>`, kx, ky-4)
 	s.text(kx+8, ky, "start", `font-size="10" fill="#555"`, "p50")
 	s.f(`<circle cx="%.1f" cy="%.1f" r="4" fill="#fff" stroke="#555" stroke-width="2"/>`, kx+44, ky-4)
