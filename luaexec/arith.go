@@ -47,27 +47,43 @@ func (v *vm) setTypeMetatables() {
 		for _, event := range sortedKeys(arithEvents) {
 			mt.RawSetString(event, L.NewFunction(v.arith(event)))
 		}
-		mt.RawSetString("__index", L.NewFunction(typeOpError("index")))
-		mt.RawSetString("__newindex", L.NewFunction(typeOpError("index")))
-		mt.RawSetString("__call", L.NewFunction(typeOpError("call")))
-		mt.RawSetString("__len", L.NewFunction(typeOpError("get length of")))
+		mt.RawSetString("__index", L.NewFunction(v.typeOpError("index")))
+		mt.RawSetString("__newindex", L.NewFunction(v.typeOpError("index")))
+		mt.RawSetString("__call", L.NewFunction(v.typeOpError("call")))
+		mt.RawSetString("__len", L.NewFunction(v.typeOpError("get length of")))
 		L.SetMetatable(sample, mt)
 	}
 }
 
 // typeOpError raises "attempt to <op> a <type> value" for the first operand.
-func typeOpError(op string) lua.LGFunction {
+func (v *vm) typeOpError(op string) lua.LGFunction {
 	return func(L *lua.LState) int {
-		raiseHere(L, fmt.Sprintf("attempt to %s a %s value", op, L.Get(1).Type().String()))
+		v.raiseHere(L, fmt.Sprintf("attempt to %s a %s value", op, L.Get(1).Type().String()))
 		return 0
 	}
 }
 
 // raiseHere raises msg with the position of the calling function when it is
 // Lua code, as the Lua VM does; called from a library function (pcall(nil)),
-// the error has no position.
-func raiseHere(L *lua.LState, msg string) {
-	L.Error(lua.LString(where(L, 1)+msg), 0)
+// the error has no position. A helper of the instrumented code counts as
+// the Lua code it stands for.
+func (v *vm) raiseHere(L *lua.LState, msg string) {
+	level := 1
+	if dbg, ok := L.GetStack(1); ok {
+		if fn, _ := L.GetInfo("f", dbg, lua.LNil); fn != lua.LNil && v.isHelper(fn) {
+			level = 2
+		}
+	}
+	L.Error(lua.LString(where(L, level)+msg), 0)
+}
+
+func (v *vm) isHelper(fn lua.LValue) bool {
+	for _, h := range v.helpers {
+		if h == fn {
+			return true
+		}
+	}
+	return false
 }
 
 // arith is the metamethod for one arithmetic event: it converts numeric
@@ -94,7 +110,7 @@ func (v *vm) arith(event string) lua.LGFunction {
 		if !okA {
 			bad = a
 		}
-		raiseHere(L, fmt.Sprintf("attempt to perform arithmetic on a %s value", bad.Type().String()))
+		v.raiseHere(L, fmt.Sprintf("attempt to perform arithmetic on a %s value", bad.Type().String()))
 		return 0
 	}
 }
@@ -127,7 +143,7 @@ func (v *vm) neg(L *lua.LState) int {
 		L.Call(2, 1)
 		return 1
 	}
-	raiseHere(L, fmt.Sprintf("attempt to perform arithmetic on a %s value", a.Type().String()))
+	v.raiseHere(L, fmt.Sprintf("attempt to perform arithmetic on a %s value", a.Type().String()))
 	return 0
 }
 
@@ -194,7 +210,7 @@ func (v *vm) concat(L *lua.LState) int {
 			if okL {
 				bad = acc
 			}
-			raiseHere(L, fmt.Sprintf("attempt to concatenate a %s value", bad.Type().String()))
+			v.raiseHere(L, fmt.Sprintf("attempt to concatenate a %s value", bad.Type().String()))
 		}
 		L.Push(mm)
 		L.Push(lhs)
@@ -204,5 +220,46 @@ func (v *vm) concat(L *lua.LState) int {
 		L.Pop(1)
 	}
 	L.Push(acc)
+	return 1
+}
+
+// checkStoreKey raises Lua's errors for keys no table can hold.
+func (v *vm) checkStoreKey(L *lua.LState, t, k lua.LValue) {
+	if _, ok := t.(*lua.LTable); !ok {
+		return
+	}
+	switch x := k.(type) {
+	case *lua.LNilType:
+		v.raiseHere(L, "table index is nil")
+	case lua.LNumber:
+		if math.IsNaN(float64(x)) {
+			v.raiseHere(L, "table index is NaN")
+		}
+	}
+}
+
+// setIndex is t[k] = v for keys the parser cannot tell are small.
+func (v *vm) setIndex(L *lua.LState) int {
+	t, k, val := L.Get(1), L.Get(2), L.Get(3)
+	if _, ok := t.(lua.LString); ok {
+		v.raiseHere(L, "attempt to index a string value") // strings have an __index only
+	}
+	v.checkStoreKey(L, t, k)
+	v.chargeGap(L, t, k)
+	L.SetTable(t, k, val)
+	return 0
+}
+
+// setFields stores the fields of a table constructor whose keys are not
+// constants: setfields#(t, k1, v1, k2, v2, ...) returns t.
+func (v *vm) setFields(L *lua.LState) int {
+	t := L.Get(1)
+	for i := 2; i+1 <= L.GetTop(); i += 2 {
+		k, val := L.Get(i), L.Get(i+1)
+		v.checkStoreKey(L, t, k)
+		v.chargeGap(L, t, k)
+		L.SetTable(t, k, val)
+	}
+	L.Push(t)
 	return 1
 }

@@ -145,7 +145,7 @@ func (v *vm) ipairsAux(L *lua.LState) int {
 
 func (v *vm) next(L *lua.LState) int {
 	t := v.contents(checkTable(L, 1))
-	k, val := t.Next(L.Get(2))
+	k, val := v.tableNext(L, t, L.Get(2))
 	if k == lua.LNil {
 		L.Push(lua.LNil)
 		return 1
@@ -181,6 +181,7 @@ func (v *vm) rawset(L *lua.LState) int {
 	val := checkAny(L, 3)
 	v.refuseReadonly(L, t)
 	checkKey(L, k)
+	v.chargeGap(L, t, k)
 	t.RawSet(k, val)
 	L.SetTop(1)
 	return 1
@@ -317,7 +318,7 @@ func (v *vm) unpack(L *lua.LState) int {
 	i := optInt(L, 2, 1)
 	var e int
 	if L.Get(3) == lua.LNil {
-		e = t.Len()
+		e = v.length(L, t)
 	} else {
 		e = checkInt(L, 3)
 	}

@@ -74,6 +74,15 @@ func TestRunawayScripts(t *testing.T) {
 		{"local t = {} for i = 1, 1e6 do t[i] = i end table.sort(t, function(a, b) return a > b end)", 1},
 		{"local t = {} t[1] = t while true do cjson.decode('[[[[[[1]]]]]]') end", 1},
 		{"return string.format('%s', string.rep('x', 1e9))", 1},
+		// gopher-lua fills the gap to a large integer key with nils
+		{"local t = {} t[60000000] = 1", 1},
+		{"local k = 60000000 local t = {[k] = 1}", 1},
+		{"rawset({}, 60000000, 1)", 1},
+		{"table.insert({}, 60000000, 1)", 1},
+		{"local t, x = {}, 0 t[60000000], x = 1, 2", 1},
+		// and scans nils and deleted keys in # and next
+		{"local t = {} for i = 1, 1e5 do t[i] = 1 end for i = 1, 1e5 do t[i] = nil end while true do local n = #t end", 1},
+		{"local t = {} for i = 1, 5e4 do t['k' .. i] = 1 end for i = 1, 5e4 - 1 do t['k' .. i] = nil end while true do next(t, 'k1') end", 1},
 	} {
 		got := show(h.eval(c.script))
 		want := "Script exceeded its execution budget of 200000 steps"

@@ -205,7 +205,7 @@ func (enc *jsonEncoder) value(val lua.LValue, depth int) {
 		}
 		enc.b.WriteByte('{')
 		first := true
-		forEach(x, func(k, e lua.LValue) {
+		enc.v.forEach(enc.L, x, func(k, e lua.LValue) {
 			if !first {
 				enc.b.WriteByte(',')
 			}
@@ -240,7 +240,7 @@ func (enc *jsonEncoder) value(val lua.LValue, depth int) {
 func (enc *jsonEncoder) arrayLength(t *lua.LTable) int {
 	max, items := 0, 0
 	array := true
-	forEach(t, func(k, _ lua.LValue) {
+	enc.v.forEach(enc.L, t, func(k, _ lua.LValue) {
 		if !array {
 			return
 		}

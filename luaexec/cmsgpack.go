@@ -145,10 +145,10 @@ func (enc *msgpackEncoder) integer(n int64) {
 
 // isArray is table_is_an_array: every key a positive integer (that fits a C
 // int) and no holes.
-func isArray(t *lua.LTable) bool {
+func (enc *msgpackEncoder) isArray(t *lua.LTable) bool {
 	count, max := 0, 0.0
 	array := true
-	forEach(t, func(k, _ lua.LValue) {
+	enc.v.forEach(enc.L, t, func(k, _ lua.LValue) {
 		n, ok := k.(lua.LNumber)
 		f := float64(n)
 		if !array || !ok || f <= 0 || math.IsInf(f, 0) || float64(int32(f)) != f {
@@ -162,8 +162,8 @@ func isArray(t *lua.LTable) bool {
 }
 
 func (enc *msgpackEncoder) table(t *lua.LTable, level int) {
-	if isArray(t) {
-		n := t.Len()
+	if enc.isArray(t) {
+		n := enc.v.length(enc.L, t)
 		enc.header(n, 0x90, 15, 0, 0xdc, 0xdd)
 		for i := 1; i <= n; i++ {
 			enc.value(enc.L.GetTable(t, lua.LNumber(i)), level+1)
@@ -171,9 +171,9 @@ func (enc *msgpackEncoder) table(t *lua.LTable, level int) {
 		return
 	}
 	n := 0
-	forEach(t, func(_, _ lua.LValue) { n++ })
+	enc.v.forEach(enc.L, t, func(_, _ lua.LValue) { n++ })
 	enc.header(n, 0x80, 15, 0, 0xde, 0xdf)
-	forEach(t, func(k, val lua.LValue) {
+	enc.v.forEach(enc.L, t, func(k, val lua.LValue) {
 		enc.value(k, level+1)
 		enc.value(val, level+1)
 	})

@@ -203,7 +203,11 @@ func safeCompile(stmts []ast.Stmt, chunk string) (proto *lua.FunctionProto, err 
 	proto, err = lua.Compile(stmts, chunk)
 	var ce *lua.CompileError
 	if errors.As(err, &ce) {
-		return nil, fmt.Errorf("%s:%d: %s", chunk, ce.Line, ce.Message)
+		msg := ce.Message
+		if strings.HasPrefix(msg, "register overflow") {
+			msg = "function or expression too complex" // Lua 5.1's words for running out of registers
+		}
+		return nil, fmt.Errorf("%s:%d: %s", chunk, max(ce.Line, 1), msg)
 	}
 	return proto, err
 }

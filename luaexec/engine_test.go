@@ -132,9 +132,9 @@ func TestPrepare(t *testing.T) {
 		err   string
 	}{
 		{[]string{"EVAL", "return 1", "0"}, true, ""},
-		{[]string{"EVAL_RO", "return 1", "0"}, false, ""},                         // cached: a read
-		{[]string{"EVAL_RO", "return 3", "0"}, true, ""},                          // first sight: logged so every node caches it
-		{[]string{"EVAL", "#!lua flags=no-writes\nreturn 2", "0"}, false, ""},      // cached no-writes
+		{[]string{"EVAL_RO", "return 1", "0"}, false, ""},                     // cached: a read
+		{[]string{"EVAL_RO", "return 3", "0"}, true, ""},                      // first sight: logged so every node caches it
+		{[]string{"EVAL", "#!lua flags=no-writes\nreturn 2", "0"}, false, ""}, // cached no-writes
 		{[]string{"EVALSHA", sha1, "0"}, true, ""},
 		{[]string{"EVALSHA_RO", sha1, "0"}, false, ""},
 		{[]string{"EVALSHA", sha2, "0"}, false, ""},

@@ -22,17 +22,20 @@ const (
 // wrapper chunk (see compile.go), reached as upvalues. A '#' cannot appear in
 // a Lua name, so no script can name, shadow or reassign them.
 const (
-	hBudget   = "budget#"   // charges one step; at the top of every function and loop body
-	hConcat   = "concat#"   // a .. b .. c, with Lua 5.1's number formatting and a size charge
-	hNeg      = "neg#"      // unary minus with Lua 5.1's string coercion
-	hMod      = "mod#"      // a % b as Lua 5.1 computes it: a - floor(a/b)*b
-	hForInit  = "forinit#"  // numeric for: coerce the initial value as Lua 5.1 does
-	hForLimit = "forlimit#" // numeric for: coerce the limit
-	hForStep  = "forstep#"  // numeric for: coerce the step
+	hBudget   = "budget#"    // charges one step; at the top of every function and loop body
+	hConcat   = "concat#"    // a .. b .. c, with Lua 5.1's number formatting and a size charge
+	hNeg      = "neg#"       // unary minus with Lua 5.1's string coercion
+	hMod      = "mod#"       // a % b as Lua 5.1 computes it: a - floor(a/b)*b
+	hForInit  = "forinit#"   // numeric for: coerce the initial value as Lua 5.1 does
+	hForLimit = "forlimit#"  // numeric for: coerce the limit
+	hForStep  = "forstep#"   // numeric for: coerce the step
+	hSetIndex = "setindex#"  // t[k] = v where k may be a large integer (see arith.go)
+	hSetFlds  = "setfields#" // table constructor fields whose keys are not constants
+	hLen      = "len#"       // the length operator, charged for gopher-lua's scans (tables.go)
 )
 
 // helperNames lists the helpers in the order the wrapper chunk receives them.
-var helperNames = []string{hBudget, hConcat, hNeg, hMod, hForInit, hForLimit, hForStep}
+var helperNames = []string{hBudget, hConcat, hNeg, hMod, hForInit, hForLimit, hForStep, hSetIndex, hSetFlds, hLen}
 
 // exprKind tells statements what an expression may be used as.
 type exprKind int
@@ -596,9 +599,94 @@ func (p *parser) exprStat() ast.Stmt {
 	}
 	p.checkNext('=')
 	rhs := p.exprList()
-	s := &ast.AssignStmt{Lhs: lhs, Rhs: rhs}
-	s.SetLine(p.lx.lastLine)
-	return s
+	return assignment(lhs, rhs, p.lx.lastLine)
+}
+
+// smallIndex bounds the constant integer keys that are stored natively; see
+// maxFreeGap in arith.go.
+const smallIndex = 1024
+
+// isConstKey reports whether a key is a constant that cannot make gopher-lua
+// fill a large gap of the array part.
+func isConstKey(e ast.Expr) bool {
+	switch k := e.(type) {
+	case *ast.StringExpr:
+		return true
+	case *ast.NumberExpr:
+		f, _ := strconv.ParseFloat(k.Value, 64)
+		return f <= smallIndex
+	}
+	return false
+}
+
+// assignment builds lhs = rhs. Stores to t[k] with a key that is not a
+// small constant go through the setindex helper: gopher-lua would fill
+// the gap up to a large integer key with nils, unbudgeted. With several
+// targets, the tables, keys and values are first evaluated into hidden
+// locals (in Lua's order: targets left to right, then values) and stored
+// from the last target to the first, as Lua 5.1 does.
+func assignment(lhs, rhs []ast.Expr, line int) ast.Stmt {
+	dynamic := false
+	for _, l := range lhs {
+		if a, ok := l.(*ast.AttrGetExpr); ok && !isConstKey(a.Key) {
+			dynamic = true
+		}
+	}
+	if !dynamic {
+		s := &ast.AssignStmt{Lhs: lhs, Rhs: rhs}
+		s.SetLine(line)
+		return s
+	}
+	if len(lhs) == 1 && len(rhs) == 1 {
+		a := lhs[0].(*ast.AttrGetExpr)
+		call := helperCall(hSetIndex, line, a.Object, a.Key, rhs[0])
+		call.AdjustRet = false
+		s := &ast.FuncCallStmt{Expr: call}
+		s.SetLine(line)
+		return s
+	}
+	ident := func(name string) ast.Expr {
+		id := &ast.IdentExpr{Value: name}
+		id.SetLine(line)
+		return id
+	}
+	var targetNames []string
+	var targetExprs []ast.Expr
+	values := make([]string, len(lhs))
+	for i, l := range lhs {
+		values[i] = "v#" + strconv.Itoa(i)
+		if a, ok := l.(*ast.AttrGetExpr); ok {
+			t, k := "t#"+strconv.Itoa(i), "k#"+strconv.Itoa(i)
+			targetNames = append(targetNames, t, k)
+			targetExprs = append(targetExprs, a.Object, a.Key)
+		}
+	}
+	var stmts []ast.Stmt
+	if len(targetNames) > 0 {
+		s := &ast.LocalAssignStmt{Names: targetNames, Exprs: targetExprs}
+		s.SetLine(line)
+		stmts = append(stmts, s)
+	}
+	vs := &ast.LocalAssignStmt{Names: values, Exprs: rhs}
+	vs.SetLine(line)
+	stmts = append(stmts, vs)
+	for i := len(lhs) - 1; i >= 0; i-- {
+		var s ast.Stmt
+		if _, ok := lhs[i].(*ast.AttrGetExpr); ok {
+			idx := strconv.Itoa(i)
+			call := helperCall(hSetIndex, line, ident("t#"+idx), ident("k#"+idx), ident(values[i]))
+			call.AdjustRet = false
+			s = &ast.FuncCallStmt{Expr: call}
+		} else {
+			s = &ast.AssignStmt{Lhs: []ast.Expr{lhs[i]}, Rhs: []ast.Expr{ident(values[i])}}
+		}
+		s.SetLine(line)
+		stmts = append(stmts, s)
+	}
+	block := &ast.DoBlockStmt{Stmts: stmts}
+	block.SetLine(line)
+	block.SetLastLine(line)
+	return block
 }
 
 func (p *parser) retStat() ast.Stmt {
@@ -823,7 +911,22 @@ func (p *parser) constructor() ast.Expr {
 		}
 	}
 	p.checkMatch('}', '{', line)
-	return t
+	// Fields whose keys are not constants are stored by a helper after the
+	// constant ones, for the reason given at assignment.
+	var kept []*ast.Field
+	var moved []ast.Expr
+	for _, f := range t.Fields {
+		if f.Key != nil && !isConstKey(f.Key) {
+			moved = append(moved, f.Key, f.Value)
+		} else {
+			kept = append(kept, f)
+		}
+	}
+	if len(moved) == 0 {
+		return t
+	}
+	t.Fields = kept
+	return helperCall(hSetFlds, line, append([]ast.Expr{t}, moved...)...)
 }
 
 func (p *parser) recField() *ast.Field {
@@ -922,7 +1025,11 @@ func (p *parser) subExpr(limit int) (ast.Expr, int) {
 		case tkNot:
 			e = &ast.UnaryNotOpExpr{Expr: operand}
 		case '#':
-			e = &ast.UnaryLenOpExpr{Expr: operand}
+			if _, ok := operand.(*ast.StringExpr); ok {
+				e = &ast.UnaryLenOpExpr{Expr: operand}
+			} else {
+				e = helperCall(hLen, line, operand)
+			}
 		default:
 			if _, ok := operand.(*ast.NumberExpr); ok {
 				e = &ast.UnaryMinusOpExpr{Expr: operand} // folded by the compiler, -0 included

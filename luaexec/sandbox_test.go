@@ -34,7 +34,7 @@ func TestSandboxRefusesWrites(t *testing.T) {
 		{"table.sort(math)", ""}, // math has no array part: nothing to sort, nothing changes
 		{"loadstring('x = 1')()", "[string \"x = 1\"]:1: " + ro},
 		{"coroutine.wrap(function() x = 1 end)()", "user_script:1: user_script:1: " + ro}, // wrap adds a position, as in Lua 5.1
-		{"cjson.encode_max_depth(1)", ""}, // allowed, but only for this script
+		{"cjson.encode_max_depth(1)", ""},                                                 // allowed, but only for this script
 	} {
 		got := show(h.eval(c.script))
 		if c.want == "" {

@@ -17,7 +17,7 @@ func (v *vm) tableLib() *lua.LTable {
 		"concat":   v.tableConcat,
 		"foreach":  v.tableForeach,
 		"foreachi": v.tableForeachi,
-		"getn":     func(L *lua.LState) int { L.Push(lua.LNumber(v.contents(checkTable(L, 1)).Len())); return 1 },
+		"getn":     func(L *lua.LState) int { L.Push(lua.LNumber(v.length(L, v.contents(checkTable(L, 1))))); return 1 },
 		"insert":   v.tableInsert,
 		"maxn":     v.tableMaxn,
 		"remove":   v.tableRemove,
@@ -34,7 +34,7 @@ func (v *vm) tableConcat(L *lua.LState) int {
 	sep := optString(L, 2, "")
 	t := v.contents(checkTable(L, 1))
 	i := optInt(L, 3, 1)
-	last := t.Len()
+	last := v.length(L, t)
 	if L.Get(4) != lua.LNil {
 		last = checkInt(L, 4)
 	}
@@ -58,13 +58,14 @@ func (v *vm) tableConcat(L *lua.LState) int {
 func (v *vm) tableInsert(L *lua.LState) int {
 	t := checkTable(L, 1)
 	c := v.contents(t)
-	e := c.Len() + 1
+	e := v.length(L, c) + 1
 	var pos int
 	switch L.GetTop() {
 	case 2:
 		pos = e
 	case 3:
 		pos = checkInt(L, 2)
+		v.chargeGap(L, c, lua.LNumber(pos))
 		if pos > e {
 			e = pos
 		}
@@ -84,7 +85,7 @@ func (v *vm) tableInsert(L *lua.LState) int {
 func (v *vm) tableRemove(L *lua.LState) int {
 	t := checkTable(L, 1)
 	c := v.contents(t)
-	e := c.Len()
+	e := v.length(L, c)
 	pos := optInt(L, 2, e)
 	if pos < 1 || pos > e {
 		return 0
@@ -102,7 +103,7 @@ func (v *vm) tableRemove(L *lua.LState) int {
 func (v *vm) tableMaxn(L *lua.LState) int {
 	t := v.contents(checkTable(L, 1))
 	max := 0.0
-	forEach(t, func(k, _ lua.LValue) {
+	v.forEach(L, t, func(k, _ lua.LValue) {
 		v.charge(L, 1)
 		if n, ok := k.(lua.LNumber); ok && float64(n) > max {
 			max = float64(n)
@@ -115,7 +116,7 @@ func (v *vm) tableMaxn(L *lua.LState) int {
 func (v *vm) tableForeach(L *lua.LState) int {
 	t := v.contents(checkTable(L, 1))
 	fn := L.CheckFunction(2)
-	for k, val := t.Next(lua.LNil); k != lua.LNil; k, val = t.Next(k) {
+	for k, val := v.tableNext(L, t, lua.LNil); k != lua.LNil; k, val = v.tableNext(L, t, k) {
 		L.Push(fn)
 		L.Push(k)
 		L.Push(val)
@@ -131,7 +132,7 @@ func (v *vm) tableForeach(L *lua.LState) int {
 func (v *vm) tableForeachi(L *lua.LState) int {
 	t := v.contents(checkTable(L, 1))
 	fn := L.CheckFunction(2)
-	n := t.Len()
+	n := v.length(L, t)
 	for i := 1; i <= n; i++ {
 		L.Push(fn)
 		L.Push(lua.LNumber(i))
@@ -161,7 +162,7 @@ func (v *vm) tableSort(L *lua.LState) int {
 			typeError(L, 2, "function")
 		}
 	}
-	n := s.t.Len()
+	n := v.length(L, s.t)
 	if n > 1 {
 		v.refuseReadonly(L, t)
 	}

@@ -146,6 +146,9 @@ func newVM(e *Engine) *vm {
 		L.NewFunction(v.forCoerce("initial value")),
 		L.NewFunction(v.forCoerce("limit")),
 		L.NewFunction(v.forCoerce("step")),
+		L.NewFunction(v.setIndex),
+		L.NewFunction(v.setFields),
+		L.NewFunction(v.lenOp),
 	}
 	return v
 }
