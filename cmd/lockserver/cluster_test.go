@@ -188,10 +188,11 @@ func TestBinaryCluster(t *testing.T) {
 		return err
 	})
 
-	// Wipe a follower's data: it rejoins through any member.
+	// Wipe a follower's data: it rejoins through any other member.
 	var w *node
+	via := leader()
 	for _, n := range nodes {
-		if n != leader() {
+		if n != via {
 			w = n
 		}
 	}
@@ -199,7 +200,7 @@ func TestBinaryCluster(t *testing.T) {
 	if err := os.RemoveAll(w.dir); err != nil {
 		t.Fatal(err)
 	}
-	w.args = []string{"--addr", w.addr, "--node-id", w.id, "--raft-addr", w.raftAddr, "--data-dir", w.dir, "--join", l.addr}
+	w.args = []string{"--addr", w.addr, "--node-id", w.id, "--raft-addr", w.raftAddr, "--data-dir", w.dir, "--join", via.addr}
 	w.start(t, bin)
 	eventually(t, "the wiped node serves the lock again", func() error {
 		v, err := w.rdb.Get(ctx, "lock").Result()
