@@ -122,7 +122,7 @@ func (e *Engine) exec(c *keyspace.Call, apply bool) keyspace.Reply {
 		if apply && !p.cached {
 			e.cache.add(p.sha, p.body)
 		}
-		return e.run(c, p)
+		return e.run(c, &p)
 	case planLoad:
 		if apply {
 			e.cache.add(p.sha, p.body)
@@ -197,14 +197,14 @@ var (
 	errNotBusy  = keyspace.Error("NOTBUSY No scripts in execution right now.")
 )
 
-func errReply(r keyspace.Reply) (*plan, *keyspace.Reply) { return nil, &r }
+func errReply(r keyspace.Reply) (plan, *keyspace.Reply) { return plan{}, &r }
 
 // plan checks a scripting command in Redis's order and describes it.
-func (e *Engine) plan(cmd *keyspace.Command, args [][]byte) (*plan, *keyspace.Reply) {
+func (e *Engine) plan(cmd *keyspace.Command, args [][]byte) (plan, *keyspace.Reply) {
 	if cmd.Name == "script" {
 		return e.planScript(args)
 	}
-	p := &plan{kind: planEval, ro: strings.HasSuffix(cmd.Name, "_ro")}
+	p := plan{kind: planEval, ro: strings.HasSuffix(cmd.Name, "_ro")}
 	isSha := strings.HasPrefix(cmd.Name, "evalsha")
 	if isSha && len(args[1]) != 40 {
 		return errReply(errNoScript)
@@ -220,7 +220,7 @@ func (e *Engine) plan(cmd *keyspace.Command, args [][]byte) (*plan, *keyspace.Re
 	}
 	p.keys, p.argv = args[3:3+n], args[3+n:]
 	if isSha {
-		p.sha = strings.ToLower(string(args[1]))
+		p.sha = lowerSHA(args[1])
 		if p.body, p.cached = e.cache.body(p.sha); !p.cached {
 			return errReply(errNoScript)
 		}
@@ -268,7 +268,7 @@ var scriptHelp = []string{
 	"    Prints this help.",
 }
 
-func (e *Engine) planScript(args [][]byte) (*plan, *keyspace.Reply) {
+func (e *Engine) planScript(args [][]byte) (plan, *keyspace.Reply) {
 	sub := strings.ToLower(string(args[1]))
 	arity, ok := scriptArities[sub]
 	if !ok {
@@ -291,29 +291,29 @@ func (e *Engine) planScript(args [][]byte) (*plan, *keyspace.Reply) {
 		if s, msg := e.cache.get(sha, body); s == nil {
 			return errReply(keyspace.Error("ERR " + msg))
 		}
-		return &plan{kind: planLoad, sha: sha, body: body}, nil
+		return plan{kind: planLoad, sha: sha, body: body}, nil
 	case "exists":
-		return &plan{kind: planExists}, nil
+		return plan{kind: planExists}, nil
 	case "flush":
 		if len(args) > 3 || len(args) == 3 && !strings.EqualFold(string(args[2]), "sync") && !strings.EqualFold(string(args[2]), "async") {
 			return errReply(keyspace.Error("ERR SCRIPT FLUSH only support SYNC|ASYNC option"))
 		}
-		return &plan{kind: planFlush}, nil
+		return plan{kind: planFlush}, nil
 	case "kill":
 		// Scripts run to completion or to their budget inside the state
 		// machine: there is never one to kill.
-		return &plan{kind: planReply, reply: errNotBusy}, nil
+		return plan{kind: planReply, reply: errNotBusy}, nil
 	case "help":
 		lines := make([]keyspace.Reply, len(scriptHelp))
 		for i, l := range scriptHelp {
 			lines[i] = keyspace.Status(l)
 		}
-		return &plan{kind: planReply, reply: keyspace.Array(lines...)}, nil
+		return plan{kind: planReply, reply: keyspace.Array(lines...)}, nil
 	}
 	// debug: the Lua debugger is interactive, which a replicated script cannot be.
 	switch strings.ToLower(string(args[2])) {
 	case "no":
-		return &plan{kind: planReply, reply: keyspace.OK}, nil
+		return plan{kind: planReply, reply: keyspace.OK}, nil
 	case "yes", "sync":
 		return errReply(keyspace.Error("ERR SCRIPT DEBUG is not supported: scripts run inside the replicated state machine"))
 	}
@@ -337,9 +337,9 @@ func (e *Engine) run(c *keyspace.Call, p *plan) keyspace.Reply {
 	if p.script.fn == nil {
 		p.script.fn = v.closure(p.script.proto)
 	}
-	call := *c // SELECT inside the script must not change the caller's database
-	r := &run{
-		call:     &call,
+	r := &v.current
+	*r = run{
+		call:     *c,
 		sha:      p.sha,
 		readOnly: p.readOnly,
 		allowOOM: sb.flags&flagAllowOOM != 0,
@@ -384,4 +384,15 @@ func (e *Engine) LoadScripts(bodies []string) error {
 		}
 	}
 	return first
+}
+
+// lowerSHA returns a SHA1 in lower case, as the script cache keys it,
+// without converting one that already is (what clients send).
+func lowerSHA(b []byte) string {
+	for _, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			return strings.ToLower(string(b))
+		}
+	}
+	return string(b)
 }

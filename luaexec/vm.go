@@ -68,12 +68,16 @@ type vm struct {
 	coCreate lua.LGFunction
 	coResume lua.LGFunction
 
-	run *run // the script being run, nil between runs
+	run     *run // the script being run, nil between runs
+	current run  // the storage run points to, reused by every script
+	// handler records the error information of a failing script in errInfo.
+	handler *lua.LFunction
+	errInfo *scriptError
 }
 
 // run is the state of one script execution.
 type run struct {
-	call      *keyspace.Call
+	call      keyspace.Call // a copy: SELECT inside the script must not change the caller's database
 	sha       string
 	readOnly  bool // EVAL_RO, EVALSHA_RO or a no-writes script
 	allowOOM  bool
@@ -138,6 +142,10 @@ func newVM(e *Engine) *vm {
 
 	v.setTypeMetatables()
 	v.identity = L.NewFunction(func(L *lua.LState) int { return 1 })
+	v.handler = L.NewFunction(func(L *lua.LState) int {
+		v.errInfo = v.errorInfo(L, L.Get(1))
+		return 0
+	})
 	v.helpers = []lua.LValue{
 		L.NewFunction(v.budget),
 		L.NewFunction(v.concat),
@@ -260,13 +268,10 @@ func (v *vm) exec(r *run, fn *lua.LFunction, keys, args [][]byte) (lua.LValue, *
 	v.hidden.RawSetString("KEYS", byteArray(L, keys))
 	v.hidden.RawSetString("ARGV", byteArray(L, args))
 
-	var info *scriptError
-	handler := L.NewFunction(func(L *lua.LState) int {
-		info = v.errorInfo(L, L.Get(1))
-		return 0
-	})
+	v.errInfo = nil
 	L.Push(fn)
-	err := L.PCall(0, 1, handler)
+	err := L.PCall(0, 1, v.handler)
+	info := v.errInfo
 	if r.exhausted {
 		line := 0
 		if info != nil {

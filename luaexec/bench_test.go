@@ -1,0 +1,78 @@
+package luaexec
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lockserver/lockserver/keyspace"
+)
+
+// lockScript reads a lock script from ../shared/scripts, the project's
+// specification, without its trailing newline.
+func lockScript(b *testing.B, name string) string {
+	b.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "shared", "scripts", name))
+	if err != nil {
+		b.Skipf("the specification's lock scripts are not beside the project: %v", err)
+	}
+	return strings.TrimSuffix(string(data), "\n")
+}
+
+// benchEvalsha loads script and runs EVALSHA with keys and args b.N times,
+// as the state machine runs an applied entry.
+func benchEvalsha(b *testing.B, script string, setup [][]string, args ...string) {
+	h := newHarness(b, Options{})
+	for _, cmd := range setup {
+		h.do(cmd...)
+	}
+	sha := h.do("SCRIPT", "LOAD", script).Str
+	argv := append([]string{"EVALSHA", sha}, args...)
+	c := h.call(argv)
+	if r := h.e.Exec(c); r.IsError() {
+		b.Fatalf("%s", r.Str)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		call := keyspace.Call{Store: c.Store, Now: c.Now, Args: c.Args}
+		if r := h.e.Exec(&call); r.IsError() {
+			b.Fatalf("%s", r.Str)
+		}
+	}
+}
+
+// Re-entry of a held Redisson lock: EXISTS, HEXISTS, HINCRBY, PEXPIRE.
+func BenchmarkEvalRedissonLock(b *testing.B) {
+	benchEvalsha(b, lockScript(b, "redisson_lock.lua"), nil, "1", "lock", "30000", "owner:1")
+}
+
+// A Redisson lock held by another owner: EXISTS, HEXISTS, PTTL.
+func BenchmarkEvalRedissonLockContended(b *testing.B) {
+	benchEvalsha(b, lockScript(b, "redisson_lock.lua"),
+		[][]string{{"HSET", "lock", "other:1", "1"}, {"PEXPIRE", "lock", "30000000"}},
+		"1", "lock", "30000", "owner:1")
+}
+
+// Unlock by a non-owner: HEXISTS only.
+func BenchmarkEvalRedissonUnlockNotOwner(b *testing.B) {
+	benchEvalsha(b, lockScript(b, "redisson_unlock_v1.lua"),
+		[][]string{{"HSET", "lock", "other:1", "1"}},
+		"2", "lock", "channel", "0", "30000", "owner:1")
+}
+
+// Compare-and-delete with a token that does not match: GET only.
+func BenchmarkEvalCompareAndDelete(b *testing.B) {
+	benchEvalsha(b, lockScript(b, "compare_and_delete.lua"), [][]string{{"SET", "lock", "token"}}, "1", "lock", "other")
+}
+
+// The cost of running a script at all.
+func BenchmarkEvalReturn(b *testing.B) {
+	benchEvalsha(b, "return 1", nil, "0")
+}
+
+// A loop of budgeted iterations, to relate steps to time.
+func BenchmarkEvalLoop1000(b *testing.B) {
+	benchEvalsha(b, "local n = 0 for i = 1, 1000 do n = n + i end return n", nil, "0")
+}
