@@ -25,6 +25,7 @@ import (
 //	double         string ("1.5")        {double=1.5}
 //	boolean        number 1 or 0         true or false
 //	verbatim       string                {verbatim_string={format='txt', string=s}}
+//	(member,score) flat array            array of {member, {double=score}}
 //
 // Lua -> Redis (what the client receives):
 //
@@ -66,6 +67,7 @@ func (v *vm) toLua(L *lua.LState, r keyspace.Reply, resp int) lua.LValue {
 			if k == lua.LNil {
 				continue // Lua tables cannot hold a nil key
 			}
+			v.chargeGap(L, m, k)
 			m.RawSet(k, v.toLua(L, r.Elems[i+1], resp))
 		}
 		return wrap(L, "map", m)
@@ -76,10 +78,20 @@ func (v *vm) toLua(L *lua.LState, r keyspace.Reply, resp int) lua.LValue {
 		s := L.CreateTable(0, len(r.Elems))
 		for _, e := range r.Elems {
 			if k := v.toLua(L, e, resp); k != lua.LNil {
+				v.chargeGap(L, s, k)
 				s.RawSet(k, lua.LTrue)
 			}
 		}
 		return wrap(L, "set", s)
+	case keyspace.KindPairs:
+		if resp == 2 {
+			return v.arrayToLua(L, r.Elems, resp)
+		}
+		t := L.CreateTable(len(r.Elems)/2, 0)
+		for i := 0; i+1 < len(r.Elems); i += 2 {
+			t.Append(v.arrayToLua(L, r.Elems[i:i+2], resp))
+		}
+		return t
 	case keyspace.KindDouble:
 		if resp == 2 {
 			return lua.LString(keyspace.FormatDouble(r.Float))
