@@ -3,6 +3,7 @@ package compat_test
 import (
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -526,6 +527,11 @@ func TestDiffInfo(t *testing.T) {
 	}
 	if got["replication"]["connected_slaves"] != "0" || got["persistence"]["aof_enabled"] != "0" {
 		t.Errorf("INFO replication/persistence: %v %v", got["replication"], got["persistence"])
+	}
+	used, err1 := strconv.ParseInt(got["memory"]["used_memory"], 10, 64)
+	rss, err2 := strconv.ParseInt(got["memory"]["used_memory_rss"], 10, 64)
+	if err1 != nil || err2 != nil || used <= 0 || rss < used {
+		t.Errorf("INFO memory: used_memory %q, used_memory_rss %q", got["memory"]["used_memory"], got["memory"]["used_memory_rss"])
 	}
 	if got["keyspace"]["db0"] != "keys=2,expires=1,avg_ttl=0" || got["keyspace"]["db2"] != "keys=1,expires=0,avg_ttl=0" {
 		t.Errorf("INFO keyspace: %v", got["keyspace"])

@@ -112,13 +112,12 @@ func (s *Server) infoClients(b *infoBuilder) {
 
 func (s *Server) infoMemory(b *infoBuilder) {
 	used := s.mem.current()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
+	rss := s.mem.resident.Load()
 	limit := s.mem.limit.Load()
 	b.line("used_memory", used)
 	b.line("used_memory_human", humanBytes(used))
-	b.line("used_memory_rss", ms.Sys-ms.HeapReleased)
-	b.line("used_memory_rss_human", humanBytes(int64(ms.Sys-ms.HeapReleased)))
+	b.line("used_memory_rss", rss)
+	b.line("used_memory_rss_human", humanBytes(rss))
 	b.line("used_memory_peak", s.mem.peak.Load())
 	b.line("used_memory_peak_human", humanBytes(s.mem.peak.Load()))
 	b.line("maxmemory", limit)

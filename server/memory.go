@@ -16,11 +16,14 @@ import (
 // collection). Reading it is cheap but not free, so a sample is reused for
 // sampleEvery; the hot path pays one atomic load when no maxmemory is set.
 type memory struct {
-	limit   atomic.Int64 // maxmemory; 0 means none
-	used    atomic.Int64 // bytes, last sample
-	peak    atomic.Int64
-	sampled atomic.Int64 // when, in ns since memoryEpoch; 0 forces a sample
-	lastGC  atomic.Int64 // when over() last asked for a collection
+	limit atomic.Int64 // maxmemory; 0 means none
+	used  atomic.Int64 // bytes, last sample
+	peak  atomic.Int64
+	// resident is what the Go runtime holds from the OS and has not given
+	// back, for INFO's used_memory_rss.
+	resident atomic.Int64
+	sampled  atomic.Int64 // when, in ns since memoryEpoch; 0 forces a sample
+	lastGC   atomic.Int64 // when over() last asked for a collection
 
 	mu      sync.Mutex // serialises sampling
 	samples []metrics.Sample
@@ -77,6 +80,8 @@ func (m *memory) sample() {
 			{Name: "/gc/heap/live:bytes"},
 			{Name: "/memory/classes/heap/objects:bytes"},
 			{Name: "/gc/cycles/total:gc-cycles"},
+			{Name: "/memory/classes/total:bytes"},
+			{Name: "/memory/classes/heap/released:bytes"},
 		}
 	}
 	metrics.Read(m.samples)
@@ -85,6 +90,7 @@ func (m *memory) sample() {
 		used = int64(m.samples[1].Value.Uint64())
 	}
 	m.used.Store(used)
+	m.resident.Store(int64(m.samples[3].Value.Uint64() - m.samples[4].Value.Uint64()))
 	if used > m.peak.Load() {
 		m.peak.Store(used)
 	}
