@@ -130,6 +130,43 @@ func decodeLogEntry(b []byte) (*logEntry, error) {
 	return e, nil
 }
 
+// A Raft log entry holds a batch of entries, so that the proposals that arrive
+// while earlier ones commit go to the log, and to every disk, as one write:
+// a count, then each entry's length and encoding.
+
+// appendBatchEntry adds an encoded entry to the body of a batch.
+func appendBatchEntry(body, entry []byte) []byte {
+	body = binary.AppendUvarint(body, uint64(len(entry)))
+	return append(body, entry...)
+}
+
+// encodeBatch returns a Raft log entry's data for n entries whose
+// appendBatchEntry encodings make up body.
+func encodeBatch(n int, body []byte) []byte {
+	b := make([]byte, 0, binary.MaxVarintLen64+len(body))
+	b = binary.AppendUvarint(b, uint64(n))
+	return append(b, body...)
+}
+
+// decodeBatch decodes the entries of a Raft log entry. Their byte strings alias b.
+func decodeBatch(b []byte) ([]*logEntry, error) {
+	d := decoder{b: b}
+	n := d.count(1)
+	entries := make([]*logEntry, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		e, err := decodeLogEntry(d.bytes())
+		if err != nil {
+			d.fail(fmt.Errorf("entry %d: %w", i, err))
+			break
+		}
+		entries = append(entries, e)
+	}
+	if err := d.finish(); err != nil {
+		return nil, fmt.Errorf("decode batch: %w", err)
+	}
+	return entries, nil
+}
+
 // encodeRequests returns the encoding of a batch of requests, for forwarding.
 func encodeRequests(reqs []*Request) []byte {
 	var b []byte

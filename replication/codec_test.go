@@ -114,6 +114,25 @@ func TestRepliesRoundTrip(t *testing.T) {
 	}
 }
 
+// A Raft log entry holds the entries of a batch, in order.
+func TestBatchRoundTrip(t *testing.T) {
+	var body []byte
+	entries := sampleEntries()
+	for _, e := range entries {
+		body = appendBatchEntry(body, encodeLogEntry(e))
+	}
+	got, err := decodeBatch(encodeBatch(len(entries), body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, entries) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, entries)
+	}
+	if _, err := decodeBatch(encodeBatch(len(entries)+1, body)); err == nil {
+		t.Fatal("a batch that claims one entry more than it holds decoded")
+	}
+}
+
 // Hostile inputs fail with an error, without allocating what they claim.
 func TestDecodeRejectsGarbage(t *testing.T) {
 	valid := encodeLogEntry(sampleEntries()[1])
@@ -159,6 +178,29 @@ func FuzzDecodeLogEntry(f *testing.F) {
 		again, err := decodeLogEntry(enc)
 		if err != nil || !bytes.Equal(encodeLogEntry(again), enc) {
 			t.Fatalf("%+v re-encoded to %v, which decodes to %+v, %v", e, enc, again, err)
+		}
+	})
+}
+
+func FuzzDecodeBatch(f *testing.F) {
+	var body []byte
+	for _, e := range sampleEntries() {
+		body = appendBatchEntry(body, encodeLogEntry(e))
+	}
+	f.Add(encodeBatch(len(sampleEntries()), body))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		entries, err := decodeBatch(b)
+		if err != nil {
+			return
+		}
+		var body []byte
+		for _, e := range entries {
+			body = appendBatchEntry(body, encodeLogEntry(e))
+		}
+		enc := encodeBatch(len(entries), body)
+		again, err := decodeBatch(enc)
+		if err != nil || len(again) != len(entries) {
+			t.Fatalf("%+v re-encoded to %v, which decodes to %+v, %v", entries, enc, again, err)
 		}
 	})
 }

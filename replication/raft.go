@@ -57,7 +57,8 @@ type RaftOptions struct {
 	Hub    keyspace.Publisher
 	Logger *slog.Logger
 
-	// HeartbeatTimeout and ElectionTimeout default to 400 ms, CommitTimeout to 5 ms.
+	// HeartbeatTimeout and ElectionTimeout default to 500 ms, CommitTimeout to 5 ms.
+	// A leader that hears from no majority for HeartbeatTimeout steps down.
 	HeartbeatTimeout, ElectionTimeout, CommitTimeout time.Duration
 	// SnapshotThreshold is how many entries since the last snapshot start the
 	// next one (default 16384); TrailingLogs how many stay in the log after it
@@ -96,8 +97,8 @@ func (o RaftOptions) withDefaults() RaftOptions {
 			*d = v
 		}
 	}
-	def(&o.HeartbeatTimeout, 400*time.Millisecond)
-	def(&o.ElectionTimeout, 400*time.Millisecond)
+	def(&o.HeartbeatTimeout, 500*time.Millisecond)
+	def(&o.ElectionTimeout, 500*time.Millisecond)
 	def(&o.CommitTimeout, 5*time.Millisecond)
 	def(&o.SnapshotInterval, 30*time.Second)
 	def(&o.ForwardWait, 3*time.Second)
@@ -163,11 +164,16 @@ type Raft struct {
 	proposeMu sync.Mutex
 	leadTerm  atomic.Uint64 // the term whose barrier this node proposed; 0 when not leading; written under proposeMu
 	nextSeq   uint64
+	// Proposals wait in pending while maxInflight batches are being
+	// committed, and then go to the log together as one batch.
+	pending      []byte
+	pendingProps []*proposal
+	inflight     int
 
 	localMu sync.Mutex
 	local   []*proposal // this node's proposals not yet applied or failed, in Seq order
 
-	waiter   *queue[*proposal] // proposals whose futures to check, in Seq order
+	waiter   *queue[*logBatch] // batches whose futures to check, in log order
 	verifier *queue[*readOp]   // reads waiting for a VerifyLeader round
 	fwd      *forwarder
 
@@ -184,12 +190,28 @@ type Raft struct {
 
 // proposal is an entry this node proposed.
 type proposal struct {
-	seq    uint64
-	req    *Request // nil for the entries the engine proposes itself
-	future raft.ApplyFuture
-	reads  []*readOp // reads submitted after it and before the next proposal
-	done   bool      // req resolved; guarded by localMu
+	seq   uint64
+	req   *Request  // nil for the entries the engine proposes itself
+	reads []*readOp // reads submitted after it and before the next proposal
+	done  bool      // req resolved; guarded by localMu
 }
+
+// logBatch is a Raft log entry of this node's: proposals that go to the log,
+// and to every disk, in one write.
+type logBatch struct {
+	props  []*proposal
+	future raft.ApplyFuture
+}
+
+// Bounds of proposal batching. With one batch being committed at a time, the
+// proposals that arrive meanwhile form the next: a lone client waits for no
+// one, and many clients share each commit (hashicorp/raft's own pipelining
+// would split them into many small commits, one fsync each).
+const (
+	maxInflight     = 1
+	maxBatchEntries = 1024
+	maxBatchBytes   = 1 << 20
+)
 
 // readOp is a read that is answered once it has run on the state machine and a
 // VerifyLeader round has covered it, whichever comes last.
@@ -214,7 +236,7 @@ func NewRaft(opts RaftOptions) (*Raft, error) {
 		log:      opts.Logger.With("node", opts.NodeID),
 		clock:    newClock(0, opts.Mono, opts.Wall),
 		origin:   randomUint64(),
-		waiter:   newQueue[*proposal](),
+		waiter:   newQueue[*logBatch](),
 		verifier: newQueue[*readOp](),
 		stop:     make(chan struct{}),
 
@@ -345,7 +367,9 @@ func (r *Raft) raftConfig(hl *hcLogger) *raft.Config {
 	c.LocalID = raft.ServerID(o.NodeID)
 	c.HeartbeatTimeout = o.HeartbeatTimeout
 	c.ElectionTimeout = o.ElectionTimeout
-	c.LeaderLeaseTimeout = o.HeartbeatTimeout / 2
+	// As long as allowed: a leader starved of CPU for a moment on a busy
+	// machine should not step down and fail the writes in flight.
+	c.LeaderLeaseTimeout = o.HeartbeatTimeout
 	c.CommitTimeout = o.CommitTimeout
 	// Many concurrent proposals go to the log, and to the FSM, as one batch.
 	c.BatchApplyCh = true
@@ -479,19 +503,34 @@ func (r *Raft) leading() bool {
 	return r.leadingLocked()
 }
 
-// proposeLocked appends e to the log with the next Seq. It does not wait for
-// the commit. proposeMu is held.
-func (r *Raft) proposeLocked(e *logEntry, req *Request) *proposal {
+// proposeLocked proposes e with the next Seq: at once when fewer than
+// maxInflight batches are being committed, else with the next batch. It does
+// not wait for the commit. proposeMu is held.
+func (r *Raft) proposeLocked(e *logEntry, req *Request) {
 	p := &proposal{seq: r.nextSeq, req: req}
 	r.nextSeq++
 	e.Origin, e.Seq = r.origin, p.seq
-	data := encodeLogEntry(e)
 	r.localMu.Lock()
 	r.local = append(r.local, p)
 	r.localMu.Unlock()
-	p.future = r.raft.Apply(data, 0)
-	r.waiter.push(p)
-	return p
+	r.pending = appendBatchEntry(r.pending, encodeLogEntry(e))
+	r.pendingProps = append(r.pendingProps, p)
+	if r.inflight < maxInflight || len(r.pendingProps) >= maxBatchEntries || len(r.pending) >= maxBatchBytes {
+		r.flushLocked()
+	}
+}
+
+// flushLocked sends the pending proposals to the log as one batch.
+// proposeMu is held.
+func (r *Raft) flushLocked() {
+	if len(r.pendingProps) == 0 {
+		return
+	}
+	b := &logBatch{props: r.pendingProps}
+	b.future = r.raft.Apply(encodeBatch(len(r.pendingProps), r.pending), 0)
+	r.pending, r.pendingProps = nil, nil
+	r.inflight++
+	r.waiter.push(b)
 }
 
 // read runs a read request on the state machine. smMu is held.
@@ -530,29 +569,43 @@ func (r *Raft) appliedLocal(seq uint64, reply keyspace.Reply) {
 	}
 }
 
-// waitLoop checks the futures of this node's proposals in order and answers
-// those that failed.
+// waitLoop waits for this node's batches in log order: when one is done it
+// sends the next, and it answers the proposals of those that failed.
 func (r *Raft) waitLoop() {
 	for {
 		select {
 		case <-r.waiter.wake:
 		case <-r.stop:
-			for _, p := range r.waiter.take() {
-				r.checkProposal(p)
+			// Batches sent now fail at once, raft being shut down.
+			for bs := r.waiter.take(); len(bs) > 0; bs = r.waiter.take() {
+				for _, b := range bs {
+					r.checkBatch(b)
+				}
 			}
 			return
 		}
-		for _, p := range r.waiter.take() {
-			r.checkProposal(p)
+		for _, b := range r.waiter.take() {
+			r.checkBatch(b)
 		}
 	}
 }
 
-func (r *Raft) checkProposal(p *proposal) {
-	err := p.future.Error()
-	if err == nil {
-		return // the FSM answered it
+func (r *Raft) checkBatch(b *logBatch) {
+	err := b.future.Error()
+	r.proposeMu.Lock()
+	r.inflight--
+	r.flushLocked()
+	r.proposeMu.Unlock()
+	if err != nil {
+		for _, p := range b.props {
+			r.failProposal(p, err)
+		}
 	}
+}
+
+// failProposal answers a proposal whose batch raft refused or lost, unless
+// the FSM applied it meanwhile.
+func (r *Raft) failProposal(p *proposal, err error) {
 	var reply keyspace.Reply
 	switch {
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):

@@ -233,6 +233,9 @@ func (r *Raft) inConfiguration(id string) bool {
 // node starts, so that this node, which has no log, answers no vote request
 // until the leader has removed any older self of it from the voters.
 func (r *Raft) join() error {
+	if r.opts.Join == r.opts.ClientAddr {
+		return fmt.Errorf("join: %s is this node's own address; give another member's", r.opts.Join)
+	}
 	args := [][]byte{argLockserver, []byte("JOIN"), []byte(r.opts.NodeID), []byte(r.trans.LocalAddr()), []byte(r.opts.ClientAddr)}
 	deadline := time.Now().Add(adminTimeout)
 	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {

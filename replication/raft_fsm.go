@@ -46,21 +46,31 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	return make([]any, len(logs))
 }
 
-// applyLog applies one command entry and reports whether it carried a stamp.
-// Entries that were in the log when the node started are a replay: their
-// messages were delivered, if ever, before the restart.
+// applyLog applies the entries of one Raft log entry and reports whether any
+// carried a stamp.
 func (r *Raft) applyLog(l *raft.Log) bool {
-	e, err := decodeLogEntry(l.Data)
+	entries, err := decodeBatch(l.Data)
 	if err != nil {
 		// Every node skips the same bytes, so the replicas stay alike.
 		r.log.Error("skipping an undecodable log entry", "index", l.Index, "err", err)
 		return false
 	}
+	stamped := false
+	for _, e := range entries {
+		stamped = r.applyEntry(l.Index, e) || stamped
+	}
+	return stamped
+}
+
+// applyEntry applies one entry of the log entry at index and reports whether
+// it carried a stamp. Entries that were in the log when the node started are
+// a replay: their messages were delivered, if ever, before the restart.
+func (r *Raft) applyEntry(index uint64, e *logEntry) bool {
 	reply := keyspace.OK
 	switch e.Kind {
 	case kindCommand:
 		var pub keyspace.Publisher
-		if l.Index > r.replayUntil {
+		if index > r.replayUntil {
 			pub = r.opts.Hub
 		}
 		reply = r.sm.Load().Apply(&e.Entry, pub)
