@@ -3,8 +3,8 @@ package compat_test
 import (
 	"context"
 	"slices"
-	"strings"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
