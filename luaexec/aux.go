@@ -78,13 +78,6 @@ func checkNumber(L *lua.LState, n int) float64 {
 	return f
 }
 
-func optNumber(L *lua.LState, n int, def float64) float64 {
-	if L.Get(n) == lua.LNil {
-		return def
-	}
-	return checkNumber(L, n)
-}
-
 // checkInteger is luaL_checkinteger: a number truncated as C casts it.
 func checkInteger(L *lua.LState, n int) int64 {
 	return toInteger(checkNumber(L, n))

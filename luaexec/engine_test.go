@@ -333,3 +333,27 @@ func TestCompiledCacheBound(t *testing.T) {
 		t.Fatalf("%d compiled scripts kept, want 2", n)
 	}
 }
+
+// Prepare may run beside Exec (a Raft leader prepares while its state
+// machine applies): run under -race, this finds unguarded shared state.
+func TestPrepareBesideExec(t *testing.T) {
+	h := newHarness(t, Options{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 200; i++ {
+			body := "return " + strings.Repeat("1+", i%7) + "1"
+			args := [][]byte{[]byte("EVAL"), []byte(body), []byte("0")}
+			h.e.Prepare(keyspace.Lookup(args[0]), args)
+			sha := []byte(sha1hex(body))
+			h.e.Prepare(keyspace.Lookup([]byte("EVALSHA")), [][]byte{[]byte("EVALSHA"), sha, []byte("0")})
+		}
+	}()
+	for i := 0; i < 200; i++ {
+		h.eval("return " + strings.Repeat("1+", i%7) + "1")
+		if i%50 == 0 {
+			h.do("SCRIPT", "FLUSH")
+		}
+	}
+	<-done
+}

@@ -260,4 +260,3 @@ func FuzzConvert(f *testing.F) {
 		v.L.SetTop(0)
 	})
 }
-

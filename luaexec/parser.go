@@ -114,10 +114,10 @@ func (p *parser) leaveBlock() {
 	p.fs.block = p.fs.block.parent
 }
 
-// errorLimit is Lua's errorlimit.
-func (p *parser) errorLimit(limit int, what string) {
-	msg := fmt.Sprintf("function at line %d has more than %d %s", p.fs.line, limit, what)
-	if p.fs.line == 0 {
+// errorLimit is Lua's errorlimit: function fs exceeds a limit.
+func (p *parser) errorLimit(fs *funcState, limit int, what string) {
+	msg := fmt.Sprintf("function at line %d has more than %d %s", fs.line, limit, what)
+	if fs.line == 0 {
 		msg = fmt.Sprintf("main function has more than %d %s", limit, what)
 	}
 	p.lx.fail(msg, 0)
@@ -126,7 +126,7 @@ func (p *parser) errorLimit(limit int, what string) {
 // newLocal declares the n-th local of a statement; it is in scope after activate.
 func (p *parser) newLocal(name string, n int) {
 	if len(p.fs.actives)+n+1 > maxLocals {
-		p.errorLimit(maxLocals, "local variables")
+		p.errorLimit(p.fs, maxLocals, "local variables")
 	}
 	p.fs.pending = append(p.fs.pending, &localVar{name: name})
 }
@@ -159,10 +159,7 @@ func (p *parser) resolve(name string) {
 			}
 		}
 		if len(fs.upvals)+1 > maxUpvalues {
-			saved := p.fs
-			p.fs = fs
-			p.errorLimit(maxUpvalues, "upvalues")
-			p.fs = saved
+			p.errorLimit(fs, maxUpvalues, "upvalues")
 		}
 		fs.upvals = append(fs.upvals, v)
 		return v
@@ -594,7 +591,7 @@ func (p *parser) exprStat() ast.Stmt {
 		}
 		cur = p.primaryExp()
 		if n > maxSyntaxLevels-p.level {
-			p.errorLimit(maxSyntaxLevels-p.level, "variables in assignment")
+			p.errorLimit(p.fs, maxSyntaxLevels-p.level, "variables in assignment")
 		}
 	}
 	p.checkNext('=')

@@ -178,11 +178,6 @@ func (v *vm) setLib(name string, lib *lua.LTable) {
 	v.hidden.RawSetString(name, v.protect(lib))
 }
 
-// lib returns the contents of a published library.
-func (v *vm) lib(name string) *lua.LTable {
-	return v.readonly[v.hidden.RawGetString(name).(*lua.LTable)]
-}
-
 // contents returns the table holding t's entries: t itself, or the hidden
 // table behind a protected proxy.
 func (v *vm) contents(t *lua.LTable) *lua.LTable {
