@@ -189,6 +189,17 @@ func TestDiffScriptEvalCommands(t *testing.T) {
 		{"EVAL_RO", "#!lua flags=no-writes\nreturn 1", "0"},
 		{"EVAL_RO", "#!lua flags=allow-oom\nreturn 1", "0"},
 		{"EVAL", "return redis.call('get', KEYS[1])", "1", "a"},
+		// inside a transaction, script errors come with EXEC
+		{"MULTI"},
+		{"EVAL", "return redis.call('set', KEYS[1], 'v')", "1", "m"},
+		{"EVAL", "x x", "0"},
+		{"EVAL", "return 1", "5"},
+		{"EVALSHA", sha0, "0"},
+		{"EVAL", "error('in multi')", "0"},
+		{"EVAL", "return redis.call('get', KEYS[1])", "1", "m"},
+		{"SCRIPT", "LOAD", "return 'm'"},
+		{"EXEC"},
+		{"EVALSHA", "b4c2bd33ea44f6e42de1b7b5b8e0a3e3e8a2d7a1", "0"},
 	})
 }
 

@@ -1,12 +1,15 @@
 package compat_test
 
 import (
+	"context"
 	"crypto/sha1"
 	"encoding/hex"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockserver/lockserver"
 )
 
 // The lock scripts of ../shared/scripts, run unmodified as clients run them
@@ -242,5 +245,19 @@ func TestLockScriptsContention(t *testing.T) {
 		step{script: "redisson_unlock_v1.lua", keys: []string{"c", "waiters"}, args: []string{"unlocked", ls2, holder}, want: intReply(1)}.check(t, redis, ls)
 		// The waiter hears of the release on both servers, in the same words.
 		sub.Read()
+	}
+}
+
+// The embedding API runs scripts too, with no connection and no RESP.
+func TestLockScriptsInProcess(t *testing.T) {
+	s := startLockserver(t, lockserver.Options{Addr: "-"})
+	ctx := context.Background()
+	lock := loadScript(t, "redisson_lock.lua")
+	if r, err := s.Do(ctx, "EVAL", lock, 1, "k", lease, "A:1"); r != nil || err != lockserver.Nil {
+		t.Fatalf("acquire: %v, %v; README says nil", r, err)
+	}
+	r, err := s.Do(ctx, "EVALSHA", lockScriptSHA1["redisson_lock.lua"], 1, "k", lease, "B:1")
+	if n, ok := r.(int64); err != nil || !ok || n <= 0 || n > lease {
+		t.Fatalf("contend: %v (%T), %v; want the remaining lease", r, r, err)
 	}
 }

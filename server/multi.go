@@ -185,7 +185,7 @@ func cmdExec(c *conn, args [][]byte) {
 	s.req.Multi = true
 	s.req.OverMemory = c.srv.mem.over()
 	for i, cmd := range t.rows {
-		if cmd.Run != nil {
+		if engineCommand(cmd) {
 			s.req.Cmds = append(s.req.Cmds, t.cmds[i])
 		}
 	}
@@ -203,7 +203,7 @@ func cmdExec(c *conn, args [][]byte) {
 	replies := make([]keyspace.Reply, len(t.cmds))
 	engineReplies := r.Elems
 	for i, cmd := range t.rows {
-		if cmd.Run == nil {
+		if !engineCommand(cmd) {
 			continue
 		}
 		replies[i] = engineReplies[0]
@@ -215,11 +215,17 @@ func cmdExec(c *conn, args [][]byte) {
 		}
 	}
 	for i, cmd := range t.rows {
-		if cmd.Run == nil {
+		if !engineCommand(cmd) {
 			replies[i] = c.runCaptured(t.cmds[i], cmd)
 		}
 	}
 	c.reply(keyspace.Array(replies...))
+}
+
+// engineCommand reports whether cmd runs in the engine (keyspace commands,
+// and scripts, which have no Run of their own) rather than in the connection.
+func engineCommand(cmd *keyspace.Command) bool {
+	return cmd.Run != nil || cmd.Has(keyspace.Scripting)
 }
 
 // runCaptured runs a connection command and returns its reply instead of

@@ -228,7 +228,7 @@ func (s *Server) Do(ctx context.Context, db int, args [][]byte) keyspace.Reply {
 	if errReply != nil {
 		return *errReply
 	}
-	if cmd.Run == nil || handlers[cmd.Name] != nil {
+	if !engineCommand(cmd) || handlers[cmd.Name] != nil {
 		return keyspace.Error("ERR '" + cmd.Name + "' needs a connection; use Dialer or Addr")
 	}
 	req := replication.Request{DB: db, Cmds: [][][]byte{args}, OverMemory: s.mem.over()}
