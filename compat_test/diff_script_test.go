@@ -995,3 +995,25 @@ var diffTables = []string{
 	"local t = {10, 20} return {next(t, 1)}",
 	"local t = setmetatable({}, {__newindex = function(t, k, v) rawset(t, k, v * 2) end}) local k = 'a' t[k] = 5 return t.a",
 }
+
+// Over maxmemory, a script may not start growing memory, may go on once it
+// has written, and a flagged script without allow-oom does not start.
+func TestDiffScriptOOM(t *testing.T) {
+	p := newPair(t)
+	p.Run([][]string{{"SET", "a", "b"}, {"CONFIG", "SET", "maxmemory", "1"}})
+	p.Run([][]string{
+		{"EVAL", "return redis.call('set', 'a', 'b')", "0"},
+		{"EVAL", "return redis.pcall('set', 'a', 'b')", "0"},
+		{"EVAL", "return redis.call('get', 'a')", "0"},
+		{"EVAL", "redis.call('get', 'a') return redis.call('set', 'a', 'b')", "0"},
+		{"EVAL", "redis.call('del', 'zz') return redis.pcall('set', 'a', 'b')", "0"},
+		{"EVAL", "#!lua\nreturn 1", "0"},
+		{"EVAL", "#!lua flags=allow-oom\nreturn redis.call('set', 'a', 'c')", "0"},
+		{"EVAL", "#!lua flags=no-writes\nreturn redis.call('get', 'a')", "0"},
+		{"EVAL_RO", "#!lua\nreturn 1", "0"},
+		{"EVAL_RO", "#!lua flags=allow-oom\nreturn 1", "0"},
+		{"EVAL", "return redis.call('publish', 'ch', 'x')", "0"},
+		{"CONFIG", "SET", "maxmemory", "0"},
+		{"EVAL", "return redis.call('set', 'a', 'b')", "0"},
+	})
+}

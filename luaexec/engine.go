@@ -162,7 +162,12 @@ func (e *Engine) Prepare(cmd *keyspace.Command, args [][]byte) (write bool, errR
 	}
 	switch p.kind {
 	case planEval:
-		return !p.readOnly || !p.cached, nil
+		// A flagged script that may write, called as *_RO, is refused when it
+		// runs; it goes through the log so that the refusal sees the entry's
+		// OOM state (Redis reports OOM first).
+		sb := p.script.shebang
+		refused := p.ro && sb.present && sb.flags&flagNoWrites == 0
+		return !p.readOnly || !p.cached || refused, nil
 	case planLoad, planFlush:
 		return true, nil
 	}

@@ -138,6 +138,8 @@ func TestPrepare(t *testing.T) {
 		{[]string{"EVALSHA", sha1, "0"}, true, ""},
 		{[]string{"EVALSHA_RO", sha1, "0"}, false, ""},
 		{[]string{"EVALSHA", sha2, "0"}, false, ""},
+		{[]string{"EVALSHA_RO", sha1hex("#!lua\nreturn 9"), "0"}, false, "NOSCRIPT No matching script. Please use EVAL."},
+		{[]string{"EVAL_RO", "#!lua\nreturn 9", "0"}, true, ""}, // refused when run, after the OOM check
 		{[]string{"EVALSHA", strings.Repeat("1", 40), "0"}, false, "NOSCRIPT No matching script. Please use EVAL."},
 		{[]string{"EVAL", "x x", "0"}, false, "ERR Error compiling script (new function): user_script:1: '=' expected near 'x'"},
 		{[]string{"EVAL", "return 1", "5"}, false, "ERR Number of keys can't be greater than number of args"},
