@@ -59,7 +59,7 @@ var errTruncated = errors.New("truncated")
 
 // encodeLogEntry returns the encoding of e.
 func encodeLogEntry(e *logEntry) []byte {
-	b := make([]byte, 0, 32+entrySize(&e.Entry))
+	b := make([]byte, 0, 32+cmdsSize(e.Entry.Cmds))
 	b = append(b, byte(e.Kind))
 	b = binary.LittleEndian.AppendUint64(b, e.Origin)
 	b = binary.AppendUvarint(b, e.Seq)
@@ -87,9 +87,10 @@ func encodeLogEntry(e *logEntry) []byte {
 	return b
 }
 
-func entrySize(e *Entry) int {
+// cmdsSize estimates the encoded size of commands, to size buffers and batches.
+func cmdsSize(cmds [][][]byte) int {
 	n := 16
-	for _, args := range e.Cmds {
+	for _, args := range cmds {
 		n += 2
 		for _, a := range args {
 			n += len(a) + 2

@@ -94,23 +94,13 @@ func (f *forwarder) next() []*Request {
 	defer f.mu.Unlock()
 	n, size := 0, 0
 	for n < len(f.queue) && n < maxForwardBatch && (n == 0 || size < maxForwardBatchBytes) {
-		size += requestSize(f.queue[n])
+		size += cmdsSize(f.queue[n].Cmds)
 		n++
 	}
 	batch := append([]*Request(nil), f.queue[:n]...)
 	f.queue = f.queue[n:]
 	f.sending = n > 0
 	return batch
-}
-
-func requestSize(req *Request) int {
-	n := 16
-	for _, args := range req.Cmds {
-		for _, a := range args {
-			n += len(a) + 4
-		}
-	}
-	return n
 }
 
 func (f *forwarder) loop() {
@@ -132,9 +122,7 @@ func (f *forwarder) close() {
 	queue := f.queue
 	f.queue, f.closed = nil, true
 	f.mu.Unlock()
-	for _, req := range queue {
-		f.r.finish(req, keyspace.Error(errClosed))
-	}
+	f.finishAll(queue, keyspace.Error(errClosed))
 }
 
 // send delivers a batch to the leader and answers its requests. While no
