@@ -246,6 +246,7 @@ func (v *vm) setIndex(L *lua.LState) int {
 	}
 	v.checkStoreKey(L, t, k)
 	v.chargeGap(L, t, k)
+	v.charge(L, 1) // a store may grow the table: memory as well as time
 	L.SetTable(t, k, val)
 	return 0
 }

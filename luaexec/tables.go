@@ -119,7 +119,11 @@ func (v *vm) chargeGap(L *lua.LState, t lua.LValue, k lua.LValue) {
 	if !ok || !isNum || n < 1 || float64(n) >= float64(lua.MaxArrayIndex) {
 		return
 	}
-	array, _ := tableSizes(v.contents(tbl))
+	c := v.contents(tbl)
+	if int64(n) <= int64(v.length(L, c))+1+maxFreeGap {
+		return // the common case, appending: length is O(1) on a full array part
+	}
+	array, _ := tableSizes(c)
 	if gap := int64(n) - int64(array) - 1; gap > maxFreeGap {
 		v.charge(L, gap)
 	}
