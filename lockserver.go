@@ -31,6 +31,9 @@ type Options struct {
 	Password string
 	// MaxClients bounds concurrent connections; 0 means 10000.
 	MaxClients int
+	// MaxMemory, when positive, refuses commands that add data with Redis's
+	// OOM error while the live heap is above it (maxmemory, noeviction).
+	MaxMemory int64
 	// Limits bound request sizes (bulk length, arguments, inline length).
 	Limits server.Limits
 	// ScriptBudget is how many loop iterations and calls a script may make; 0
@@ -111,6 +114,7 @@ func Open(opts Options) (*Server, error) {
 		Hub:        hub,
 		Password:   opts.Password,
 		MaxClients: opts.MaxClients,
+		MaxMemory:  opts.MaxMemory,
 		Limits:     opts.Limits,
 		Logger:     opts.Logger,
 	})

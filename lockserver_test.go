@@ -120,3 +120,20 @@ func TestOpenFailsOnBusyAddress(t *testing.T) {
 		t.Fatal("a second server on the same address must fail to open")
 	}
 }
+
+// Over MaxMemory, commands that add data get Redis's OOM error and reads still work.
+func TestMaxMemoryRefusesWrites(t *testing.T) {
+	s := open(t, lockserver.Options{Addr: "-", MaxMemory: 1})
+	ctx := context.Background()
+	_, err := s.Do(ctx, "SET", "k", "v")
+	const want = "OOM command not allowed when used memory > 'maxmemory'."
+	if err == nil || err.Error() != want {
+		t.Fatalf("SET over maxmemory: got %v, want %q", err, want)
+	}
+	if _, err := s.Do(ctx, "GET", "k"); !errors.Is(err, lockserver.Nil) {
+		t.Fatalf("GET over maxmemory: got %v, want Nil", err)
+	}
+	if v, err := s.Do(ctx, "DEL", "k"); v != int64(0) || err != nil {
+		t.Fatalf("DEL frees memory and must run over maxmemory: %v, %v", v, err)
+	}
+}

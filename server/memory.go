@@ -60,16 +60,22 @@ func (m *memory) over() bool {
 // current returns used memory, sampling it if the last sample is stale.
 func (m *memory) current() int64 {
 	now := int64(time.Since(memoryEpoch))
-	if now-m.sampled.Load() < int64(sampleEvery) {
+	if fresh(now, m.sampled.Load()) {
 		return m.used.Load()
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if now-m.sampled.Load() >= int64(sampleEvery) {
+	if !fresh(now, m.sampled.Load()) {
 		m.sample()
 		m.sampled.Store(max(now, 1))
 	}
 	return m.used.Load()
+}
+
+// fresh reports whether a sample taken at sampled is recent enough at now; a
+// zero sampled time means no sample yet.
+func fresh(now, sampled int64) bool {
+	return sampled != 0 && now-sampled < int64(sampleEvery)
 }
 
 // sample reads the live heap; before the first collection, when there is no

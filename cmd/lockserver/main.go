@@ -46,6 +46,7 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	fs.StringVar(&o.Addr, "addr", "127.0.0.1:6379", "client `address` to listen on (RESP)")
 	fs.StringVar(&o.Password, "password", "", "require AUTH with this `password` (Redis's requirepass)")
 	fs.IntVar(&o.MaxClients, "max-clients", server.DefaultMaxClients, "most concurrent client connections")
+	fs.Func("maxmemory", "refuse writes with OOM above this much live memory, e.g. 4gb (0: no limit)", sizeFlag(&o.MaxMemory))
 	fs.Func("proto-max-bulk-len", "largest bulk string a client may send, e.g. 512mb", sizeFlag(&o.Limits.MaxBulk))
 	fs.Int64Var(&o.ScriptBudget, "script-budget", 0, "loop iterations and calls a script may make (0: the default)")
 	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn, error")

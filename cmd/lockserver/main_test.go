@@ -21,7 +21,7 @@ func TestParseFlagsAndEnvironment(t *testing.T) {
 		"LOCKSERVER_MAX_CLIENTS":        "12",
 		"LOCKSERVER_PROTO_MAX_BULK_LEN": "1mb",
 	}
-	cfg, err := parse([]string{"--max-clients", "34", "--log-format", "json"}, func(k string) string { return env[k] })
+	cfg, err := parse([]string{"--max-clients", "34", "--log-format", "json", "--maxmemory", "2gb"}, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,6 +33,9 @@ func TestParseFlagsAndEnvironment(t *testing.T) {
 	}
 	if cfg.opts.Limits.MaxBulk != 1<<20 {
 		t.Errorf("1mb: got %d, want %d", cfg.opts.Limits.MaxBulk, 1<<20)
+	}
+	if cfg.opts.MaxMemory != 2<<30 {
+		t.Errorf("--maxmemory 2gb: got %d", cfg.opts.MaxMemory)
 	}
 	if cfg.logFormat != "json" {
 		t.Errorf("log format: got %q", cfg.logFormat)
