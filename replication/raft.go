@@ -206,7 +206,9 @@ type logBatch struct {
 // Bounds of proposal batching. With one batch being committed at a time, the
 // proposals that arrive meanwhile form the next: a lone client waits for no
 // one, and many clients share each commit (hashicorp/raft's own pipelining
-// would split them into many small commits, one fsync each).
+// would split them into many small commits, one fsync each). Letting a second
+// batch start once the first is on the leader's disk measured slower here:
+// smaller batches, more fsyncs on a shared disk.
 const (
 	maxInflight     = 1
 	maxBatchEntries = 1024
