@@ -2,6 +2,8 @@ package luaexec
 
 import (
 	"container/list"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -228,15 +230,30 @@ func (v *vm) closure(proto *lua.FunctionProto) *lua.LFunction {
 
 // compiled is a script ready to run.
 type compiled struct {
-	sha     string
+	digest  digest
+	sha     string // digest in lower-case hex, as replies and error texts show it
 	shebang shebang
 	proto   *lua.FunctionProto
 	fn      *lua.LFunction // instantiated in the VM on first use
 }
 
+// digest is the SHA1 of a script body, which names it in the script cache.
+type digest [sha1.Size]byte
+
+// parseSHA decodes a SHA1 given in hex of either case, without allocating.
+// It reports false for anything else, which can name no script.
+func parseSHA(b []byte) (digest, bool) {
+	var d digest
+	if len(b) != 2*len(d) {
+		return d, false
+	}
+	_, err := hex.Decode(d[:], b)
+	return d, err == nil
+}
+
 // compileScript checks and compiles a script body as EVAL and SCRIPT LOAD do.
 // The error text has no code; callers prefix "ERR ".
-func compileScript(sha, body string) (*compiled, string) {
+func compileScript(d digest, body string) (*compiled, string) {
 	sb, msg := parseShebang(body)
 	if msg != "" {
 		return nil, msg
@@ -250,7 +267,7 @@ func compileScript(sha, body string) (*compiled, string) {
 	if err != nil {
 		return nil, "Error compiling script (new function): " + err.Error()
 	}
-	return &compiled{sha: sha, shebang: sb, proto: proto}, ""
+	return &compiled{digest: d, sha: hex.EncodeToString(d[:]), shebang: sb, proto: proto}, ""
 }
 
 // scriptCache holds the script bodies, which are replicated state (SCRIPT
@@ -260,59 +277,67 @@ func compileScript(sha, body string) (*compiled, string) {
 // Exec.
 type scriptCache struct {
 	mu       sync.Mutex
-	bodies   map[string]string // sha -> body
+	bodies   map[digest]string
 	max      int
 	lru      *list.List // of *compiled, most recent first
-	compiled map[string]*list.Element
+	compiled map[digest]*list.Element
 }
 
 func newScriptCache(max int) *scriptCache {
-	return &scriptCache{bodies: make(map[string]string), max: max, lru: list.New(), compiled: make(map[string]*list.Element)}
+	return &scriptCache{bodies: make(map[digest]string), max: max, lru: list.New(), compiled: make(map[digest]*list.Element)}
 }
 
-func (c *scriptCache) body(sha string) (string, bool) {
+// lookup returns the body of a script and, when it is at hand, its compiled
+// form: one locked look-up for what every EVALSHA needs.
+func (c *scriptCache) lookup(d digest) (body string, s *compiled, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	b, ok := c.bodies[sha]
-	return b, ok
+	if body, ok = c.bodies[d]; !ok {
+		return "", nil, false
+	}
+	if el, found := c.compiled[d]; found {
+		c.lru.MoveToFront(el)
+		s = el.Value.(*compiled)
+	}
+	return body, s, true
 }
 
-func (c *scriptCache) add(sha, body string) {
+func (c *scriptCache) add(d digest, body string) {
 	c.mu.Lock()
-	c.bodies[sha] = body
+	c.bodies[d] = body
 	c.mu.Unlock()
 }
 
 func (c *scriptCache) flush() {
 	c.mu.Lock()
-	c.bodies = make(map[string]string)
+	c.bodies = make(map[digest]string)
 	c.lru.Init()
-	c.compiled = make(map[string]*list.Element)
+	c.compiled = make(map[digest]*list.Element)
 	c.mu.Unlock()
 }
 
 // get returns the compiled form of a body, compiling it on a miss.
-func (c *scriptCache) get(sha, body string) (*compiled, string) {
+func (c *scriptCache) get(d digest, body string) (*compiled, string) {
 	c.mu.Lock()
-	if el, ok := c.compiled[sha]; ok {
+	if el, ok := c.compiled[d]; ok {
 		c.lru.MoveToFront(el)
 		c.mu.Unlock()
 		return el.Value.(*compiled), ""
 	}
 	c.mu.Unlock()
-	s, msg := compileScript(sha, body)
+	s, msg := compileScript(d, body)
 	if s == nil {
 		return nil, msg
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if el, ok := c.compiled[sha]; ok { // compiled meanwhile by another caller
+	if el, ok := c.compiled[d]; ok { // compiled meanwhile by another caller
 		return el.Value.(*compiled), ""
 	}
-	c.compiled[sha] = c.lru.PushFront(s)
+	c.compiled[d] = c.lru.PushFront(s)
 	for c.lru.Len() > c.max {
 		old := c.lru.Remove(c.lru.Back()).(*compiled)
-		delete(c.compiled, old.sha)
+		delete(c.compiled, old.digest)
 	}
 	return s, ""
 }

@@ -20,9 +20,11 @@
 package luaexec
 
 import (
+	"bytes"
+	"crypto/sha1"
 	"fmt"
 	"log/slog"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/lockserver/lockserver/keyspace"
@@ -120,14 +122,14 @@ func (e *Engine) exec(c *keyspace.Call, apply bool) keyspace.Reply {
 	switch p.kind {
 	case planEval:
 		if apply && !p.cached {
-			e.cache.add(p.sha, p.body)
+			e.cache.add(p.script.digest, p.body)
 		}
 		return e.run(c, &p)
 	case planLoad:
 		if apply {
-			e.cache.add(p.sha, p.body)
+			e.cache.add(p.script.digest, p.body)
 		}
-		return keyspace.Bulk(p.sha)
+		return keyspace.Bulk(p.script.sha)
 	case planFlush:
 		if apply {
 			e.cache.flush()
@@ -136,7 +138,10 @@ func (e *Engine) exec(c *keyspace.Call, apply bool) keyspace.Reply {
 	case planExists:
 		replies := make([]keyspace.Reply, len(c.Args)-2)
 		for i, sha := range c.Args[2:] {
-			_, ok := e.cache.body(strings.ToLower(string(sha)))
+			d, ok := parseSHA(sha)
+			if ok {
+				_, _, ok = e.cache.lookup(d)
+			}
 			replies[i] = keyspace.Bool(ok)
 		}
 		return keyspace.Array(replies...)
@@ -186,10 +191,9 @@ const (
 // plan is a checked scripting command: what Prepare and Exec both need.
 type plan struct {
 	kind     int
-	sha      string
 	body     string
-	cached   bool // the body is in the script cache
-	script   *compiled
+	cached   bool      // the body is in the script cache
+	script   *compiled // for planEval and planLoad
 	keys     [][]byte
 	argv     [][]byte
 	readOnly bool // EVAL_RO or a no-writes script: writes are refused
@@ -224,25 +228,31 @@ func (e *Engine) plan(cmd *keyspace.Command, args [][]byte) (plan, *keyspace.Rep
 		return errReply(keyspace.Error("ERR Number of keys can't be negative"))
 	}
 	p.keys, p.argv = args[3:3+n], args[3+n:]
+	var d digest
 	if isSha {
-		p.sha = lowerSHA(args[1])
-		if p.body, p.cached = e.cache.body(p.sha); !p.cached {
+		if d, ok = parseSHA(args[1]); !ok {
 			return errReply(errNoScript)
 		}
 	} else {
-		p.body = string(args[1])
-		if len(p.body) > e.opts.MaxScriptSize {
-			return errReply(e.errTooLarge(len(p.body)))
+		if len(args[1]) > e.opts.MaxScriptSize {
+			return errReply(e.errTooLarge(len(args[1])))
 		}
-		p.sha = sha1hex(p.body)
-		_, p.cached = e.cache.body(p.sha)
+		d = sha1.Sum(args[1])
 	}
-	s, msg := e.cache.get(p.sha, p.body)
-	if s == nil {
-		return errReply(keyspace.Error("ERR " + msg))
+	p.body, p.script, p.cached = e.cache.lookup(d)
+	if !p.cached {
+		if isSha {
+			return errReply(errNoScript)
+		}
+		p.body = string(args[1])
 	}
-	p.script = s
-	p.readOnly = p.ro || s.shebang.flags&flagNoWrites != 0
+	if p.script == nil {
+		var msg string
+		if p.script, msg = e.cache.get(d, p.body); p.script == nil {
+			return errReply(keyspace.Error("ERR " + msg))
+		}
+	}
+	p.readOnly = p.ro || p.script.shebang.flags&flagNoWrites != 0
 	return p, nil
 }
 
@@ -292,11 +302,11 @@ func (e *Engine) planScript(args [][]byte) (plan, *keyspace.Reply) {
 		if len(body) > e.opts.MaxScriptSize {
 			return errReply(e.errTooLarge(len(body)))
 		}
-		sha := sha1hex(body)
-		if s, msg := e.cache.get(sha, body); s == nil {
+		s, msg := e.cache.get(sha1.Sum(args[2]), body)
+		if s == nil {
 			return errReply(keyspace.Error("ERR " + msg))
 		}
-		return plan{kind: planLoad, sha: sha, body: body}, nil
+		return plan{kind: planLoad, body: body, script: s}, nil
 	case "exists":
 		return plan{kind: planExists}, nil
 	case "flush":
@@ -345,7 +355,6 @@ func (e *Engine) run(c *keyspace.Call, p *plan) keyspace.Reply {
 	r := &v.current
 	*r = run{
 		call:     *c,
-		sha:      p.sha,
 		readOnly: p.readOnly,
 		allowOOM: sb.flags&flagAllowOOM != 0,
 		resp:     2,
@@ -354,7 +363,7 @@ func (e *Engine) run(c *keyspace.Call, p *plan) keyspace.Reply {
 	}
 	ret, serr := v.exec(r, p.script.fn, p.keys, p.argv)
 	if serr != nil {
-		return serr.reply(p.sha)
+		return serr.reply(p.script.sha)
 	}
 	return v.toReply(ret, r.resp)
 }
@@ -364,14 +373,15 @@ func (e *Engine) run(c *keyspace.Call, p *plan) keyspace.Reply {
 func (e *Engine) Scripts() []string {
 	e.cache.mu.Lock()
 	defer e.cache.mu.Unlock()
-	shas := make([]string, 0, len(e.cache.bodies))
-	for sha := range e.cache.bodies {
-		shas = append(shas, sha)
+	digests := make([]digest, 0, len(e.cache.bodies))
+	for d := range e.cache.bodies {
+		digests = append(digests, d)
 	}
-	sort.Strings(shas)
-	bodies := make([]string, len(shas))
-	for i, sha := range shas {
-		bodies[i] = e.cache.bodies[sha]
+	// Bytes sort as their hex does.
+	slices.SortFunc(digests, func(a, b digest) int { return bytes.Compare(a[:], b[:]) })
+	bodies := make([]string, len(digests))
+	for i, d := range digests {
+		bodies[i] = e.cache.bodies[d]
 	}
 	return bodies
 }
@@ -382,22 +392,11 @@ func (e *Engine) LoadScripts(bodies []string) error {
 	e.cache.flush()
 	var first error
 	for _, body := range bodies {
-		sha := sha1hex(body)
-		e.cache.add(sha, body)
-		if _, msg := e.cache.get(sha, body); msg != "" && first == nil {
-			first = fmt.Errorf("load script %s: %s", sha, msg)
+		d := sha1.Sum([]byte(body))
+		e.cache.add(d, body)
+		if _, msg := e.cache.get(d, body); msg != "" && first == nil {
+			first = fmt.Errorf("load script %x: %s", d, msg)
 		}
 	}
 	return first
-}
-
-// lowerSHA returns a SHA1 in lower case, as the script cache keys it,
-// without converting one that already is (what clients send).
-func lowerSHA(b []byte) string {
-	for _, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			return strings.ToLower(string(b))
-		}
-	}
-	return string(b)
 }

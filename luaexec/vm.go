@@ -78,8 +78,7 @@ type vm struct {
 // run is the state of one script execution.
 type run struct {
 	call      keyspace.Call // a copy: SELECT inside the script must not change the caller's database
-	sha       string
-	readOnly  bool // EVAL_RO, EVALSHA_RO or a no-writes script
+	readOnly  bool          // EVAL_RO, EVALSHA_RO or a no-writes script
 	allowOOM  bool
 	wrote     bool // a write command ran: from then on OOM cannot stop the script
 	resp      int  // protocol of redis.call replies as the script sees them
