@@ -33,6 +33,10 @@ var tableFields = func() (array, keys, k2i int) {
 
 var arrayField, keysField, k2iField = tableFields()
 
+// tableShapeKnown reports whether tableSizes reads true sizes, which reusing
+// a table safely depends on (see refill).
+var tableShapeKnown = arrayField >= 0 && keysField >= 0
+
 // tableSizes returns the length of t's array part and of its list of hash
 // keys (live and deleted).
 func tableSizes(t *lua.LTable) (array, keys int) {

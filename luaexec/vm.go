@@ -73,6 +73,9 @@ type vm struct {
 	// handler records the error information of a failing script in errInfo.
 	handler *lua.LFunction
 	errInfo *scriptError
+	// keys and argv are the last script's KEYS and ARGV, refilled for the
+	// next when it left them as they were (see refill).
+	keys, argv *lua.LTable
 }
 
 // run is the state of one script execution.
@@ -259,8 +262,14 @@ func (v *vm) exec(r *run, fn *lua.LFunction, keys, args [][]byte) (lua.LValue, *
 	L := v.L
 	v.run = r
 	defer func() { v.run = nil }()
-	v.hidden.RawSetString("KEYS", byteArray(L, keys))
-	v.hidden.RawSetString("ARGV", byteArray(L, args))
+	if t := refill(L, v.keys, keys); t != v.keys {
+		v.keys = t
+		v.hidden.RawSetString("KEYS", t)
+	}
+	if t := refill(L, v.argv, args); t != v.argv {
+		v.argv = t
+		v.hidden.RawSetString("ARGV", t)
+	}
 
 	v.errInfo = nil
 	L.Push(fn)
@@ -339,7 +348,32 @@ func (v *vm) overflowInfo(err error) *scriptError {
 	return info
 }
 
-// byteArray returns a Lua array of strings.
+// refill returns t holding the array of strings items, or a new table when
+// t cannot be reused. Scripts must see KEYS and ARGV fresh on every call, as
+// in Redis; no reference to them outlives a script (globals, libraries and
+// every other table that persists between scripts are read-only), so a
+// table the last script left with no metatable, no hash entries and no more
+// array slots than items is, once refilled, indistinguishable from a new
+// one, to the script and to the budget's charging alike. Slots that already
+// hold the same string keep it, which spares converting the arguments that
+// clients send unchanged on every call (a lease, an owner).
+func refill(L *lua.LState, t *lua.LTable, items [][]byte) *lua.LTable {
+	if t == nil || !tableShapeKnown || t.Metatable != lua.LNil {
+		return byteArray(L, items)
+	}
+	if array, keys := tableSizes(t); keys != 0 || array > len(items) {
+		return byteArray(L, items)
+	}
+	for i, b := range items {
+		if old, ok := t.RawGetInt(i + 1).(lua.LString); ok && string(old) == string(b) {
+			continue
+		}
+		t.RawSetInt(i+1, lua.LString(b))
+	}
+	return t
+}
+
+// byteArray returns a new Lua array of strings.
 func byteArray(L *lua.LState, items [][]byte) *lua.LTable {
 	t := L.CreateTable(len(items), 0)
 	for _, b := range items {

@@ -1,0 +1,65 @@
+package luaexec
+
+import (
+	"strings"
+	"testing"
+)
+
+// keysProbe reports everything a script can see of KEYS and ARGV, then
+// calls next past KEYS's last entry 2000 times: each call is charged for the
+// slots it scans, so a KEYS with leftover (deleted) hash keys would cost
+// more steps than a fresh one.
+const keysProbe = `
+local out = {}
+for k, v in pairs(KEYS) do out[#out + 1] = 'K' .. tostring(k) .. '=' .. tostring(v) end
+for k, v in pairs(ARGV) do out[#out + 1] = 'A' .. tostring(k) .. '=' .. tostring(v) end
+out[#out + 1] = tostring(getmetatable(KEYS)) .. ' ' .. tostring(getmetatable(ARGV)) .. ' ' ..
+	#KEYS .. ' ' .. #ARGV .. ' ' .. tostring(KEYS.name) .. ' ' .. tostring(KEYS[5])
+local last = #KEYS > 0 and #KEYS or nil
+for i = 1, 2000 do next(KEYS, last) end
+return out`
+
+// KEYS and ARGV are fresh on every call, whatever the previous script did
+// to its own: each script below changes them, and the probe that runs next,
+// with as many, fewer or more arguments, sees exactly what it was called
+// with, and spends the steps a probe on a new engine does.
+func TestKeysAndArgvFreshEveryCall(t *testing.T) {
+	// 2000 probe iterations fit; with 500 deleted keys left in KEYS, each
+	// next would cost 31 more steps and the probe would stop.
+	opts := Options{Budget: 5000}
+	dirty := []string{
+		"return 1",
+		"KEYS[1] = 'changed' ARGV[1] = 'changed'",
+		"KEYS[2] = nil ARGV[1] = nil",
+		"KEYS[5] = 'gap' ARGV[2] = 'extra'",
+		"table.insert(KEYS, 'more') table.insert(ARGV, 1, 'first')",
+		"table.remove(KEYS) table.remove(ARGV)",
+		"KEYS.name = 'x' ARGV.name = 'x'",
+		"KEYS.name = 'x' KEYS.name = nil",
+		"for i = 1, 500 do KEYS['k' .. i] = i end for i = 1, 500 do KEYS['k' .. i] = nil end",
+		"setmetatable(KEYS, {__index = function() return 'meta' end}) setmetatable(ARGV, {})",
+		"local k, a = KEYS, ARGV return redis.call('ping')",
+	}
+	calls := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"2", "k1", "k2", "a1"}, `["K1=k1", "K2=k2", "A1=a1", "nil nil 2 1 nil nil"]`},
+		{[]string{"1", "k1"}, `["K1=k1", "nil nil 1 0 nil nil"]`},
+		{[]string{"3", "k1", "k2", "k3", "a1", "a2"}, `["K1=k1", "K2=k2", "K3=k3", "A1=a1", "A2=a2", "nil nil 3 2 nil nil"]`},
+		{[]string{"0"}, `["nil nil 0 0 nil nil"]`},
+	}
+	for _, d := range dirty {
+		h := newHarness(t, opts)
+		for _, before := range calls {
+			for _, c := range calls {
+				if r := h.do(append([]string{"EVAL", d}, before.args...)...); r.IsError() && !strings.Contains(d, "ping") {
+					t.Fatalf("%s: %s", d, r.Str)
+				}
+				if got := show(h.do(append([]string{"EVAL", keysProbe}, c.args...)...)); got != c.want {
+					t.Errorf("after %s with %v, probe with %v:\n got: %s\nwant: %s", d, before.args, c.args, got, c.want)
+				}
+			}
+		}
+	}
+}
