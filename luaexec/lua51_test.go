@@ -82,8 +82,8 @@ func TestFormatNumber(t *testing.T) {
 		in   float64
 		want string
 	}{{0.1, "0.10000000000000001"}, {1724000000000, "1724000000000"}, {1e20, "1e+20"}, {-0.5, "-0.5"}} {
-		if got := formatArg(c.in); got != c.want {
-			t.Errorf("formatArg(%v) = %q, want %q", c.in, got, c.want)
+		if got := string(appendArg([]byte("x"), c.in)); got != "x"+c.want {
+			t.Errorf("appendArg(%v) = %q, want %q", c.in, got, "x"+c.want)
 		}
 	}
 }

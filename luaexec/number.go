@@ -205,10 +205,10 @@ func formatNumber(f float64) string {
 	return string(appendNumber(nil, f, 14))
 }
 
-// formatArg formats f as Redis formats a Lua number passed to redis.call
+// appendArg appends f as Redis formats a Lua number passed to redis.call
 // ("%.17g"), so that no precision is lost: 1724000000000, 0.10000000000000001.
-func formatArg(f float64) string {
-	return string(appendNumber(nil, f, 17))
+func appendArg(b []byte, f float64) []byte {
+	return appendNumber(b, f, 17)
 }
 
 // appendNumber appends f in C's "%.<prec>g", with glibc's names for the

@@ -72,25 +72,40 @@ func raiseTable(L *lua.LState, text string) int {
 	return 0
 }
 
+// maxKeptArgBytes bounds the argument buffer a VM keeps between calls, so
+// that one huge argument does not pin its memory for good.
+const maxKeptArgBytes = 64 << 10
+
 // scriptArgs converts redis.call's arguments to a command line: strings as
 // they are, numbers as Redis formats them ("%.17g"). It returns the error
-// text when an argument is of another type.
-func scriptArgs(L *lua.LState) ([][]byte, string) {
+// text when an argument is of another type. The command line lives in
+// buffers that the next call reuses, which is safe because commands copy
+// whatever they keep (the server reuses its read buffers alike).
+func (v *vm) scriptArgs(L *lua.LState) ([][]byte, string) {
 	n := L.GetTop()
 	if n == 0 {
 		return nil, errNoArgs
 	}
-	args := make([][]byte, n)
+	buf, ends := v.argBytes[:0], v.argEnds[:0]
 	for i := 1; i <= n; i++ {
 		switch x := L.Get(i).(type) {
 		case lua.LString:
-			args[i-1] = []byte(x)
+			buf = append(buf, x...)
 		case lua.LNumber:
-			args[i-1] = []byte(formatArg(float64(x)))
+			buf = appendArg(buf, float64(x))
 		default:
 			return nil, errArgType
 		}
+		ends = append(ends, len(buf))
 	}
+	// Slice only once buf has stopped growing; each argument's capacity ends
+	// where it does, so that no command can append into the next.
+	args, start := v.args[:0], 0
+	for _, end := range ends {
+		args = append(args, buf[start:end:end])
+		start = end
+	}
+	v.argBytes, v.argEnds, v.args = buf, ends, args
 	return args, ""
 }
 
@@ -108,7 +123,7 @@ func lookupScriptCommand(args [][]byte) *keyspace.Command {
 // script's database at the entry's time and converts the reply.
 func (v *vm) redisCall(L *lua.LState, raise bool) int {
 	r := v.run
-	args, msg := scriptArgs(L)
+	args, msg := v.scriptArgs(L)
 	if msg != "" {
 		if raise {
 			return raiseTable(L, msg)
@@ -116,11 +131,7 @@ func (v *vm) redisCall(L *lua.LState, raise bool) int {
 		L.Push(errorTable(L, msg))
 		return 1
 	}
-	size := 0
-	for _, a := range args {
-		size += len(a)
-	}
-	v.chargeBytes(L, size)
+	v.chargeBytes(L, len(v.argBytes))
 	reply := v.dispatch(r, args)
 	if reply.IsError() {
 		t := commandErrorTable(L, reply.Str)
@@ -162,9 +173,11 @@ func (v *vm) dispatch(r *run, args [][]byte) keyspace.Reply {
 	if write {
 		r.wrote = true
 	}
-	c := keyspace.Call{Store: r.call.Store, DB: r.call.DB, Now: r.call.Now, Args: args, Script: true, Pub: r.call.Pub, DenyOOM: r.call.DenyOOM}
-	reply := cmd.Run(&c)
+	c := &v.cmdCall
+	*c = keyspace.Call{Store: r.call.Store, DB: r.call.DB, Now: r.call.Now, Args: args, Script: true, Pub: r.call.Pub, DenyOOM: r.call.DenyOOM}
+	reply := cmd.Run(c)
 	r.call.DB = c.DB // SELECT inside a script changes the script's database only
+	c.Args = nil
 	return reply
 }
 
@@ -247,7 +260,7 @@ func (v *vm) redisSetResp(L *lua.LState) int {
 
 // redisACLCheckCmd answers true for any known command: there are no ACL users.
 func (v *vm) redisACLCheckCmd(L *lua.LState) int {
-	args, msg := scriptArgs(L)
+	args, msg := v.scriptArgs(L)
 	if msg != "" {
 		return raiseTable(L, msg)
 	}

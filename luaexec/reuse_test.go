@@ -63,3 +63,20 @@ func TestKeysAndArgvFreshEveryCall(t *testing.T) {
 		}
 	}
 }
+
+// Arguments passed to redis.call live in buffers reused from call to call:
+// each command sees its own, numbers formatted as Redis does, however the
+// sizes vary between calls.
+func TestCallArgumentsReused(t *testing.T) {
+	h := newHarness(t, Options{})
+	h.expect([][2]string{
+		{`redis.call('set', 'a', string.rep('x', 100))
+		  redis.call('set', 'b', 'y')
+		  redis.call('rpush', 'l', 1.5, 1724000000000, 'z', string.rep('w', 70000), '')
+		  redis.call('set', 'c', 0.1)
+		  return {redis.call('get', 'a') == string.rep('x', 100), redis.call('get', 'b'), redis.call('get', 'c'),
+		          redis.call('lrange', 'l', 0, 2), #redis.call('lindex', 'l', 3), redis.call('lindex', 'l', 4)}`,
+			`[:1, "y", "0.10000000000000001", ["1.5", "1724000000000", "z"], :70000, ""]`},
+		{`return redis.call('get', 'b')`, `"y"`},
+	})
+}

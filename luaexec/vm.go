@@ -76,6 +76,13 @@ type vm struct {
 	// keys and argv are the last script's KEYS and ARGV, refilled for the
 	// next when it left them as they were (see refill).
 	keys, argv *lua.LTable
+	// args, argEnds and argBytes hold the command line of the redis.call
+	// being run (see scriptArgs); cmdCall is its Call. Reusing them spares
+	// allocations on every call: only one command runs at a time.
+	args     [][]byte
+	argEnds  []int
+	argBytes []byte
+	cmdCall  keyspace.Call
 }
 
 // run is the state of one script execution.
@@ -261,7 +268,7 @@ type scriptError struct {
 func (v *vm) exec(r *run, fn *lua.LFunction, keys, args [][]byte) (lua.LValue, *scriptError) {
 	L := v.L
 	v.run = r
-	defer func() { v.run = nil }()
+	defer v.endRun()
 	if t := refill(L, v.keys, keys); t != v.keys {
 		v.keys = t
 		v.hidden.RawSetString("KEYS", t)
@@ -292,6 +299,14 @@ func (v *vm) exec(r *run, fn *lua.LFunction, keys, args [][]byte) (lua.LValue, *
 	ret := L.Get(-1)
 	L.Pop(1)
 	return ret, nil
+}
+
+// endRun lets go of what the script held.
+func (v *vm) endRun() {
+	v.run = nil
+	if cap(v.argBytes) > maxKeptArgBytes {
+		v.args, v.argBytes = nil, nil
+	}
 }
 
 // errorInfo builds the reply for an error raised by a script, as Redis 7's
