@@ -52,7 +52,7 @@ func (v *vm) toLua(L *lua.LState, r keyspace.Reply, resp int) lua.LValue {
 	case keyspace.KindError:
 		return commandErrorTable(L, r.Str)
 	case keyspace.KindInt:
-		return lua.LNumber(r.Int)
+		return intValue(r.Int)
 	case keyspace.KindBulk:
 		return lua.LString(r.Str)
 	case keyspace.KindArray, keyspace.KindPush:
@@ -99,7 +99,7 @@ func (v *vm) toLua(L *lua.LState, r keyspace.Reply, resp int) lua.LValue {
 		return wrap(L, "double", lua.LNumber(r.Float))
 	case keyspace.KindBool:
 		if resp == 2 {
-			return lua.LNumber(r.Int)
+			return intValue(r.Int)
 		}
 		return lua.LBool(r.Int != 0)
 	case keyspace.KindVerbatim:
@@ -112,6 +112,26 @@ func (v *vm) toLua(L *lua.LState, r keyspace.Reply, resp int) lua.LValue {
 		return wrap(L, "verbatim_string", t)
 	}
 	return lua.LFalse
+}
+
+// boxedInts are the integers from minBoxed up, already boxed as Lua values:
+// putting a number in an interface allocates, and most integer replies
+// (EXISTS, HEXISTS, PEXPIRE, counters, TTL's -2 and -1) are small.
+var boxedInts = func() (b [1024]lua.LValue) {
+	for i := range b {
+		b[i] = lua.LNumber(i + minBoxed)
+	}
+	return b
+}()
+
+const minBoxed = -2
+
+// intValue returns n as a Lua number.
+func intValue(n int64) lua.LValue {
+	if i := n - minBoxed; i >= 0 && i < int64(len(boxedInts)) {
+		return boxedInts[i]
+	}
+	return lua.LNumber(n)
 }
 
 func (v *vm) arrayToLua(L *lua.LState, elems []keyspace.Reply, resp int) *lua.LTable {
