@@ -31,6 +31,7 @@ return out`
 		{"3", "k1", "other", "k3", "a1", "a2"},
 		{"0"},
 		{"0", "a1", "a2", "a3"},
+		{"2", "k2", "k1", "a3", "a1", "k1"},
 	}
 	p := newPair(t)
 	for _, d := range dirty {

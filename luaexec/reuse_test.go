@@ -48,6 +48,7 @@ func TestKeysAndArgvFreshEveryCall(t *testing.T) {
 		{[]string{"1", "k1"}, `["K1=k1", "nil nil 1 0 nil nil"]`},
 		{[]string{"3", "k1", "k2", "k3", "a1", "a2"}, `["K1=k1", "K2=k2", "K3=k3", "A1=a1", "A2=a2", "nil nil 3 2 nil nil"]`},
 		{[]string{"0"}, `["nil nil 0 0 nil nil"]`},
+		{[]string{"2", "k2", "k1", "k1"}, `["K1=k2", "K2=k1", "A1=k1", "nil nil 2 1 nil nil"]`},
 	}
 	for _, d := range dirty {
 		h := newHarness(t, opts)

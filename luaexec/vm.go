@@ -363,29 +363,48 @@ func (v *vm) overflowInfo(err error) *scriptError {
 	return info
 }
 
+// maxRefill is the most arguments refill reuses a table for; larger arrays
+// are built anew, so that a table grown large is not kept.
+const maxRefill = 16
+
 // refill returns t holding the array of strings items, or a new table when
 // t cannot be reused. Scripts must see KEYS and ARGV fresh on every call, as
 // in Redis; no reference to them outlives a script (globals, libraries and
 // every other table that persists between scripts are read-only), so a
-// table the last script left with no metatable, no hash entries and no more
-// array slots than items is, once refilled, indistinguishable from a new
-// one, to the script and to the budget's charging alike. Slots that already
-// hold the same string keep it, which spares converting the arguments that
-// clients send unchanged on every call (a lease, an owner).
+// table the last script left with no metatable and no hash entries is, once
+// cut to length and refilled, indistinguishable from a new one, to the
+// script and to the budget's charging alike. A string equal to one the
+// table held is taken from there, which spares converting the arguments
+// that clients send unchanged on every call (a lease, a message).
 func refill(L *lua.LState, t *lua.LTable, items [][]byte) *lua.LTable {
-	if t == nil || !tableShapeKnown || t.Metatable != lua.LNil {
+	if t == nil || !tableShapeKnown || t.Metatable != lua.LNil || len(items) > maxRefill {
 		return byteArray(L, items)
 	}
-	if array, keys := tableSizes(t); keys != 0 || array > len(items) {
+	array, keys := tableSizes(t)
+	if keys != 0 || array > maxRefill {
 		return byteArray(L, items)
+	}
+	var held [maxRefill]lua.LValue
+	for i := range array {
+		held[i] = t.RawGetInt(i + 1)
+	}
+	for n := array; n > len(items); n-- {
+		t.Remove(n)
 	}
 	for i, b := range items {
-		if old, ok := t.RawGetInt(i + 1).(lua.LString); ok && string(old) == string(b) {
-			continue
-		}
-		t.RawSetInt(i+1, lua.LString(b))
+		t.RawSetInt(i+1, heldString(held[:array], b))
 	}
 	return t
+}
+
+// heldString returns the string in held equal to b, or b converted.
+func heldString(held []lua.LValue, b []byte) lua.LValue {
+	for _, v := range held {
+		if s, ok := v.(lua.LString); ok && string(s) == string(b) {
+			return v
+		}
+	}
+	return lua.LString(b)
 }
 
 // byteArray returns a new Lua array of strings.
