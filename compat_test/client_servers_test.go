@@ -1,0 +1,131 @@
+package compat_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/replication"
+	"github.com/redis/go-redis/v9"
+)
+
+// A clientTarget is one server that the real-client tests point a client
+// library at: a redis-server, a standalone lockserver or a member of an
+// in-process lockserver cluster. The same scenario runs against each, and
+// what the client reports must be the same everywhere.
+type clientTarget struct {
+	name     string
+	addr     string
+	password string
+	// server is the lockserver behind addr, nil for redis-server.
+	server *lockserver.Server
+	// dialer, when set, is how go-redis reaches the server instead of addr.
+	dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// redisTarget starts a redis-server, with requirepass when password is set.
+func redisTarget(t *testing.T, password string) clientTarget {
+	t.Helper()
+	var extra []string
+	if password != "" {
+		extra = []string{"--requirepass", password}
+	}
+	return clientTarget{name: "redis-server", addr: startRedis(t, extra...), password: password}
+}
+
+// dialerTarget reaches the same lockserver through its in-memory Dialer,
+// with no socket.
+func (tg clientTarget) dialerTarget() clientTarget {
+	tg.name += " (in-memory Dialer)"
+	tg.dialer = tg.server.Dialer()
+	return tg
+}
+
+// lockserverTarget starts a standalone lockserver on a free loopback port.
+func lockserverTarget(t *testing.T, password string) clientTarget {
+	t.Helper()
+	s := startLockserver(t, lockserver.Options{Password: password})
+	return clientTarget{name: "lockserver", addr: s.Addr(), password: password, server: s}
+}
+
+// goRedis opens a go-redis client on the target speaking protocol proto
+// (2 or 3), closed when the test ends.
+func (tg clientTarget) goRedis(t testing.TB, opts redis.Options) *redis.Client {
+	t.Helper()
+	opts.Addr, opts.Dialer = tg.addr, tg.dialer
+	if opts.Password == "" {
+		opts.Password = tg.password
+	}
+	rdb := redis.NewClient(&opts)
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// cluster is three lockserver members embedded in this process, with their
+// Raft logs in memory, as three copies of a Go service would run them.
+type cluster struct {
+	members []*lockserver.Server
+	leader  int
+}
+
+// startCluster opens a three-member cluster on loopback and waits until a
+// member answers as the leader.
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	var peers []replication.Peer
+	addrs := make([]string, 3)
+	for i := range 3 {
+		addrs[i] = "127.0.0.1:" + strconv.Itoa(freePort(t))
+		peers = append(peers, replication.Peer{ID: fmt.Sprint("c", i+1), RaftAddr: "127.0.0.1:" + strconv.Itoa(freePort(t))})
+	}
+	c := &cluster{leader: -1}
+	for i := range 3 {
+		s := startLockserver(t, lockserver.Options{
+			Addr:    addrs[i],
+			Cluster: lockserver.ClusterOptions{NodeID: peers[i].ID, RaftAddr: peers[i].RaftAddr, Bootstrap: peers},
+		})
+		c.members = append(c.members, s)
+	}
+	ctx := context.Background()
+	deadline := time.Now().Add(15 * time.Second)
+	for c.leader < 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the in-process cluster elected no leader within 15 s")
+		}
+		for i, s := range c.members {
+			v, err := s.Do(ctx, "LOCKSERVER", "LEADER")
+			if m, ok := v.(map[any]any); err == nil && ok && m["id"] == peers[i].ID {
+				c.leader = i
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// A write through every member proves each can reach the leader.
+	for i, s := range c.members {
+		for {
+			if _, err := s.Do(ctx, "SET", "cluster:ready", i); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("member %d cannot write through the leader", i)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return c
+}
+
+// follower returns a member that does not lead, so that every command a
+// client sends it is forwarded.
+func (c *cluster) follower() *lockserver.Server {
+	return c.members[(c.leader+1)%len(c.members)]
+}
+
+// target names a cluster member as a client target.
+func (c *cluster) target(name string, s *lockserver.Server) clientTarget {
+	return clientTarget{name: name, addr: s.Addr(), server: s}
+}
