@@ -1,0 +1,392 @@
+package compat_test
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// faultNet is the network between the lockserver processes of the lock-loss
+// test: a TCP proxy stands in front of each node's Raft port and client port,
+// and the nodes reach each other only through the proxies (--bootstrap names
+// the Raft proxies, --advertise-addr the client proxies; the test's own
+// clients connect to the nodes directly). Isolating a node blackholes every
+// connection to it and from it, as a network partition does: the dialer's
+// bytes vanish and nothing comes back.
+//
+// A proxy knows which node is behind it; it learns which node dialed it from
+// the kernel: the socket's inode in /proc/net/tcp, found among the file
+// descriptors of the node processes. So this works on Linux only.
+type faultNet struct {
+	mu       sync.Mutex
+	isolated map[string]bool // node ids cut off from every other node
+	pids     map[int]string  // running node process -> node id
+	proxies  []*faultProxy
+}
+
+func newFaultNet() *faultNet {
+	return &faultNet{isolated: map[string]bool{}, pids: map[int]string{}}
+}
+
+// faultNetSupported reports whether the proxies can tell nodes apart here.
+func faultNetSupported() bool {
+	_, err := os.Stat("/proc/net/tcp")
+	return err == nil
+}
+
+func (n *faultNet) setPID(pid int, id string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for p, i := range n.pids {
+		if i == id {
+			delete(n.pids, p)
+		}
+	}
+	if pid != 0 {
+		n.pids[pid] = id
+	}
+}
+
+// cut reports whether traffic between src and dst is dropped; an unknown
+// source ("") is cut only if dst is.
+func (n *faultNet) cut(src, dst string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.isolated[src] || n.isolated[dst]
+}
+
+// isolate cuts node id off from the others, both ways, including the
+// connections already open.
+func (n *faultNet) isolate(id string) {
+	n.mu.Lock()
+	n.isolated[id] = true
+	proxies := append([]*faultProxy(nil), n.proxies...)
+	n.mu.Unlock()
+	for _, p := range proxies {
+		for _, l := range p.linkList() {
+			if l.src == id || p.dst == id {
+				l.blackhole()
+			}
+		}
+	}
+}
+
+// heal reconnects everyone. Blackholed connections are closed, as TCP
+// connections that timed out during a partition would be, and their dialers
+// connect again.
+func (n *faultNet) heal() {
+	n.mu.Lock()
+	n.isolated = map[string]bool{}
+	proxies := append([]*faultProxy(nil), n.proxies...)
+	n.mu.Unlock()
+	for _, p := range proxies {
+		for _, l := range p.linkList() {
+			if l.isHoled() {
+				l.close()
+			}
+		}
+	}
+}
+
+func (n *faultNet) close() {
+	n.mu.Lock()
+	proxies := n.proxies
+	n.proxies = nil
+	n.mu.Unlock()
+	for _, p := range proxies {
+		p.close()
+	}
+}
+
+// sourceOf returns the id of the node process that holds the other end of c,
+// a connection accepted on loopback, or "" if no node does.
+func (n *faultNet) sourceOf(c net.Conn) string {
+	peer, ok1 := c.RemoteAddr().(*net.TCPAddr)
+	local, ok2 := c.LocalAddr().(*net.TCPAddr)
+	if !ok1 || !ok2 {
+		return ""
+	}
+	inode := socketInode(peer.Port, local.Port)
+	if inode == "" {
+		return ""
+	}
+	n.mu.Lock()
+	pids := maps.Clone(n.pids)
+	n.mu.Unlock()
+	want := "socket:[" + inode + "]"
+	for pid, id := range pids {
+		dir := fmt.Sprintf("/proc/%d/fd", pid)
+		fds, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			if link, err := os.Readlink(dir + "/" + fd.Name()); err == nil && link == want {
+				return id
+			}
+		}
+	}
+	return ""
+}
+
+// socketInode returns the inode of the IPv4 TCP socket whose local port is
+// localPort and whose peer's port is peerPort, from /proc/net/tcp.
+func socketInode(localPort, peerPort int) string {
+	data, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return ""
+	}
+	port := func(hostPort string) int {
+		_, hex, _ := strings.Cut(hostPort, ":")
+		p, _ := strconv.ParseInt(hex, 16, 32)
+		return int(p)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 10 && f[0] != "sl" && port(f[1]) == localPort && port(f[2]) == peerPort {
+			return f[9]
+		}
+	}
+	return ""
+}
+
+// faultProxy forwards connections to one port of node dst.
+type faultProxy struct {
+	net    *faultNet
+	dst    string
+	target string
+	ln     net.Listener
+
+	mu    sync.Mutex
+	links map[*proxyLink]bool
+	wg    sync.WaitGroup
+}
+
+// proxy starts a proxy on a free loopback port in front of target, the port
+// of node dst.
+func (n *faultNet) proxy(t testing.TB, dst, target string) *faultProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &faultProxy{net: n, dst: dst, target: target, ln: ln, links: map[*proxyLink]bool{}}
+	n.mu.Lock()
+	n.proxies = append(n.proxies, p)
+	n.mu.Unlock()
+	p.wg.Add(1)
+	go p.serve()
+	return p
+}
+
+func (p *faultProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *faultProxy) serve() {
+	defer p.wg.Done()
+	for {
+		in, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		l := &proxyLink{src: p.net.sourceOf(in), in: in}
+		if p.net.cut(l.src, p.dst) {
+			l.holed = true
+		} else if l.out, err = net.Dial("tcp", p.target); err != nil {
+			in.Close() // the node is down: refuse, as its own port would
+			continue
+		}
+		p.mu.Lock()
+		p.links[l] = true
+		p.mu.Unlock()
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			l.forward()
+			p.mu.Lock()
+			delete(p.links, l)
+			p.mu.Unlock()
+		}()
+		if l.out != nil {
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				l.backward()
+			}()
+		}
+	}
+}
+
+func (p *faultProxy) linkList() []*proxyLink {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var ls []*proxyLink
+	for l := range p.links {
+		ls = append(ls, l)
+	}
+	return ls
+}
+
+func (p *faultProxy) close() {
+	p.ln.Close()
+	for _, l := range p.linkList() {
+		l.close()
+	}
+	p.wg.Wait()
+}
+
+// proxyLink is one proxied connection: in from the dialer, out to the node.
+// A blackholed link has no out: what the dialer sends is read and dropped.
+type proxyLink struct {
+	src string
+	in  net.Conn
+	out net.Conn
+
+	mu    sync.Mutex
+	holed bool
+}
+
+func (l *proxyLink) isHoled() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.holed
+}
+
+// blackhole stops the link forwarding anything, either way. The node behind
+// the proxy sees its side closed; the dialer sees silence.
+func (l *proxyLink) blackhole() {
+	l.mu.Lock()
+	l.holed = true
+	l.mu.Unlock()
+	if l.out != nil {
+		l.out.Close()
+	}
+}
+
+func (l *proxyLink) close() {
+	l.blackhole()
+	l.in.Close()
+}
+
+// forward copies the dialer's bytes to the node, or drops them while the link
+// is blackholed, until the dialer's side closes.
+func (l *proxyLink) forward() {
+	defer l.close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := l.in.Read(buf)
+		if n > 0 && !l.isHoled() {
+			if _, werr := l.out.Write(buf[:n]); werr != nil && !l.isHoled() {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// backward copies the node's bytes to the dialer until the node's side
+// closes; then it closes the dialer's side too, unless the link is
+// blackholed, when the dialer must hear nothing.
+func (l *proxyLink) backward() {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := l.out.Read(buf)
+		if n > 0 {
+			if l.isHoled() {
+				return
+			}
+			if _, werr := l.in.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			if !l.isHoled() {
+				l.in.Close()
+			}
+			return
+		}
+	}
+}
+
+// The proxy tells which process dialed it, forwards, and blackholes both new
+// and open connections of an isolated node until healed. This process plays
+// the node that dials.
+func TestFaultNetProxy(t *testing.T) {
+	if !faultNetSupported() {
+		t.Skip("needs /proc/net/tcp")
+	}
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				io.Copy(c, c)
+			}()
+		}
+	}()
+	n := newFaultNet()
+	defer n.close()
+	n.setPID(os.Getpid(), "a")
+	p := n.proxy(t, "b", echo.Addr().String())
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", p.addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, bufio.NewReader(c)
+	}
+	roundTrip := func(c net.Conn, rd *bufio.Reader, msg string) error {
+		c.SetDeadline(time.Now().Add(300 * time.Millisecond))
+		if _, err := c.Write([]byte(msg + "\n")); err != nil {
+			return err
+		}
+		got, err := rd.ReadString('\n')
+		if err == nil && got != msg+"\n" {
+			err = fmt.Errorf("echo of %q came back as %q", msg, got)
+		}
+		return err
+	}
+
+	open, openRd := dial()
+	if err := roundTrip(open, openRd, "hello"); err != nil {
+		t.Fatalf("through the proxy: %v", err)
+	}
+	if links := p.linkList(); len(links) != 1 || links[0].src != "a" {
+		t.Fatalf("the proxy's links = %+v, want one from node a", links)
+	}
+
+	n.isolate("a")
+	if err := roundTrip(open, openRd, "lost"); err == nil {
+		t.Fatal("an open connection of an isolated node still carries data")
+	}
+	fresh, freshRd := dial()
+	var nerr net.Error
+	if err := roundTrip(fresh, freshRd, "lost too"); !errors.As(err, &nerr) || !nerr.Timeout() {
+		t.Fatalf("a new connection from an isolated node = %v, want silence (a timeout)", err)
+	}
+
+	n.heal()
+	again, againRd := dial()
+	if err := roundTrip(again, againRd, "back"); err != nil {
+		t.Fatalf("after healing: %v", err)
+	}
+}
