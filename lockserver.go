@@ -181,13 +181,35 @@ func (s *Server) Do(ctx context.Context, args ...any) (any, error) {
 	if len(args) == 0 {
 		return nil, errors.New("lockserver: Do needs a command")
 	}
-	argv := make([][]byte, len(args))
-	for i, a := range args {
-		b, err := toArg(a)
-		if err != nil {
+	// The arguments share one buffer rather than taking an allocation
+	// each: they live only until the command has run.
+	size := 0
+	for _, a := range args {
+		switch v := a.(type) {
+		case string:
+			size += len(v)
+		case []byte:
+			size += len(v)
+		default:
+			size += 20 // the longest integer
+		}
+	}
+	buf := make([]byte, 0, size)
+	var endsOnStack [16]int
+	ends := endsOnStack[:0]
+	for _, a := range args {
+		var err error
+		if buf, err = appendArg(buf, a); err != nil {
 			return nil, err
 		}
-		argv[i] = b
+		ends = append(ends, len(buf))
+	}
+	// Slice once buf has stopped growing (a float may outgrow its estimate).
+	argv := make([][]byte, len(args))
+	start := 0
+	for i, end := range ends {
+		argv[i] = buf[start:end:end]
+		start = end
 	}
 	return fromReply(s.srv.Do(ctx, 0, argv))
 }
@@ -202,29 +224,30 @@ func (s *Server) Close() error {
 	return errors.Join(err, s.engine.Close())
 }
 
-func toArg(a any) ([]byte, error) {
+// appendArg appends a command argument given to Do as bytes.
+func appendArg(b []byte, a any) ([]byte, error) {
 	switch v := a.(type) {
 	case string:
-		return []byte(v), nil
+		return append(b, v...), nil
 	case []byte:
-		return v, nil
+		return append(b, v...), nil
 	case int:
-		return strconv.AppendInt(nil, int64(v), 10), nil
+		return strconv.AppendInt(b, int64(v), 10), nil
 	case int64:
-		return strconv.AppendInt(nil, v, 10), nil
+		return strconv.AppendInt(b, v, 10), nil
 	case int32:
-		return strconv.AppendInt(nil, int64(v), 10), nil
+		return strconv.AppendInt(b, int64(v), 10), nil
 	case uint64:
-		return strconv.AppendUint(nil, v, 10), nil
+		return strconv.AppendUint(b, v, 10), nil
 	case uint32:
-		return strconv.AppendUint(nil, uint64(v), 10), nil
+		return strconv.AppendUint(b, uint64(v), 10), nil
 	case float64:
-		return strconv.AppendFloat(nil, v, 'f', -1, 64), nil
+		return strconv.AppendFloat(b, v, 'f', -1, 64), nil
 	case bool:
 		if v {
-			return []byte("1"), nil
+			return append(b, '1'), nil
 		}
-		return []byte("0"), nil
+		return append(b, '0'), nil
 	}
 	return nil, fmt.Errorf("lockserver: can't use %T as a command argument", a)
 }

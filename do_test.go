@@ -1,0 +1,86 @@
+package lockserver_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/lockserver/lockserver"
+)
+
+// Do formats every kind of argument it accepts as go-redis does, however
+// many there are and however long.
+func TestDoArguments(t *testing.T) {
+	s, err := lockserver.Open(lockserver.Options{Addr: "-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	long := strings.Repeat("x", 100)
+	args := []any{"RPUSH", "l", "s", []byte("b"), 7, int64(-2), int32(3), uint64(18446744073709551615), uint32(5),
+		1.5, -0.25, 1e21, true, false, "", long}
+	want := []any{"s", "b", "7", "-2", "3", "18446744073709551615", "5", "1.5", "-0.25", "1000000000000000000000", "1", "0", "", long}
+	for i := 0; i < 20; i++ {
+		args = append(args, i)
+		want = append(want, strconv.Itoa(i))
+	}
+	if n, err := s.Do(ctx, args...); n != int64(len(want)) || err != nil {
+		t.Fatalf("RPUSH: %v, %v", n, err)
+	}
+	got, err := s.Do(ctx, "LRANGE", "l", 0, -1)
+	if fmt.Sprint(got) != fmt.Sprint(want) || err != nil {
+		t.Fatalf("LRANGE:\n got: %q, %v\nwant: %q", got, err, want)
+	}
+}
+
+// BenchmarkDoRedissonCycle is the embedded lock cycle through direct Do
+// calls, as bench's embedded-do system runs it: 50 goroutines, each locking
+// and unlocking its own key with Redisson's scripts. One op is one cycle
+// (an acquire and a release).
+func BenchmarkDoRedissonCycle(b *testing.B) {
+	read := func(name string) string {
+		data, err := os.ReadFile("../shared/scripts/" + name)
+		if err != nil {
+			b.Skipf("the specification's lock scripts are not beside the project: %v", err)
+		}
+		return strings.TrimSuffix(string(data), "\n")
+	}
+	s, err := lockserver.Open(lockserver.Options{Addr: "-"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	load := func(body string) string {
+		sha, err := s.Do(ctx, "SCRIPT", "LOAD", body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return sha.(string)
+	}
+	lock, unlock := load(read("redisson_lock.lua")), load(read("redisson_unlock_v2.lua"))
+	var next atomic.Int64
+	b.SetParallelism(25) // 50 clients on 2 cores
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		key := "lock:" + strconv.FormatInt(next.Add(1), 10)
+		channel := "redisson_lock__channel:{" + key + "}"
+		const owner = "8743c9c0-0795-4907-87fd-6c719a6b4586:1"
+		for pb.Next() {
+			if v, err := s.Do(ctx, "EVALSHA", lock, 1, key, 30000, owner); v != nil || err != lockserver.Nil {
+				b.Errorf("lock: %v, %v", v, err)
+				return
+			}
+			if v, err := s.Do(ctx, "EVALSHA", unlock, 2, key, channel, "0", 30000, owner); v != int64(1) || err != nil {
+				b.Errorf("unlock: %v, %v", v, err)
+				return
+			}
+		}
+	})
+}
