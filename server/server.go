@@ -231,9 +231,14 @@ func (s *Server) Do(ctx context.Context, db int, args [][]byte) keyspace.Reply {
 	if !engineCommand(cmd) || handlers[cmd.Name] != nil {
 		return keyspace.Error("ERR '" + cmd.Name + "' needs a connection; use Dialer or Addr")
 	}
-	req := replication.Request{DB: db, Cmds: [][][]byte{args}, OverMemory: s.mem.over()}
-	s.engine.Submit(&req)
-	return req.Wait(ctx)
+	// The request and its one command in one allocation.
+	call := &struct {
+		req  replication.Request
+		cmds [1][][]byte
+	}{cmds: [1][][]byte{args}}
+	call.req = replication.Request{DB: db, Cmds: call.cmds[:], OverMemory: s.mem.over()}
+	s.engine.Submit(&call.req)
+	return call.req.Wait(ctx)
 }
 
 // each calls f for every open connection, under the server's lock.
