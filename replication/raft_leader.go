@@ -1,0 +1,127 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// What a cluster member tells the server about leadership, beyond Status, so
+// that clients configured for Redis Sentinel can follow the leader: changes
+// of leader as they happen, which members the leader cannot reach, the
+// failure-detection timeouts, and a way to hand leadership over.
+
+// Leader is the node that leads, as one node knows it.
+type Leader struct {
+	// ID is empty when this node knows of no leader (an election is under way,
+	// or it lost touch with the leader).
+	ID string
+	// ClientAddr is the leader's client address; empty also while the leader
+	// has not registered it yet.
+	ClientAddr string
+}
+
+// leaderAddrPoll is how often WatchLeader looks for a leader's client
+// address that the member map does not hold yet: members register it once a
+// leader exists, so it arrives shortly after the election.
+const leaderAddrPoll = 50 * time.Millisecond
+
+// WatchLeader calls f with the current leader, and again each time the leader
+// changes as this node sees it: when it learns of a new leader, when it loses
+// touch with one, and when it learns a leader's client address. f runs on a
+// goroutine of the engine's, one call at a time, until the engine closes; it
+// must not block. Call it before Close.
+func (r *Raft) WatchLeader(f func(Leader)) {
+	obs := make(chan raft.Observation, 16)
+	observer := raft.NewObserver(obs, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	r.raft.RegisterObserver(observer)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer r.raft.DeregisterObserver(observer)
+		var last Leader
+		for {
+			// Each wake-up reads the current state, so an observation dropped
+			// while the channel was full loses nothing.
+			id := r.leaderID()
+			now := Leader{ID: id}
+			if id != "" {
+				now.ClientAddr = r.memberAddr(id)
+			}
+			if now != last {
+				last = now
+				f(now)
+			}
+			var poll <-chan time.Time
+			if now.ID != "" && now.ClientAddr == "" {
+				poll = time.After(leaderAddrPoll)
+			}
+			select {
+			case <-r.stop:
+				return
+			case <-obs:
+			case <-poll:
+			}
+		}
+	}()
+}
+
+// Unreachable returns the ids of the members whose heartbeats fail, as the
+// leader sees them. It is empty on a follower, which hears from the leader only.
+func (r *Raft) Unreachable() []string {
+	r.peerMu.Lock()
+	defer r.peerMu.Unlock()
+	ids := make([]string, 0, len(r.unreachable))
+	for id := range r.unreachable {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Timeouts returns how long a follower goes without hearing from the leader
+// before it may start an election (heartbeat), and how long an election may
+// take before another starts (election).
+func (r *Raft) Timeouts() (heartbeat, election time.Duration) {
+	return r.opts.HeartbeatTimeout, r.opts.ElectionTimeout
+}
+
+// Errors of TransferLeadership.
+var (
+	// ErrNoOtherVoter means that no voter but the leader could take over.
+	ErrNoOtherVoter = errors.New("no other voter can take over leadership")
+	// ErrTransferInProgress means that a leadership transfer is under way already.
+	ErrTransferInProgress = raft.ErrLeadershipTransferInProgress
+)
+
+// TransferLeadership makes the leader hand leadership to the most up-to-date
+// other voter, and returns once it has stepped down. A follower sends args,
+// the command that asked for the transfer, to the leader, which serves it
+// the same way; an error reply from there is returned as a ReplyError.
+func (r *Raft) TransferLeadership(ctx context.Context, args [][]byte) error {
+	return r.onLeader(ctx, args, func() error {
+		if !r.hasOtherVoter() {
+			return ErrNoOtherVoter
+		}
+		return r.raft.LeadershipTransfer().Error()
+	})
+}
+
+func (r *Raft) hasOtherVoter() bool {
+	cf := r.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return false
+	}
+	for _, s := range cf.Configuration().Servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != r.opts.NodeID {
+			return true
+		}
+	}
+	return false
+}
