@@ -41,6 +41,10 @@ type Options struct {
 	ScriptBudget int64
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
+	// SentinelMaster is the master name the SENTINEL commands answer to, so
+	// that clients configured for Redis Sentinel find the leader; empty means
+	// "mymaster" (server.DefaultSentinelMaster).
+	SentinelMaster string
 	// Cluster, when its NodeID is set, makes this server a member of a Raft
 	// cluster instead of a standalone server.
 	Cluster ClusterOptions
@@ -117,6 +121,8 @@ func Open(opts Options) (*Server, error) {
 		MaxMemory:  opts.MaxMemory,
 		Limits:     opts.Limits,
 		Logger:     opts.Logger,
+
+		SentinelMaster: opts.SentinelMaster,
 	})
 	if s.ln != nil {
 		s.done = make(chan error, 1)

@@ -58,6 +58,9 @@ func init() {
 	for name, h := range commandHandlers {
 		handlers[name] = h
 	}
+	for name, h := range sentinelHandlers {
+		handlers[name] = h
+	}
 }
 
 // help returns a HELP subcommand listing what a container command offers, in

@@ -33,8 +33,11 @@ type Config struct {
 	// DenyOOM commands) with an OOM error while the live heap is above it
 	// (maxmemory with the noeviction policy).
 	MaxMemory int64
-	Limits    Limits
-	Logger    *slog.Logger
+	// SentinelMaster is the master name the SENTINEL commands answer to;
+	// empty means DefaultSentinelMaster.
+	SentinelMaster string
+	Limits         Limits
+	Logger         *slog.Logger
 }
 
 // Server is a RESP server.
@@ -58,10 +61,11 @@ type Server struct {
 	closed    bool
 	wg        sync.WaitGroup
 
-	nextID  atomic.Int64
-	started time.Time
-	runID   string
-	stats   stats
+	nextID   atomic.Int64
+	started  time.Time
+	runID    string
+	stats    stats
+	sentinel sentinelState
 }
 
 // stats are the counters of INFO's stats section. Per-connection counts are
@@ -108,6 +112,7 @@ func New(cfg Config) *Server {
 	s.maxClients.Store(int64(cfg.MaxClients))
 	s.pubsubMax.Store(DefaultPubSubOutputLimit)
 	s.mem.limit.Store(max(cfg.MaxMemory, 0))
+	s.startSentinel(cfg.SentinelMaster)
 	return s
 }
 
