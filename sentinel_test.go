@@ -1,0 +1,314 @@
+package lockserver_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockserver/lockserver"
+	"github.com/redis/go-redis/v9"
+)
+
+// sentinelClient is go-redis's client for a Sentinel, pointed at a member.
+func sentinelClient(t *testing.T, m *member) *redis.SentinelClient {
+	t.Helper()
+	c := redis.NewSentinelClient(&redis.Options{Addr: m.opts.Addr, Password: m.opts.Password})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// nodeOf returns the id of the member that rdb's connection reaches.
+func nodeOf(ctx context.Context, rdb *redis.Client) (string, error) {
+	v, err := rdb.Do(ctx, "LOCKSERVER", "STATUS").Result()
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprint(v.(map[any]any)["node"]), nil
+}
+
+// waitMasterAddr waits until every running member answers
+// SENTINEL GET-MASTER-ADDR-BY-NAME with leader's client address.
+func waitMasterAddr(t *testing.T, ms []*member, leader *member) {
+	t.Helper()
+	ctx := context.Background()
+	for _, m := range ms {
+		if m.srv == nil {
+			continue
+		}
+		s := sentinelClient(t, m)
+		retry(t, "GET-MASTER-ADDR-BY-NAME on "+m.opts.Cluster.NodeID, func() error {
+			got, err := s.GetMasterAddrByName(ctx, "mymaster").Result()
+			if err != nil {
+				return err
+			}
+			if addr := net.JoinHostPort(got[0], got[1]); addr != leader.opts.Addr {
+				return fmt.Errorf("the master is %s, want the leader %s", addr, leader.opts.Addr)
+			}
+			return nil
+		})
+	}
+}
+
+func addrsOf(ms []*member) []string {
+	var addrs []string
+	for _, m := range ms {
+		addrs = append(addrs, m.opts.Addr)
+	}
+	slices.Sort(addrs)
+	return addrs
+}
+
+// Every member answers Sentinel's questions about the cluster the same way:
+// the leader is the master, the followers are its replicas, the other
+// members are Sentinels; ROLE tells each node's part.
+func TestSentinelReportsTheCluster(t *testing.T) {
+	ms := startMembers(t, "")
+	ctx := context.Background()
+	leader, followers := leaderOf(t, ms)
+	waitMasterAddr(t, ms, leader)
+	leaderHost, leaderPort, _ := net.SplitHostPort(leader.opts.Addr)
+
+	for _, m := range ms {
+		s := sentinelClient(t, m)
+		id := m.opts.Cluster.NodeID
+		retry(t, "SENTINEL REPLICAS on "+id, func() error {
+			replicas, err := s.Replicas(ctx, "mymaster").Result()
+			if err != nil {
+				return err
+			}
+			var addrs []string
+			for _, r := range replicas {
+				if r["flags"] != "slave" || r["master-link-status"] != "ok" || r["master-host"] != leaderHost || r["master-port"] != leaderPort {
+					return fmt.Errorf("replica %v: want flags slave, link ok, master %s", r, leader.opts.Addr)
+				}
+				addrs = append(addrs, net.JoinHostPort(r["ip"], r["port"]))
+			}
+			slices.Sort(addrs)
+			if want := addrsOf(followers); !slices.Equal(addrs, want) {
+				return fmt.Errorf("replicas at %v, want the followers %v", addrs, want)
+			}
+			return nil
+		})
+
+		var others []*member
+		for _, o := range ms {
+			if o != m {
+				others = append(others, o)
+			}
+		}
+		sentinels, err := s.Sentinels(ctx, "mymaster").Result()
+		if err != nil {
+			t.Fatalf("SENTINEL SENTINELS on %s: %v", id, err)
+		}
+		var addrs []string
+		for _, r := range sentinels {
+			if r["flags"] != "sentinel" || r["name"] != r["runid"] || len(r["runid"]) != 40 {
+				t.Errorf("SENTINEL SENTINELS on %s: entry %v, want flags sentinel and a 40-character runid as name", id, r)
+			}
+			addrs = append(addrs, net.JoinHostPort(r["ip"], r["port"]))
+		}
+		slices.Sort(addrs)
+		if want := addrsOf(others); !slices.Equal(addrs, want) {
+			t.Errorf("SENTINEL SENTINELS on %s: %v, want the other members %v", id, addrs, want)
+		}
+
+		master, err := s.Master(ctx, "mymaster").Result()
+		if err != nil {
+			t.Fatalf("SENTINEL MASTER on %s: %v", id, err)
+		}
+		for field, want := range map[string]string{"name": "mymaster", "ip": leaderHost, "port": leaderPort, "flags": "master",
+			"num-slaves": "2", "num-other-sentinels": "2", "quorum": "2"} {
+			if master[field] != want {
+				t.Errorf("SENTINEL MASTER on %s: %s is %q, want %q", id, field, master[field], want)
+			}
+		}
+		if got, err := s.CkQuorum(ctx, "mymaster").Result(); got != "OK 3 usable Sentinels. Quorum and failover authorization can be reached" {
+			t.Errorf("SENTINEL CKQUORUM on %s = %q, %v", id, got, err)
+		}
+		if err := s.GetMasterAddrByName(ctx, "other").Err(); err != redis.Nil {
+			t.Errorf("GET-MASTER-ADDR-BY-NAME of an unknown name on %s = %v, want nil", id, err)
+		}
+	}
+
+	// ROLE: the leader lists the followers; a follower names the leader.
+	role, err := leader.rdb.Do(ctx, "ROLE").Slice()
+	if err != nil || len(role) != 3 || role[0] != "master" {
+		t.Fatalf("ROLE on the leader = %v, %v; want [master offset replicas]", role, err)
+	}
+	var replicas []string
+	for _, r := range role[2].([]any) {
+		r := r.([]any)
+		replicas = append(replicas, net.JoinHostPort(r[0].(string), r[1].(string)))
+	}
+	slices.Sort(replicas)
+	if want := addrsOf(followers); !slices.Equal(replicas, want) {
+		t.Errorf("ROLE on the leader lists %v, want the followers %v", replicas, want)
+	}
+	for _, f := range followers {
+		role, err := f.rdb.Do(ctx, "ROLE").Slice()
+		if err != nil || len(role) != 5 || role[0] != "slave" || role[1] != leaderHost ||
+			fmt.Sprint(role[2]) != leaderPort || role[3] != "connected" {
+			t.Errorf("ROLE on follower %s = %v, %v; want [slave %s %s connected offset]", f.opts.Cluster.NodeID, role, err, leaderHost, leaderPort)
+		}
+	}
+}
+
+// switchMessages collects the +switch-master messages sub receives until
+// one names newAddr as the master, and checks that leadership moved from
+// oldAddr to newAddr, in Sentinel's format.
+func switchMessages(t *testing.T, sub *redis.PubSub, oldAddr, newAddr string) {
+	t.Helper()
+	from := oldAddr
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case msg := <-sub.Channel():
+			f := strings.Fields(msg.Payload)
+			if len(f) != 5 || f[0] != "mymaster" || net.JoinHostPort(f[1], f[2]) != from {
+				t.Fatalf("+switch-master %q: want \"mymaster <ip> <port> <ip> <port>\" moving from %s", msg.Payload, from)
+			}
+			from = net.JoinHostPort(f[3], f[4])
+			if from == newAddr {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no +switch-master to %s came", newAddr)
+		}
+	}
+}
+
+// go-redis's FailoverClient, given one member's address, finds the leader,
+// takes a lock, and follows the leader when it hands over (SENTINEL
+// FAILOVER) and when it dies: the lock is still held after both.
+func TestSentinelFailoverClientFollowsTheLeader(t *testing.T) {
+	ms := startMembers(t, "s3cret")
+	ctx := context.Background()
+	a, _ := leaderOf(t, ms)
+	waitMasterAddr(t, ms, a)
+
+	var subs []*redis.PubSub
+	for _, m := range ms {
+		sub := m.rdb.Subscribe(ctx, "+switch-master")
+		if _, err := sub.Receive(ctx); err != nil {
+			t.Fatalf("SUBSCRIBE +switch-master on %s: %v", m.opts.Cluster.NodeID, err)
+		}
+		t.Cleanup(func() { sub.Close() })
+		subs = append(subs, sub)
+	}
+
+	rdb := redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:       "mymaster",
+		SentinelAddrs:    []string{a.opts.Addr},
+		Password:         "s3cret",
+		SentinelPassword: "s3cret",
+	})
+	defer rdb.Close()
+	if err := rdb.SetArgs(ctx, "lock", "token-1", redis.SetArgs{Mode: "NX", TTL: time.Minute}).Err(); err != nil {
+		t.Fatalf("SET NX PX through the FailoverClient: %v", err)
+	}
+	if id, err := nodeOf(ctx, rdb); id != a.opts.Cluster.NodeID {
+		t.Fatalf("the FailoverClient reached %q (%v), want the leader %s", id, err, a.opts.Cluster.NodeID)
+	}
+	follows := func(l *member) {
+		t.Helper()
+		retry(t, "the client reaches the new leader "+l.opts.Cluster.NodeID, func() error {
+			id, err := nodeOf(ctx, rdb)
+			if err == nil && id != l.opts.Cluster.NodeID {
+				return fmt.Errorf("the client reaches %s", id)
+			}
+			return err
+		})
+		got, err := rdb.Get(ctx, "lock").Result()
+		if got != "token-1" {
+			t.Fatalf("GET lock after the leader changed = %q, %v; want token-1", got, err)
+		}
+	}
+
+	// The leader hands over, asked through a follower.
+	_, followers := leaderOf(t, ms)
+	if err := sentinelClient(t, followers[0]).Failover(ctx, "mymaster").Err(); err != nil {
+		t.Fatalf("SENTINEL FAILOVER through a follower: %v", err)
+	}
+	b, _ := leaderOf(t, ms)
+	if b == a {
+		t.Fatalf("%s still leads after SENTINEL FAILOVER", a.opts.Cluster.NodeID)
+	}
+	for _, sub := range subs {
+		switchMessages(t, sub, a.opts.Addr, b.opts.Addr)
+	}
+	follows(b)
+
+	// The new leader dies: the client finds the next one through the members
+	// the first one listed as Sentinels.
+	b.stop()
+	c, _ := leaderOf(t, ms)
+	for i, m := range ms {
+		if m != b {
+			switchMessages(t, subs[i], b.opts.Addr, c.opts.Addr)
+		}
+	}
+	follows(c)
+	if ttl, err := rdb.PTTL(ctx, "lock").Result(); err != nil || ttl <= 0 {
+		t.Fatalf("PTTL lock after two failovers = %v, %v; want the lock still held", ttl, err)
+	}
+}
+
+// A standalone server is the master of itself, with no replicas and no other
+// Sentinels, over TCP and over the in-memory Dialer.
+func TestSentinelStandalone(t *testing.T) {
+	s, err := lockserver.Open(lockserver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+
+	sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr()})
+	defer sc.Close()
+	got, err := sc.GetMasterAddrByName(ctx, "mymaster").Result()
+	if err != nil || net.JoinHostPort(got[0], got[1]) != s.Addr() {
+		t.Fatalf("GET-MASTER-ADDR-BY-NAME = %v, %v; want %s", got, err, s.Addr())
+	}
+	if r, err := sc.Replicas(ctx, "mymaster").Result(); err != nil || len(r) != 0 {
+		t.Errorf("SENTINEL REPLICAS = %v, %v; want none", r, err)
+	}
+	if r, err := sc.Sentinels(ctx, "mymaster").Result(); err != nil || len(r) != 0 {
+		t.Errorf("SENTINEL SENTINELS = %v, %v; want none", r, err)
+	}
+	if err := sc.Failover(ctx, "mymaster").Err(); err == nil || err.Error() != "NOGOODSLAVE No suitable replica to promote" {
+		t.Errorf("SENTINEL FAILOVER = %v, want NOGOODSLAVE", err)
+	}
+
+	for name, opts := range map[string]*redis.FailoverOptions{
+		"tcp":       {MasterName: "mymaster", SentinelAddrs: []string{s.Addr()}},
+		"in-memory": {MasterName: "mymaster", SentinelAddrs: []string{"lockserver:0"}, Dialer: s.Dialer()},
+	} {
+		rdb := redis.NewFailoverClient(opts)
+		if err := rdb.Set(ctx, "k-"+name, "v", 0).Err(); err != nil {
+			t.Errorf("%s: SET through the FailoverClient: %v", name, err)
+		}
+		if v, err := rdb.Get(ctx, "k-"+name).Result(); v != "v" {
+			t.Errorf("%s: GET through the FailoverClient = %q, %v", name, v, err)
+		}
+		rdb.Close()
+	}
+
+	// A name given in Options is the one answered to.
+	named, err := lockserver.Open(lockserver.Options{SentinelMaster: "locks"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer named.Close()
+	nc := redis.NewSentinelClient(&redis.Options{Addr: named.Addr()})
+	defer nc.Close()
+	if err := nc.GetMasterAddrByName(ctx, "mymaster").Err(); err != redis.Nil {
+		t.Errorf("GET-MASTER-ADDR-BY-NAME mymaster when the name is locks = %v, want nil", err)
+	}
+	if got, err := nc.GetMasterAddrByName(ctx, "locks").Result(); err != nil || net.JoinHostPort(got[0], got[1]) != named.Addr() {
+		t.Errorf("GET-MASTER-ADDR-BY-NAME locks = %v, %v; want %s", got, err, named.Addr())
+	}
+}
