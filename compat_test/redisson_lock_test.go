@@ -1,0 +1,196 @@
+package compat_test
+
+import (
+	"strconv"
+	"testing"
+	"time"
+)
+
+// Redisson's lock family, sent as Redisson sends it (see redisson_scripts_test.go
+// and redisson_driver_test.go), on redis-server and lockserver side by side.
+// Each step's reply must be the same on both; the replies that follow from
+// the scripts' text are also checked against worked examples.
+
+const (
+	redissonLease = 30000 // Config.lockWatchdogTimeout's default, the lease of lock()
+	okReply       = "$2\r\nOK\r\n"
+)
+
+// bulk is the RESP2 bulk string of s.
+func bulk(s string) string { return "$" + strconv.Itoa(len(s)) + "\r\n" + s + "\r\n" }
+
+// array is the RESP2 array of bulk strings.
+func array(items ...string) string {
+	out := "*" + strconv.Itoa(len(items)) + "\r\n"
+	for _, s := range items {
+		out += bulk(s)
+	}
+	return out
+}
+
+// redissonScenarios run against a standalone lockserver (TestRedisson) and
+// against a member of an in-process cluster (TestClientsOnCluster).
+var redissonScenarios = []struct {
+	name string
+	run  func(t *testing.T, r *redisson)
+}{
+	{"RLock", redissonRLock},
+	{"Watchdog", redissonWatchdog},
+	{"FencedLock", redissonFencedLock},
+	{"SpinLock", redissonSpinLock},
+	{"FairLock", redissonFairLock},
+	{"ReadWriteLock", redissonReadWriteLock},
+	{"Semaphore", redissonSemaphore},
+	{"PermitExpirableSemaphore", redissonPermitExpirableSemaphore},
+	{"CountDownLatch", redissonCountDownLatch},
+	{"ShardedPubSub", redissonShardedPubSub},
+}
+
+// runRedissonScenarios runs every scenario on fresh connections to p's servers.
+func runRedissonScenarios(t *testing.T, p *pair) {
+	for _, sc := range redissonScenarios {
+		t.Run(sc.name, func(t *testing.T) { sc.run(t, newRedisson(t, p.connect(t))) })
+	}
+}
+
+func TestRedisson(t *testing.T) {
+	runRedissonScenarios(t, newPair(t))
+}
+
+// redissonRLock: RedissonLock's acquire, re-entry, contention, unlock with
+// its latch (a retried unlock repeats its outcome), the unlock message,
+// forceUnlock, and a lease that runs out.
+func redissonRLock(t *testing.T, r *redisson) {
+	name := "rlock"
+	ch := prefixName("redisson_lock__channel", name)
+	sub := r.subscribe("SUBSCRIBE", ch)
+	t1, t2 := r.lockName(1), r.lockName(2)
+	acquire := func(owner string) replies { return r.eval(rlockTryLock, []string{name}, redissonLease, owner) }
+	unlock := func(owner, request string) replies {
+		return r.eval(rlockUnlock, []string{name, ch, unlockLatch(name, request)}, 0, redissonLease, owner, r.publish, unlockLatchMs)
+	}
+
+	acquire(t1).is(nilReply)
+	r.do("HGET", name, t1).is(bulk("1"))
+	r.do("PTTL", name).within(redissonLease-1000, redissonLease)
+	acquire(t1).is(nilReply) // re-entry
+	r.do("HGET", name, t1).is(bulk("2"))
+	acquire(t2).within(redissonLease-1000, redissonLease) // the holder's lease left
+
+	request := generateID()
+	unlock(t2, request).is(nilReply) // not the owner: IllegalMonitorStateException
+	r.do("EXISTS", unlockLatch(name, request)).is(intReply(0))
+
+	request = generateID()
+	unlock(t1, request).is(intReply(0)) // still held once
+	r.do("GET", unlockLatch(name, request)).is(bulk("0"))
+	r.do("PTTL", unlockLatch(name, request)).within(unlockLatchMs-1000, unlockLatchMs)
+	unlock(t1, request).is(intReply(0)) // the same request again counts nothing
+	r.do("HGET", name, t1).is(bulk("1"))
+	r.do("DEL", unlockLatch(name, request)).is(intReply(1)) // as unlockInnerAsync does after
+	sub.quiet()
+
+	request = generateID()
+	unlock(t1, request).is(intReply(1))
+	sub.message("message", ch, "0")
+	r.do("EXISTS", name).is(intReply(0))
+	unlock(t1, request).is(intReply(1)) // retried: released once, announced once
+	sub.quiet()
+	unlock(t1, generateID()).is(nilReply)
+	acquire(t2).is(nilReply) // the waiter, woken, takes it
+
+	force := func() replies { return r.eval(rlockForceUnlock, []string{name, ch}, 0, r.publish) }
+	force().is(intReply(1))
+	sub.message("message", ch, "0")
+	force().is(intReply(0))
+	sub.quiet()
+
+	// A lease that runs out lets another owner in.
+	r.eval(rlockTryLock, []string{name}, 300, t1).is(nilReply)
+	acquire(t2).within(1, 300)
+	time.Sleep(400 * time.Millisecond)
+	acquire(t2).is(nilReply)
+	r.do("HGET", name, t1).is(nilReply)
+	r.do("HGET", name, t2).is(bulk("1"))
+}
+
+// redissonWatchdog: the lease renewal scripts, today's batched LockTask and
+// the single-lock renewExpirationAsync of Redisson 3.x.
+func redissonWatchdog(t *testing.T, r *redisson) {
+	a, b := "watchdog:a", "watchdog:b"
+	t1, t2 := r.lockName(1), r.lockName(2)
+	r.eval(rlockTryLock, []string{a}, 5000, t1).is(nilReply)
+	r.eval(rlockTryLock, []string{b}, 5000, t2).is(nilReply)
+	// Renew a, b (held by another thread) and a lock that is gone.
+	r.eval(lockTaskRenew, []string{a, b, "watchdog:gone"}, redissonLease, t1, t1, t1).is("*3\r\n:1\r\n:0\r\n:0\r\n")
+	r.do("PTTL", a).within(redissonLease-1000, redissonLease)
+	r.do("PTTL", b).within(4000, 5000)
+	r.eval(baseLockRenew2021, []string{b}, redissonLease, t1).is(intReply(0))
+	r.eval(baseLockRenew2021, []string{b}, redissonLease, t2).is(intReply(1))
+	r.do("PTTL", b).within(redissonLease-1000, redissonLease)
+}
+
+// redissonFencedLock: each acquisition, re-entries included, takes the next
+// fencing token.
+func redissonFencedLock(t *testing.T, r *redisson) {
+	name := "fenced"
+	token := prefixName("redisson_lock_token", name)
+	ch := prefixName("redisson_lock__channel", name)
+	t1, t2 := r.lockName(1), r.lockName(2)
+	acquire := func(owner string) replies {
+		return r.eval(fencedTryLockToken, []string{name, token}, redissonLease, owner)
+	}
+	unlock := func(owner string) replies {
+		return r.eval(rlockUnlock, []string{name, ch, unlockLatch(name, generateID())}, 0, redissonLease, owner, r.publish, unlockLatchMs)
+	}
+	acquire(t1).is("*2\r\n:-1\r\n:1\r\n")
+	acquire(t1).is("*2\r\n:-1\r\n:2\r\n")
+	acquire(t2).near() // {pttl, -1}
+	r.do("GET", token).is(bulk("2"))
+	unlock(t1).is(intReply(0))
+	unlock(t1).is(intReply(1))
+	acquire(t2).is("*2\r\n:-1\r\n:3\r\n")
+	r.eval(fencedTryLock, []string{name, token}, redissonLease, t2).is(nilReply)
+	r.eval(fencedTryLock, []string{name, token}, redissonLease, t1).within(redissonLease-1000, redissonLease)
+	r.do("GET", token).is(bulk("4"))
+	r.do("HGET", name, t2).is(bulk("2"))
+}
+
+// redissonSpinLock: acquire, re-entry, contention and unlock without pub/sub.
+func redissonSpinLock(t *testing.T, r *redisson) {
+	name := "spin"
+	t1, t2 := r.lockName(1), r.lockName(2)
+	acquire := func(owner string) replies { return r.eval(spinTryLock, []string{name}, redissonLease, owner) }
+	unlock := func(owner, request string) replies {
+		return r.eval(spinUnlock, []string{name, unlockLatch(name, request)}, redissonLease, owner, unlockLatchMs)
+	}
+	acquire(t1).is(nilReply)
+	acquire(t1).is(nilReply)
+	r.do("HGET", name, t1).is(bulk("2"))
+	acquire(t2).within(redissonLease-1000, redissonLease)
+	unlock(t2, generateID()).is(nilReply)
+	unlock(t1, generateID()).is(intReply(0))
+	request := generateID()
+	unlock(t1, request).is(intReply(1))
+	unlock(t1, request).is(intReply(1))
+	r.do("GET", unlockLatch(name, request)).is(bulk("1"))
+	acquire(t2).is(nilReply)
+	r.eval(spinForceUnlock, []string{name}).is(intReply(1))
+	r.eval(spinForceUnlock, []string{name}).is(intReply(0))
+}
+
+// redissonShardedPubSub: with sharded pub/sub (Redisson's cluster mode after
+// its PUBSUB SHARDNUMSUB probe), waiters SSUBSCRIBE and unlocks SPUBLISH.
+func redissonShardedPubSub(t *testing.T, r *redisson) {
+	r.do("PUBSUB", "SHARDNUMSUB", 0).is("*2\r\n$1\r\n0\r\n:0\r\n")
+	r.publish = "SPUBLISH"
+	name := "{sharded}lock"
+	ch := prefixName("redisson_lock__channel", name)
+	sub := r.subscribe("SSUBSCRIBE", ch)
+	r.do("PUBSUB", "SHARDNUMSUB", ch).is("*2\r\n" + bulk(ch) + ":1\r\n")
+	t1 := r.lockName(1)
+	r.eval(rlockTryLock, []string{name}, redissonLease, t1).is(nilReply)
+	r.eval(rlockUnlock, []string{name, ch, unlockLatch(name, generateID())}, 0, redissonLease, t1, r.publish, unlockLatchMs).is(intReply(1))
+	sub.message("smessage", ch, "0")
+	sub.quiet()
+}
