@@ -79,7 +79,6 @@ CLIENT SETNAME cli
 CLIENT GETNAME
 NOSUCHCOMMAND arg
 GET
-WAIT 0 0
 `
 
 func TestClientRedisCli(t *testing.T) {

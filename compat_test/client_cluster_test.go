@@ -1,0 +1,129 @@
+package compat_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// clusterGaps are the differences from redis-server that the cluster still
+// shows, by the label of the client step where they appear, each with what
+// is wrong and where a fix belongs. A subtest whose only differences are
+// listed gaps ends skipped with their description, so that they stay in
+// sight; any other difference fails it. Delete an entry once it is fixed.
+var clusterGaps = map[string]string{
+	"PUBLISH":  "PUBLISH through a follower replies the leader's count of subscribers (0 here), where Redis counts the receivers on the node the client is connected to; replication's forwarded pub/sub replies",
+	"SPUBLISH": "SPUBLISH through a follower: as PUBLISH",
+}
+
+// compareLogsWithGaps is compareLogs for the cluster, allowing clusterGaps.
+func compareLogsWithGaps(t *testing.T, wantName string, want clientLog, gotName string, got clientLog) {
+	t.Helper()
+	gaps := map[string]bool{}
+	var rest []int
+	for i := 0; i < len(want) && i < len(got); i++ {
+		if want[i] == got[i] {
+			continue
+		}
+		label, _, _ := strings.Cut(want[i], ":")
+		gap := false
+		for prefix := range clusterGaps {
+			if strings.HasPrefix(label, prefix) && strings.HasPrefix(got[i], label+":") {
+				gaps[prefix], gap = true, true
+			}
+		}
+		if !gap {
+			rest = append(rest, i)
+		}
+	}
+	for _, i := range rest {
+		t.Errorf("step %d:\n %s: %s\n %s: %s", i, wantName, want[i], gotName, got[i])
+	}
+	if len(want) != len(got) {
+		t.Errorf("%s recorded %d steps, %s %d", wantName, len(want), gotName, len(got))
+	}
+	if len(gaps) > 0 && !t.Failed() {
+		var why []string
+		for g := range gaps {
+			why = append(why, clusterGaps[g])
+		}
+		sort.Strings(why)
+		t.Skipf("known cluster gaps: %s", strings.Join(why, "; "))
+	}
+}
+
+// The real-client tests again, pointed at a follower of a three-member
+// lockserver cluster embedded in this process: every write a client sends
+// there is forwarded to the leader and committed on a majority before the
+// reply, and subscribers on the follower hear messages once it applies them.
+// What each client reports must still equal what it reports against
+// redis-server.
+func TestClientsOnCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-member cluster")
+	}
+	c := startCluster(t)
+	follower := c.target("lockserver cluster follower", c.follower())
+	redisT := redisTarget(t, "")
+	ctx := context.Background()
+	flush := func() {
+		t.Helper()
+		if _, err := follower.server.Do(ctx, "FLUSHALL"); err != nil {
+			t.Fatalf("FLUSHALL through the follower: %v", err)
+		}
+		redisT.goRedis(t, redis.Options{}).FlushAll(ctx)
+	}
+
+	for _, proto := range []int{2, 3} {
+		t.Run(fmt.Sprintf("go-redis RESP%d", proto), func(t *testing.T) {
+			flush()
+			compareLogsWithGaps(t, "redis-server", goRedisSession(t, redisT, proto), follower.name, goRedisSession(t, follower, proto))
+		})
+	}
+	t.Run("redsync", func(t *testing.T) {
+		compareLogs(t, "redis-server", redsyncSession(t, redisT), follower.name, redsyncSession(t, follower))
+	})
+	t.Run("redislock", func(t *testing.T) {
+		compareLogs(t, "redis-server", redislockSession(t, redisT), follower.name, redislockSession(t, follower))
+	})
+	t.Run("redis-py Lock", func(t *testing.T) {
+		python := debianPython(t)
+		compareOutputs(t, "redis-server", runRedispy(t, python, redisT), follower.name, runRedispy(t, python, follower))
+	})
+	t.Run("redis-cli", func(t *testing.T) {
+		flush()
+		compareOutputs(t, "redis-server", redisCli(t, redisT, cliCommands, "--no-raw"), follower.name, redisCli(t, follower, cliCommands, "--no-raw"))
+	})
+	t.Run("Redisson", func(t *testing.T) {
+		runRedissonScenarios(t, &pair{t: t, redisAddr: redisT.addr, lockserver: follower.server})
+	})
+	t.Run("Redisson contention", func(t *testing.T) {
+		for _, run := range []func(*testing.T, clientTarget) string{redissonLockContention, redissonFairLockContention} {
+			if want, got := run(t, redisT), run(t, follower); got != want {
+				t.Errorf("redis-server: %s; %s: %s", want, follower.name, got)
+			}
+		}
+	})
+	t.Run("Redisson replica sync", func(t *testing.T) {
+		// Redisson in a replicated mode reads connected_slaves from INFO ALL
+		// and sends WAIT n after each lock script; WAIT must report the
+		// write on some replica whenever replicas exist, or Redisson fails
+		// the lock call ("None of slaves were synced").
+		for i, s := range c.members {
+			conn := dialRaw(t, s.Addr())
+			replicas := redissonReplicaProbe(t, "member "+strconv.Itoa(i), conn)
+			n, _ := strconv.Atoi(replicas)
+			conn.Do("EVAL", rlockTryLock, "1", "sync:lock", "30000", "id:"+strconv.Itoa(i))
+			synced := conn.Do("WAIT", replicas, "1000")
+			if n > 0 && synced == ":0\r\n" {
+				t.Errorf("member %d: connected_slaves:%d but WAIT %d 1000 replied %q after a lock script", i, n, n, synced)
+			}
+			t.Logf("member %d (leader %v): connected_slaves:%s, WAIT %s 1000 after a lock script: %q", i, i == c.leader, replicas, replicas, synced)
+		}
+	})
+}
