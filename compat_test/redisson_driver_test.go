@@ -29,6 +29,9 @@ type redisson struct {
 	// publish is PublishSubscribeService.getPublishCommand(): PUBLISH, or
 	// SPUBLISH once the PUBSUB SHARDNUMSUB probe found sharded pub/sub.
 	publish string
+	// proto is the RESP version of its connections (Redisson's
+	// Config.protocol): 2, or 3 after HELLO 3.
+	proto int
 	// noscripts counts NOSCRIPT replies from redis-server and lockserver.
 	noscripts [2]int
 }
@@ -37,15 +40,33 @@ type redisson struct {
 // computes from the configured timeout and retries; any value will do.
 const unlockLatchMs = 13500
 
-// newRedisson starts a Redisson stand-in on the pair's connections.
-func newRedisson(t *testing.T, p *pair) *redisson {
-	r := &redisson{t: t, p: p, id: randomUUID(), publish: "PUBLISH"}
+// newRedisson starts a Redisson stand-in on the pair's connections,
+// speaking RESP proto.
+func newRedisson(t *testing.T, p *pair, proto int) *redisson {
+	r := &redisson{t: t, p: p, id: randomUUID(), publish: "PUBLISH", proto: proto}
+	r.hello(p)
 	t.Cleanup(func() {
 		if r.noscripts[0] != r.noscripts[1] {
 			t.Errorf("Redisson's script cache: %d NOSCRIPT replies from redis-server, %d from lockserver", r.noscripts[0], r.noscripts[1])
 		}
 	})
 	return r
+}
+
+// hello switches a pair of connections to the client's protocol.
+func (r *redisson) hello(p *pair) {
+	if r.proto == 3 {
+		p.DoNorm(normID, "HELLO", "3")
+	}
+}
+
+// resp turns a RESP2 reply of a test's worked example into the client's
+// protocol: a RESP3 client gets a null where RESP2 has a null bulk string.
+func (r *redisson) resp(want string) string {
+	if r.proto == 3 {
+		return strings.ReplaceAll(want, nilReply, "_\r\n")
+	}
+	return want
 }
 
 // randomUUID is java.util.UUID.randomUUID().toString().
@@ -130,6 +151,7 @@ func (r *redisson) evalsha(server int, c *rawClient, script string, keys, args [
 // replies are what redis-server and lockserver answered to one request.
 type replies struct {
 	t         *testing.T
+	r         *redisson
 	what      string
 	redis, ls string
 }
@@ -139,14 +161,14 @@ func (r *redisson) eval(script string, keys []string, args ...any) replies {
 	r.t.Helper()
 	a := argStrings(args)
 	what := fmt.Sprintf("script %.60q... KEYS %q ARGV %q", script, keys, a)
-	return replies{t: r.t, what: what, redis: r.evalsha(0, r.p.redis, script, keys, a), ls: r.evalsha(1, r.p.ls, script, keys, a)}
+	return replies{t: r.t, r: r, what: what, redis: r.evalsha(0, r.p.redis, script, keys, a), ls: r.evalsha(1, r.p.ls, script, keys, a)}
 }
 
 // do sends a command to both servers.
 func (r *redisson) do(args ...any) replies {
 	r.t.Helper()
 	a := argStrings(args)
-	return replies{t: r.t, what: fmt.Sprintf("%q", a), redis: r.p.redis.Do(a...), ls: r.p.ls.Do(a...)}
+	return replies{t: r.t, r: r, what: fmt.Sprintf("%q", a), redis: r.p.redis.Do(a...), ls: r.p.ls.Do(a...)}
 }
 
 // same requires byte-equal replies that are not errors, and returns them.
@@ -160,9 +182,10 @@ func (x replies) same() string {
 	return x.ls
 }
 
-// is requires both replies to equal want, a worked example.
+// is requires both replies to equal want, a worked example in RESP2.
 func (x replies) is(want string) {
 	x.t.Helper()
+	want = x.r.resp(want)
 	if x.redis != want || x.ls != want {
 		x.t.Errorf("%s: want %q\n redis-server: %q\n   lockserver: %q", x.what, want, x.redis, x.ls)
 	}
@@ -188,7 +211,7 @@ func (x replies) within(lo, hi int64) {
 		e := respElements(r)
 		var n int64
 		err := fmt.Errorf("not one element")
-		if len(e) == 1 && (e[0][0] == ':' || e[0][0] == '$') {
+		if len(e) == 1 && strings.IndexByte(":$,", e[0][0]) >= 0 {
 			n, err = strconv.ParseInt(e[0][1:], 10, 64)
 		}
 		if err != nil || n < lo || n > hi {
@@ -202,7 +225,7 @@ func (x replies) within(lo, hi int64) {
 const clockScale = 100
 
 // nearlyEqual compares two RESP replies element by element; integers (and
-// bulk strings holding integers) of clockScale and above may differ by up to
+// bulk strings and doubles holding integers) of clockScale and above may differ by up to
 // 1000, all else must be equal.
 func nearlyEqual(a, b string) bool {
 	ta, tb := respElements(a), respElements(b)
@@ -213,7 +236,7 @@ func nearlyEqual(a, b string) bool {
 		if ta[i] == tb[i] {
 			continue
 		}
-		if ta[i][0] != tb[i][0] || (ta[i][0] != ':' && ta[i][0] != '$') {
+		if ta[i][0] != tb[i][0] || strings.IndexByte(":$,", ta[i][0]) < 0 {
 			return false
 		}
 		x, err1 := strconv.ParseInt(ta[i][1:], 10, 64)
@@ -264,15 +287,17 @@ func (p *pair) connect(t *testing.T) *pair {
 // subscriber is a pair of connections subscribed to the same channels on
 // both servers, as Redisson's pub/sub connections are.
 type subscriber struct {
-	t *testing.T
-	p *pair
+	t     *testing.T
+	p     *pair
+	proto int
 }
 
 // subscribe opens a subscriber with command (SUBSCRIBE, PSUBSCRIBE or
 // SSUBSCRIBE) on channels.
 func (r *redisson) subscribe(command string, channels ...string) *subscriber {
 	r.t.Helper()
-	sub := &subscriber{t: r.t, p: r.p.connect(r.t)}
+	sub := &subscriber{t: r.t, p: r.p.connect(r.t), proto: r.proto}
+	r.hello(sub.p)
 	sub.p.Send(append([]string{command}, channels...)...)
 	for range channels {
 		sub.p.Read()
@@ -285,6 +310,9 @@ func (r *redisson) subscribe(command string, channels ...string) *subscriber {
 func (s *subscriber) message(kind, channel, payload string) {
 	s.t.Helper()
 	want := fmt.Sprintf("*3\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", len(kind), kind, len(channel), channel, len(payload), payload)
+	if s.proto == 3 {
+		want = ">" + want[1:] // a push
+	}
 	if got := s.p.Read(); got != want {
 		s.t.Errorf("subscriber: got %q, want %q", got, want)
 	}
@@ -295,7 +323,11 @@ func (s *subscriber) message(kind, channel, payload string) {
 func (s *subscriber) quiet() {
 	s.t.Helper()
 	s.p.Send("PING")
-	if got := s.p.Read(); got != "*2\r\n$4\r\npong\r\n$0\r\n\r\n" {
+	pong := "*2\r\n$4\r\npong\r\n$0\r\n\r\n"
+	if s.proto == 3 {
+		pong = "+PONG\r\n"
+	}
+	if got := s.p.Read(); got != pong {
 		s.t.Errorf("subscriber: a message arrived that nothing should have published: %q", got)
 	}
 }

@@ -123,7 +123,9 @@ func redissonPermitExpirableSemaphore(t *testing.T, r *redisson) {
 
 	// Several binary ids at once, stored byte for byte.
 	acquire(later, never, a, b, c).is(okReply)
-	r.do("ZRANGE", timeouts, 0, -1, "WITHSCORES").is(array(string(a), "922337203685477", string(b), "922337203685477", string(c), "922337203685477"))
+	r.do("ZRANGE", timeouts, 0, -1, "WITHSCORES").same()
+	r.do("ZRANGE", timeouts, 0, -1).is(array(string(a), string(b), string(c)))
+	r.do("ZSCORE", timeouts, b).same()
 	r.eval(pesGetPermits, keys, later, r.publish).is(intReply(7))
 	releaseIDs(a, c).is(intReply(2))
 	sub.message("message", ch, "2")
