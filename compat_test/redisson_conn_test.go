@@ -95,13 +95,13 @@ func TestRedissonConnection(t *testing.T) {
 		sha := hex.EncodeToString(sum[:]) // ServiceManager.calcSHA
 		call := []string{"EVALSHA", sha, "1", "conn:lock", "30000", "id:1"}
 		p.expect("-NOSCRIPT No matching script. Please use EVAL.\r\n", call...)
-		p.expect(bulk(sha), "SCRIPT", "LOAD", rlockTryLock)
+		p.expect(respBulk(sha), "SCRIPT", "LOAD", rlockTryLock)
 		p.expect(nilReply, call...)
 		// Read-only scripts go through EVALSHA_RO, with the same fallback.
 		sum = sha1.Sum([]byte(readIsLocked))
 		ro := []string{"EVALSHA_RO", hex.EncodeToString(sum[:]), "1", "conn:lock"}
 		p.expect("-NOSCRIPT No matching script. Please use EVAL.\r\n", ro...)
-		p.expect(bulk(hex.EncodeToString(sum[:])), "SCRIPT", "LOAD", readIsLocked)
+		p.expect(respBulk(hex.EncodeToString(sum[:])), "SCRIPT", "LOAD", readIsLocked)
 		p.expect(intReply(0), ro...)
 		// A script that writes is refused under EVALSHA_RO in the same words.
 		if r := p.Do("EVALSHA_RO", sha, "1", "conn:free", "30000", "id:2"); !strings.HasPrefix(r, "-ERR Write commands are not allowed from read-only scripts.") {

@@ -39,7 +39,7 @@ func redissonFairLock(t *testing.T, r *redisson) {
 	tryLock(t3, now).within(redissonLease+wait-1000, redissonLease+wait)
 	deadline(t3).within(now+redissonLease+2*wait-1000, now+redissonLease+2*wait)
 	tryLock(t2, now).within(redissonLease-1000, redissonLease) // already queued: the lease left
-	r.do("LRANGE", queue, 0, -1).is(array(t2, t3))
+	r.do("LRANGE", queue, 0, -1).is(respArray(t2, t3))
 	tryLockNow(t3, now).is(intReply(1)) // tryLock() without waiting: not first in line
 
 	unlock(t1).is(intReply(1))
@@ -47,25 +47,25 @@ func redissonFairLock(t *testing.T, r *redisson) {
 	sub.quiet()
 	tryLock(t3, now).is(intReply(0)) // free, but t2 is first: wait
 	tryLock(t2, now).is(nilReply)
-	r.do("LRANGE", queue, 0, -1).is(array(t3))
+	r.do("LRANGE", queue, 0, -1).is(respArray(t3))
 	deadline(t3).within(now+redissonLease+wait-1000, now+redissonLease+wait) // moved up by one wait
 
 	// t4 queues behind t3; t3 gives up, and t4's deadline moves up.
 	tryLock(t4, now).within(redissonLease+wait-1000, redissonLease+wait)
 	r.eval(fairAcquireFailed, []string{queue, timeouts}, t3, wait).is(nilReply)
-	r.do("LRANGE", queue, 0, -1).is(array(t4))
+	r.do("LRANGE", queue, 0, -1).is(respArray(t4))
 	deadline(t4).within(now+redissonLease+wait-1000, now+redissonLease+wait)
 
 	// t4 never comes back. Once its deadline has passed, the next caller
 	// drops it from the queue and takes its place.
 	later := now + 10*60*1000
 	tryLock(t3, later).within(redissonLease-1000, redissonLease)
-	r.do("LRANGE", queue, 0, -1).is(array(t3))
+	r.do("LRANGE", queue, 0, -1).is(respArray(t3))
 	deadline(t4).is(nilReply)
 
 	unlock(t4).is(nilReply) // not the owner
 	tryLock(t2, now).is(nilReply)
-	r.do("HGET", name, t2).is(bulk("2"))
+	r.do("HGET", name, t2).is(respBulk("2"))
 	unlock(t2).is(intReply(0))
 	sub.quiet()
 

@@ -18,13 +18,13 @@ const (
 )
 
 // bulk is the RESP2 bulk string of s.
-func bulk(s string) string { return "$" + strconv.Itoa(len(s)) + "\r\n" + s + "\r\n" }
+func respBulk(s string) string { return "$" + strconv.Itoa(len(s)) + "\r\n" + s + "\r\n" }
 
 // array is the RESP2 array of bulk strings.
-func array(items ...string) string {
+func respArray(items ...string) string {
 	out := "*" + strconv.Itoa(len(items)) + "\r\n"
 	for _, s := range items {
-		out += bulk(s)
+		out += respBulk(s)
 	}
 	return out
 }
@@ -79,10 +79,10 @@ func redissonRLock(t *testing.T, r *redisson) {
 	}
 
 	acquire(t1).is(nilReply)
-	r.do("HGET", name, t1).is(bulk("1"))
+	r.do("HGET", name, t1).is(respBulk("1"))
 	r.do("PTTL", name).within(redissonLease-1000, redissonLease)
 	acquire(t1).is(nilReply) // re-entry
-	r.do("HGET", name, t1).is(bulk("2"))
+	r.do("HGET", name, t1).is(respBulk("2"))
 	acquire(t2).within(redissonLease-1000, redissonLease) // the holder's lease left
 
 	request := generateID()
@@ -91,10 +91,10 @@ func redissonRLock(t *testing.T, r *redisson) {
 
 	request = generateID()
 	unlock(t1, request).is(intReply(0)) // still held once
-	r.do("GET", unlockLatch(name, request)).is(bulk("0"))
+	r.do("GET", unlockLatch(name, request)).is(respBulk("0"))
 	r.do("PTTL", unlockLatch(name, request)).within(unlockLatchMs-1000, unlockLatchMs)
 	unlock(t1, request).is(intReply(0)) // the same request again counts nothing
-	r.do("HGET", name, t1).is(bulk("1"))
+	r.do("HGET", name, t1).is(respBulk("1"))
 	r.do("DEL", unlockLatch(name, request)).is(intReply(1)) // as unlockInnerAsync does after
 	sub.quiet()
 
@@ -119,7 +119,7 @@ func redissonRLock(t *testing.T, r *redisson) {
 	time.Sleep(400 * time.Millisecond)
 	acquire(t2).is(nilReply)
 	r.do("HGET", name, t1).is(nilReply)
-	r.do("HGET", name, t2).is(bulk("1"))
+	r.do("HGET", name, t2).is(respBulk("1"))
 }
 
 // redissonWatchdog: the lease renewal scripts, today's batched LockTask and
@@ -154,14 +154,14 @@ func redissonFencedLock(t *testing.T, r *redisson) {
 	acquire(t1).is("*2\r\n:-1\r\n:1\r\n")
 	acquire(t1).is("*2\r\n:-1\r\n:2\r\n")
 	acquire(t2).near() // {pttl, -1}
-	r.do("GET", token).is(bulk("2"))
+	r.do("GET", token).is(respBulk("2"))
 	unlock(t1).is(intReply(0))
 	unlock(t1).is(intReply(1))
 	acquire(t2).is("*2\r\n:-1\r\n:3\r\n")
 	r.eval(fencedTryLock, []string{name, token}, redissonLease, t2).is(nilReply)
 	r.eval(fencedTryLock, []string{name, token}, redissonLease, t1).within(redissonLease-1000, redissonLease)
-	r.do("GET", token).is(bulk("4"))
-	r.do("HGET", name, t2).is(bulk("2"))
+	r.do("GET", token).is(respBulk("4"))
+	r.do("HGET", name, t2).is(respBulk("2"))
 }
 
 // redissonSpinLock: acquire, re-entry, contention and unlock without pub/sub.
@@ -174,14 +174,14 @@ func redissonSpinLock(t *testing.T, r *redisson) {
 	}
 	acquire(t1).is(nilReply)
 	acquire(t1).is(nilReply)
-	r.do("HGET", name, t1).is(bulk("2"))
+	r.do("HGET", name, t1).is(respBulk("2"))
 	acquire(t2).within(redissonLease-1000, redissonLease)
 	unlock(t2, generateID()).is(nilReply)
 	unlock(t1, generateID()).is(intReply(0))
 	request := generateID()
 	unlock(t1, request).is(intReply(1))
 	unlock(t1, request).is(intReply(1))
-	r.do("GET", unlockLatch(name, request)).is(bulk("1"))
+	r.do("GET", unlockLatch(name, request)).is(respBulk("1"))
 	acquire(t2).is(nilReply)
 	r.eval(spinForceUnlock, []string{name}).is(intReply(1))
 	r.eval(spinForceUnlock, []string{name}).is(intReply(0))

@@ -31,11 +31,11 @@ func redissonReadWriteLock(t *testing.T, r *redisson) {
 
 	isLocked().is(intReply(0))
 	readLock(1).is(nilReply)
-	r.do("HGET", name, "mode").is(bulk("read"))
+	r.do("HGET", name, "mode").is(respBulk("read"))
 	r.do("PTTL", timeoutPrefix(1)+":1").within(redissonLease-1000, redissonLease)
 	readLock(2).is(nilReply) // readers share
 	readLock(1).is(nilReply) // re-entry: a second lease key
-	r.do("HGET", name, r.lockName(1)).is(bulk("2"))
+	r.do("HGET", name, r.lockName(1)).is(respBulk("2"))
 	r.do("EXISTS", timeoutPrefix(1)+":2").is(intReply(1))
 	writeLock(3).within(redissonLease-1000, redissonLease) // the writer waits
 	isLocked().is(intReply(1))
@@ -49,7 +49,7 @@ func redissonReadWriteLock(t *testing.T, r *redisson) {
 	sub.message("message", ch, "0")
 
 	writeLock(3).is(nilReply)
-	r.do("HGET", name, "mode").is(bulk("write"))
+	r.do("HGET", name, "mode").is(respBulk("write"))
 	writeLock(3).is(nilReply) // re-entry adds a lease to what is left
 	r.do("PTTL", name).within(2*redissonLease-1000, 2*redissonLease)
 	readLock(1).within(2*redissonLease-1000, 2*redissonLease) // readers wait for the writer
@@ -58,7 +58,7 @@ func redissonReadWriteLock(t *testing.T, r *redisson) {
 	writeUnlockBy(3).is(intReply(0))
 	writeUnlockBy(3).is(intReply(1)) // the writer's read entry remains: read mode, no message
 	sub.quiet()
-	r.do("HGET", name, "mode").is(bulk("read"))
+	r.do("HGET", name, "mode").is(respBulk("read"))
 
 	// The read-lock watchdogs renew the hash and every lease key of it.
 	r.do("PEXPIRE", timeoutPrefix(3)+":1", 5000).is(intReply(1))
