@@ -109,13 +109,26 @@ func TestClientsOnCluster(t *testing.T) {
 			}
 		}
 	})
-	t.Run("Redisson replica sync", func(t *testing.T) {
-		// Redisson in a replicated mode reads connected_slaves from INFO ALL
-		// and sends WAIT n after each lock script; WAIT must report the
-		// write on some replica whenever replicas exist, or Redisson fails
-		// the lock call ("None of slaves were synced").
+	t.Run("Redisson replicated mode", func(t *testing.T) {
+		// ReplicatedConnectionManager asks every listed node INFO REPLICATION
+		// and needs exactly one role:master (the others role:slave); it then
+		// sends writes there. Before its first lock script it probes WAIT,
+		// reads connected_slaves from INFO ALL and, with replicas, sends
+		// WAIT n after each script: WAIT must then report the write on some
+		// replica, or Redisson fails the lock call ("None of slaves were
+		// synced"). A count below n only makes it read INFO ALL again.
+		masters := 0
 		for i, s := range c.members {
 			conn := dialRaw(t, s.Addr())
+			role := infoFields(conn.Do("INFO", "REPLICATION"), "role")["role"]
+			if role == "master" {
+				masters++
+				if i != c.leader {
+					t.Errorf("member %d reports role:master but does not lead", i)
+				}
+			} else if role != "slave" {
+				t.Errorf("member %d reports role:%q; Redisson knows only master and slave", i, role)
+			}
 			replicas := redissonReplicaProbe(t, "member "+strconv.Itoa(i), conn)
 			n, _ := strconv.Atoi(replicas)
 			conn.Do("EVAL", rlockTryLock, "1", "sync:lock", "30000", "id:"+strconv.Itoa(i))
@@ -123,7 +136,10 @@ func TestClientsOnCluster(t *testing.T) {
 			if n > 0 && synced == ":0\r\n" {
 				t.Errorf("member %d: connected_slaves:%d but WAIT %d 1000 replied %q after a lock script", i, n, n, synced)
 			}
-			t.Logf("member %d (leader %v): connected_slaves:%s, WAIT %s 1000 after a lock script: %q", i, i == c.leader, replicas, replicas, synced)
+			t.Logf("member %d, role:%s: connected_slaves:%s, WAIT %s 1000 after a lock script: %q", i, role, replicas, replicas, synced)
+		}
+		if masters != 1 {
+			t.Errorf("%d members report role:master; Redisson's replicated mode needs exactly one", masters)
 		}
 	})
 }

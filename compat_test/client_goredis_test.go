@@ -98,6 +98,10 @@ func goRedisSession(t *testing.T, tg clientTarget, proto int) clientLog {
 		none := redis.NewClient(&redis.Options{Addr: tg.addr, Dialer: tg.dialer, Protocol: proto})
 		log.add("PING without a password", nil, none.Ping(ctx).Err())
 		none.Close()
+		// The AUTH command, as go-redis sends it to a server that refuses HELLO.
+		log.add("AUTH password", rdb.Do(ctx, "AUTH", tg.password).Val(), nil)
+		log.add("AUTH default password", rdb.Do(ctx, "AUTH", "default", tg.password).Val(), nil)
+		log.add("AUTH wrong password", nil, rdb.Do(ctx, "AUTH", "wrong").Err())
 	}
 
 	// Plain commands and the reply types go-redis maps them to.
