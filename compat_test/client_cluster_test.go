@@ -102,6 +102,9 @@ func TestClientsOnCluster(t *testing.T) {
 	t.Run("Redisson", func(t *testing.T) {
 		runRedissonScenarios(t, &pair{t: t, redisAddr: redisT.addr, lockserver: follower.server})
 	})
+	t.Run("Redisson on the leader", func(t *testing.T) {
+		runRedissonScenarios(t, &pair{t: t, redisAddr: redisT.addr, lockserver: c.members[c.leader]})
+	})
 	t.Run("Redisson contention", func(t *testing.T) {
 		for _, run := range []func(*testing.T, clientTarget) string{redissonLockContention, redissonFairLockContention} {
 			if want, got := run(t, redisT), run(t, follower); got != want {
