@@ -172,8 +172,11 @@ func newVM(e *Engine) *vm {
 
 // protect returns a read-only proxy of t and registers it.
 func (v *vm) protect(t *lua.LTable) *lua.LTable {
-	proxy := v.L.NewTable()
-	mt := v.L.NewTable()
+	// The proxy never holds an entry; without a hash part, every read
+	// through it skips straight to the metatable.
+	proxy := v.L.CreateTable(0, 0)
+	// Sized for its two entries: Go searches a small map faster.
+	mt := v.L.CreateTable(0, 2)
 	mt.RawSetString("__index", t)
 	mt.RawSetString("__newindex", v.L.NewFunction(v.readonlyError))
 	v.L.SetMetatable(proxy, mt)
