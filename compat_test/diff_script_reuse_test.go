@@ -1,6 +1,9 @@
 package compat_test
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // KEYS and ARGV are fresh on every call on redis-server, whatever the last
 // script did to its own; lockserver reuses the tables when it can, so check
@@ -41,5 +44,55 @@ return out`
 				p.Do(append([]string{"EVAL", probe}, c...)...)
 			}
 		}
+	}
+}
+
+// Scripts read the globals the VM defines as upvalues; the globals must
+// behave as on redis-server all the same: shadowed by locals, refused on
+// assignment, named in messages, and KEYS and ARGV those of each call, also
+// in nested functions, coroutines and loaded chunks.
+func TestDiffScriptGlobalsAsUpvalues(t *testing.T) {
+	p := newPair(t)
+	p.evalAll([]string{
+		"redis = nil return 1",
+		"KEYS = {} return 1",
+		"tostring = 1 return 1",
+		"function redis() end return 1",
+		"function pairs() end return 1",
+		"local t = {} t.x, redis = 1, 2 return t.x",
+		"local t = {} redis, t[1 + 1] = 1, 2 return t[2]",
+		"redis, ARGV = 1, 2",
+		"local redis = {call = function() return 'mine' end} return redis.call()",
+		"local KEYS = {'mine'} return KEYS[1]",
+		"local function f(tostring) return tostring end return f('shadowed')",
+		"do local type = 'x' end return type(1)",
+		"return tostring()",
+		"return tonumber()",
+		"return string.rep()",
+		"return redis.call()",
+		"return setmetatable(1, {})",
+		"return ipairs()",
+		"local ok, e = pcall(tostring, setmetatable({}, {__tostring = function() return 1 end})) return {ok, e}",
+		"return select('#', unpack({1, 2, 3}))",
+		"return _G.redis == redis and _G.KEYS == KEYS and rawget(_G, 'ARGV') == ARGV",
+		"return _G._G == _G and _VERSION",
+		"return type(getmetatable(_G).__index)",
+		"return {pcall(function() redis.call = nil end)}",
+		"return {pcall(function() string.rep = nil end)}",
+	})
+	const reader = `local function nested() return KEYS[1] .. ARGV[1] end
+local co = coroutine.wrap(function() coroutine.yield(KEYS[2] or '-') end)
+return {nested(), co(), loadstring('return KEYS[1] .. (ARGV[2] or "-")')(), #KEYS, #ARGV}`
+	sha := p.Do("SCRIPT", "LOAD", reader)
+	sha = strings.TrimSpace(sha[strings.Index(sha, "\n")+1:])
+	for _, args := range [][]string{
+		{"1", "k1", "a1"},
+		{"2", "k2", "k3", "a2", "a3"},
+		{"1", "k4", "a4"},
+	} {
+		p.Do(append([]string{"EVALSHA", sha}, args...)...)
+		p.Do(append([]string{"EVAL", reader}, args...)...)
+		// Leave tables that cannot be refilled, for the next call.
+		p.Do("EVAL", "KEYS.x = 1 ARGV.x = 1 return 1", "0")
 	}
 }

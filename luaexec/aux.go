@@ -3,6 +3,7 @@ package luaexec
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -29,7 +30,7 @@ func funcName(L *lua.LState) string {
 	if dbg.Name == "main chunk" {
 		return "?"
 	}
-	return dbg.Name
+	return strings.TrimPrefix(dbg.Name, aliasPrefix)
 }
 
 func argError(L *lua.LState, n int, msg string) {

@@ -181,7 +181,7 @@ func compileChunk(src, chunk string, firstLine, baseLevel int) (*lua.FunctionPro
 	if err != nil {
 		return nil, err
 	}
-	decl := &ast.LocalAssignStmt{Names: helperNames, Exprs: []ast.Expr{&ast.Comma3Expr{}}}
+	decl := &ast.LocalAssignStmt{Names: wrapperLocals, Exprs: []ast.Expr{&ast.Comma3Expr{}}}
 	fn := &ast.FunctionExpr{ParList: &ast.ParList{HasVargs: usesDots, Names: []string{}}, Stmts: stmts}
 	fn.SetLine(0)
 	ret := &ast.ReturnStmt{Exprs: []ast.Expr{fn}}
@@ -215,17 +215,31 @@ func safeCompile(stmts []ast.Stmt, chunk string) (proto *lua.FunctionProto, err 
 }
 
 // closure instantiates a compiled chunk in the VM: it runs the wrapper with
-// the helpers and returns the function it returns.
+// the helpers and the globals' current values, and returns the function it
+// returns.
 func (v *vm) closure(proto *lua.FunctionProto) *lua.LFunction {
 	L := v.L
 	L.Push(L.NewFunctionFromProto(proto))
 	for _, h := range v.helpers {
 		L.Push(h)
 	}
-	L.Call(len(v.helpers), 1)
+	for _, name := range aliasedGlobals {
+		L.Push(v.hidden.RawGetString(name))
+	}
+	L.Call(len(wrapperLocals), 1)
 	fn := L.Get(-1).(*lua.LFunction)
 	L.Pop(1)
 	return fn
+}
+
+// upvalue returns fn's upvalue of the given name, or nil when fn has none.
+func upvalue(fn *lua.LFunction, name string) *lua.Upvalue {
+	for i, n := range fn.Proto.DbgUpvalues {
+		if n == name {
+			return fn.Upvalues[i]
+		}
+	}
+	return nil
 }
 
 // compiled is a script ready to run.
@@ -235,6 +249,9 @@ type compiled struct {
 	shebang shebang
 	proto   *lua.FunctionProto
 	fn      *lua.LFunction // instantiated in the VM on first use
+	// keys and argv are fn's aliases of KEYS and ARGV, nil when the script
+	// reads neither: each run points them to its tables.
+	keys, argv *lua.Upvalue
 }
 
 // digest is the SHA1 of a script body, which names it in the script cache.

@@ -349,8 +349,9 @@ func (e *Engine) run(c *keyspace.Call, p *plan) keyspace.Reply {
 		}
 	}
 	v := e.machine()
-	if p.script.fn == nil {
-		p.script.fn = v.closure(p.script.proto)
+	if s := p.script; s.fn == nil {
+		s.fn = v.closure(s.proto)
+		s.keys, s.argv = upvalue(s.fn, aliasPrefix+"KEYS"), upvalue(s.fn, aliasPrefix+"ARGV")
 	}
 	r := &v.current
 	*r = run{
@@ -361,7 +362,7 @@ func (e *Engine) run(c *keyspace.Call, p *plan) keyspace.Reply {
 		steps:    e.opts.Budget,
 		rand:     rand48Init,
 	}
-	ret, serr := v.exec(r, p.script.fn, p.keys, p.argv)
+	ret, serr := v.exec(r, p.script, p.keys, p.argv)
 	if serr != nil {
 		return serr.reply(p.script.sha)
 	}

@@ -1,8 +1,11 @@
 package luaexec
 
 import (
+	"sort"
 	"strings"
 	"testing"
+
+	lua "github.com/yuin/gopher-lua"
 )
 
 // keysProbe reports everything a script can see of KEYS and ARGV, then
@@ -80,4 +83,17 @@ func TestCallArgumentsReused(t *testing.T) {
 			`[:1, "y", "0.10000000000000001", ["1.5", "1724000000000", "z"], :70000, ""]`},
 		{`return redis.call('get', 'b')`, `"y"`},
 	})
+}
+
+// Scripts read every global the VM defines through an alias (an upvalue):
+// the list of aliases must be exactly the globals, or a script would read
+// nil for a global that does not exist.
+func TestAliasedGlobalsAreTheGlobals(t *testing.T) {
+	v := newVM(New(nil, Options{}))
+	var globals []string
+	forEach(v.hidden, func(k, _ lua.LValue) { globals = append(globals, string(k.(lua.LString))) })
+	sort.Strings(globals)
+	if got, want := strings.Join(aliasedGlobals, " "), strings.Join(globals, " "); got != want {
+		t.Fatalf("aliases:\n%s\nglobals:\n%s", got, want)
+	}
 }

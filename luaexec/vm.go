@@ -146,6 +146,9 @@ func newVM(e *Engine) *vm {
 	v.setLib("struct", v.structLib())
 	v.setLib("cmsgpack", v.cmsgpackLib())
 	v.setLib("redis", v.redisLib())
+	v.keys, v.argv = L.CreateTable(0, 0), L.CreateTable(0, 0)
+	v.hidden.RawSetString("KEYS", v.keys)
+	v.hidden.RawSetString("ARGV", v.argv)
 	v.hidden.RawSetString("_G", v.globals)
 	v.hidden.RawSetString("_VERSION", lua.LString("Lua 5.1"))
 
@@ -266,9 +269,9 @@ type scriptError struct {
 	line   int
 }
 
-// exec runs fn (a compiled script) with the given KEYS and ARGV and returns
-// its result or its error.
-func (v *vm) exec(r *run, fn *lua.LFunction, keys, args [][]byte) (lua.LValue, *scriptError) {
+// exec runs a compiled script, instantiated, with the given KEYS and ARGV
+// and returns its result or its error.
+func (v *vm) exec(r *run, s *compiled, keys, args [][]byte) (lua.LValue, *scriptError) {
 	L := v.L
 	v.run = r
 	defer v.endRun()
@@ -280,9 +283,16 @@ func (v *vm) exec(r *run, fn *lua.LFunction, keys, args [][]byte) (lua.LValue, *
 		v.argv = t
 		v.hidden.RawSetString("ARGV", t)
 	}
+	// The script reads them through its aliases (see aliasedGlobals).
+	if s.keys != nil && s.keys.Value() != v.keys {
+		s.keys.SetValue(v.keys)
+	}
+	if s.argv != nil && s.argv.Value() != v.argv {
+		s.argv.SetValue(v.argv)
+	}
 
 	v.errInfo = nil
-	L.Push(fn)
+	L.Push(s.fn)
 	err := L.PCall(0, 1, v.handler)
 	info := v.errInfo
 	if r.exhausted {
@@ -380,7 +390,7 @@ const maxRefill = 16
 // table held is taken from there, which spares converting the arguments
 // that clients send unchanged on every call (a lease, a message).
 func refill(L *lua.LState, t *lua.LTable, items [][]byte) *lua.LTable {
-	if t == nil || !tableShapeKnown || t.Metatable != lua.LNil || len(items) > maxRefill {
+	if !tableShapeKnown || t.Metatable != lua.LNil || len(items) > maxRefill {
 		return byteArray(L, items)
 	}
 	array, keys := tableSizes(t)
