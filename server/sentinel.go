@@ -46,12 +46,15 @@ type sentinelState struct {
 	cluster clusterEngine // nil on a standalone node
 
 	mu sync.Mutex
-	// last is the last leader known with a client address. As a Sentinel
-	// keeps reporting a master until a failover replaces it, it is reported
-	// while no leader is known.
+	// last is the last leader known; its client address may arrive after
+	// its id. As a Sentinel keeps reporting a master until a failover
+	// replaces it, it is reported while no leader is known.
 	last   replication.Leader
 	since  time.Time // when last became the leader
 	lostAt time.Time // when this node lost touch with the leader; zero while it has one
+	// switchFrom is the client address of the leader before last while the
+	// switch to last is not announced yet (last's address being unknown).
+	switchFrom string
 }
 
 // startSentinel sets up the SENTINEL commands and, on a cluster member,
@@ -68,34 +71,49 @@ func (s *Server) startSentinel(name string) {
 	}
 }
 
-// leaderChanged records what the engine reports of the leader and, when
-// leadership moved from one known address to another, tells this node's
-// subscribers as a Sentinel does after a failover:
-// "+switch-master <name> <old-ip> <old-port> <new-ip> <new-port>".
+// leaderChanged records what the engine reports of the leader and, once
+// leadership has moved from one node to another and both addresses are
+// known, tells this node's subscribers as a Sentinel does after a failover:
+// "+switch-master <name> <old-ip> <old-port> <new-ip> <new-port>". The
+// engine calls it from one goroutine, so only readers race with it.
 func (s *Server) leaderChanged(l replication.Leader) {
 	st := &s.sentinel
-	st.mu.Lock()
 	if l.ID == "" {
+		st.mu.Lock()
 		if st.lostAt.IsZero() {
 			st.lostAt = time.Now()
 		}
 		st.mu.Unlock()
 		return
 	}
+	prev := st.last
+	// A leader that lost leadership before this node learned its address
+	// has it in the member map by now.
+	if prev.ID != "" && prev.ID != l.ID && prev.ClientAddr == "" {
+		for _, m := range st.cluster.Status().Members {
+			if m.ID == prev.ID {
+				prev.ClientAddr = m.ClientAddr
+			}
+		}
+	}
+	st.mu.Lock()
 	st.lostAt = time.Time{}
-	old := st.last.ClientAddr
-	if l.ClientAddr == "" || l.ClientAddr == old {
-		st.mu.Unlock()
+	if l.ID != prev.ID {
+		st.last, st.since, st.switchFrom = l, time.Now(), prev.ClientAddr
+	} else if l.ClientAddr != "" {
+		st.last.ClientAddr = l.ClientAddr
+	}
+	from, to := st.switchFrom, st.last.ClientAddr
+	if to != "" {
+		st.switchFrom = ""
+	}
+	st.mu.Unlock()
+	if from == "" || to == "" || from == to {
 		return
 	}
-	st.last, st.since = l, time.Now()
-	st.mu.Unlock()
-	if old == "" {
-		return // the first leader this node knows: nothing switched
-	}
-	oldHost, oldPort := splitAddr(old)
-	newHost, newPort := splitAddr(l.ClientAddr)
-	s.hub.Publish("+switch-master", st.name+" "+oldHost+" "+oldPort+" "+newHost+" "+newPort, false)
+	fromHost, fromPort := splitAddr(from)
+	toHost, toPort := splitAddr(to)
+	s.hub.Publish("+switch-master", st.name+" "+fromHost+" "+fromPort+" "+toHost+" "+toPort, false)
 }
 
 // splitAddr splits a client address into host and port. An address that is
@@ -121,6 +139,9 @@ type sentinelNode struct {
 	// down is set when the leader's heartbeats to the member fail, which
 	// Sentinel reports as a disconnected link.
 	down bool
+	// voter is set for a member that may be elected; a non-voter, still
+	// catching up, is a replica that is never promoted (priority 0).
+	voter bool
 }
 
 func (n sentinelNode) addr() string { return net.JoinHostPort(n.host, n.port) }
@@ -185,7 +206,7 @@ func (c *conn) sentinelView() sentinelView {
 			}
 			selfVoter = selfVoter || m.ID == rs.NodeID
 		}
-		n := sentinelNode{runID: nodeRunID(m.ID), down: down[m.ID]}
+		n := sentinelNode{runID: nodeRunID(m.ID), down: down[m.ID], voter: m.Voter}
 		n.host, n.port = splitAddr(m.ClientAddr)
 		if m.ID == rs.NodeID && m.ClientAddr != "" {
 			v.self = n
@@ -296,6 +317,10 @@ func (v *sentinelView) replicaReply(n sentinelNode) keyspace.Reply {
 	if n == v.self {
 		offset = v.applied
 	}
+	priority := "0"
+	if n.voter {
+		priority = "100" // Redis's default replica-priority
+	}
 	f := instanceHead(n.addr(), n, flags)
 	f = append(f,
 		keyspace.Bulk("down-after-milliseconds"), bulkInt(v.downAfter.Milliseconds()),
@@ -306,7 +331,7 @@ func (v *sentinelView) replicaReply(n sentinelNode) keyspace.Reply {
 		keyspace.Bulk("master-link-status"), keyspace.Bulk(link),
 		keyspace.Bulk("master-host"), keyspace.Bulk(masterHost),
 		keyspace.Bulk("master-port"), keyspace.Bulk(masterPort),
-		keyspace.Bulk("slave-priority"), keyspace.Bulk("100"),
+		keyspace.Bulk("slave-priority"), keyspace.Bulk(priority),
 		keyspace.Bulk("slave-repl-offset"), bulkInt(int64(offset)),
 		keyspace.Bulk("replica-announced"), keyspace.Bulk("1"),
 	)
