@@ -82,8 +82,9 @@ func TestSentinelReportsTheCluster(t *testing.T) {
 			}
 			var addrs []string
 			for _, r := range replicas {
-				if r["flags"] != "slave" || r["master-link-status"] != "ok" || r["master-host"] != leaderHost || r["master-port"] != leaderPort {
-					return fmt.Errorf("replica %v: want flags slave, link ok, master %s", r, leader.opts.Addr)
+				if r["flags"] != "slave" || r["master-link-status"] != "ok" || r["master-host"] != leaderHost ||
+					r["master-port"] != leaderPort || r["slave-priority"] != "100" {
+					return fmt.Errorf("replica %v: want flags slave, link ok, master %s, priority 100 (a voter)", r, leader.opts.Addr)
 				}
 				addrs = append(addrs, net.JoinHostPort(r["ip"], r["port"]))
 			}
@@ -157,16 +158,32 @@ func TestSentinelReportsTheCluster(t *testing.T) {
 	}
 }
 
+// nextLeader waits until the members name a leader other than old: right
+// after a handover some may not know of it yet.
+func nextLeader(t *testing.T, ms []*member, old *member) *member {
+	t.Helper()
+	var l *member
+	retry(t, "a leader other than "+old.opts.Cluster.NodeID, func() error {
+		if l, _ = leaderOf(t, ms); l == old {
+			return fmt.Errorf("%s still leads", old.opts.Cluster.NodeID)
+		}
+		return nil
+	})
+	return l
+}
+
 // switchMessages collects the +switch-master messages sub receives until
 // one names newAddr as the master, and checks that leadership moved from
 // oldAddr to newAddr, in Sentinel's format.
-func switchMessages(t *testing.T, sub *redis.PubSub, oldAddr, newAddr string) {
+func switchMessages(t *testing.T, what string, sub *redis.PubSub, oldAddr, newAddr string) {
 	t.Helper()
 	from := oldAddr
 	timeout := time.After(10 * time.Second)
+	var got []string
 	for {
 		select {
 		case msg := <-sub.Channel():
+			got = append(got, msg.Payload)
 			f := strings.Fields(msg.Payload)
 			if len(f) != 5 || f[0] != "mymaster" || net.JoinHostPort(f[1], f[2]) != from {
 				t.Fatalf("+switch-master %q: want \"mymaster <ip> <port> <ip> <port>\" moving from %s", msg.Payload, from)
@@ -176,7 +193,7 @@ func switchMessages(t *testing.T, sub *redis.PubSub, oldAddr, newAddr string) {
 				return
 			}
 		case <-timeout:
-			t.Fatalf("no +switch-master to %s came", newAddr)
+			t.Fatalf("%s: no +switch-master from %s to %s came; got %q", what, oldAddr, newAddr, got)
 		}
 	}
 }
@@ -233,22 +250,19 @@ func TestSentinelFailoverClientFollowsTheLeader(t *testing.T) {
 	if err := sentinelClient(t, followers[0]).Failover(ctx, "mymaster").Err(); err != nil {
 		t.Fatalf("SENTINEL FAILOVER through a follower: %v", err)
 	}
-	b, _ := leaderOf(t, ms)
-	if b == a {
-		t.Fatalf("%s still leads after SENTINEL FAILOVER", a.opts.Cluster.NodeID)
-	}
-	for _, sub := range subs {
-		switchMessages(t, sub, a.opts.Addr, b.opts.Addr)
+	b := nextLeader(t, ms, a)
+	for i, sub := range subs {
+		switchMessages(t, "handover, subscriber on "+ms[i].opts.Cluster.NodeID, sub, a.opts.Addr, b.opts.Addr)
 	}
 	follows(b)
 
 	// The new leader dies: the client finds the next one through the members
 	// the first one listed as Sentinels.
 	b.stop()
-	c, _ := leaderOf(t, ms)
+	c := nextLeader(t, ms, b)
 	for i, m := range ms {
 		if m != b {
-			switchMessages(t, subs[i], b.opts.Addr, c.opts.Addr)
+			switchMessages(t, "crash, subscriber on "+m.opts.Cluster.NodeID, subs[i], b.opts.Addr, c.opts.Addr)
 		}
 	}
 	follows(c)
