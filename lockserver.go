@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"sync"
 
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
@@ -82,6 +83,9 @@ type Server struct {
 	engine replication.Engine
 	ln     net.Listener
 	done   chan error
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Open starts a server: a standalone one, or a cluster member when
@@ -221,13 +225,17 @@ func (s *Server) Do(ctx context.Context, args ...any) (any, error) {
 }
 
 // Close stops accepting connections, lets open connections finish the commands
-// they have read, closes them, and stops the engine.
+// they have read, closes them, and stops the engine. Later calls return what
+// the first returned.
 func (s *Server) Close() error {
-	err := s.srv.Close()
-	if s.done != nil {
-		<-s.done
-	}
-	return errors.Join(err, s.engine.Close())
+	s.closeOnce.Do(func() {
+		err := s.srv.Close()
+		if s.done != nil {
+			<-s.done
+		}
+		s.closeErr = errors.Join(err, s.engine.Close())
+	})
+	return s.closeErr
 }
 
 // appendArg appends a command argument given to Do as bytes.
