@@ -57,10 +57,17 @@ func freePort(t testing.TB) int {
 // returns its address. Extra arguments are passed as configuration ("--maxmemory", "1mb").
 func startRedis(t testing.TB, extra ...string) string {
 	t.Helper()
-	bin := need(t, "redis-server")
 	port := freePort(t)
 	args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
 		"--appendonly", "no", "--dir", t.TempDir()}, extra...)
+	return runRedis(t, port, args...)
+}
+
+// runRedis runs redis-server with args until the test ends, and returns its
+// address once it accepts connections on port.
+func runRedis(t testing.TB, port int, args ...string) string {
+	t.Helper()
+	bin := need(t, "redis-server")
 	cmd := exec.Command(bin, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
