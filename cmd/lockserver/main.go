@@ -49,6 +49,7 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	fs.Func("maxmemory", "refuse writes with OOM above this much live memory, e.g. 4gb (0: no limit)", sizeFlag(&o.MaxMemory))
 	fs.Func("proto-max-bulk-len", "largest bulk string a client may send, e.g. 512mb", sizeFlag(&o.Limits.MaxBulk))
 	fs.Int64Var(&o.ScriptBudget, "script-budget", 0, "loop iterations and calls a script may make (0: the default)")
+	fs.StringVar(&o.SentinelMaster, "sentinel-master", server.DefaultSentinelMaster, "master `name` the SENTINEL commands answer to, for clients configured for Redis Sentinel")
 	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn, error")
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log `format`: text or json")
 	c := &o.Cluster
