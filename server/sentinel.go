@@ -237,17 +237,15 @@ func (c *conn) sentinelView() sentinelView {
 // quorum is the number of voters that elect a leader: a majority.
 func (v *sentinelView) quorum() int { return v.voters/2 + 1 }
 
-// sinceMillis returns the milliseconds from t to now, as a bulk string.
-func sinceMillis(t time.Time) keyspace.Reply {
-	return keyspace.Bulk(strconv.FormatInt(time.Since(t).Milliseconds(), 10))
-}
-
+// bulkInt returns n as a bulk string: Sentinel gives every value so.
 func bulkInt(n int64) keyspace.Reply { return keyspace.Bulk(strconv.FormatInt(n, 10)) }
 
-// The reply fields that every kind of instance starts with, in Sentinel's
-// order: name, ip, port, runid, flags, link-pending-commands, link-refcount,
-// last-ping-sent, last-ok-ping-reply, last-ping-reply. Sentinel measures the
-// last four itself; here no ping is outstanding and the last reply is now.
+// sinceMillis returns the milliseconds from t to now, as a bulk string.
+func sinceMillis(t time.Time) keyspace.Reply { return bulkInt(time.Since(t).Milliseconds()) }
+
+// instanceHead returns the fields that every kind of instance starts with,
+// in Sentinel's order. Sentinel reports on its own links and pings to the
+// instance; here nothing is pending and the last ping was answered just now.
 func instanceHead(name string, n sentinelNode, flags string) []keyspace.Reply {
 	return []keyspace.Reply{
 		keyspace.Bulk("name"), keyspace.Bulk(name),
