@@ -52,8 +52,8 @@ func lockserverTarget(t *testing.T, password string) clientTarget {
 	return clientTarget{name: "lockserver", addr: s.Addr(), password: password, server: s}
 }
 
-// goRedis opens a go-redis client on the target speaking protocol proto
-// (2 or 3), closed when the test ends.
+// goRedis opens a go-redis client on the target with opts (the target's
+// password unless opts has one), closed when the test ends.
 func (tg clientTarget) goRedis(t testing.TB, opts redis.Options) *redis.Client {
 	t.Helper()
 	opts.Addr, opts.Dialer = tg.addr, tg.dialer
