@@ -1,6 +1,7 @@
 package luaexec
 
 import (
+	"encoding/hex"
 	"sort"
 	"strings"
 	"testing"
@@ -97,3 +98,21 @@ func TestAliasedGlobalsAreTheGlobals(t *testing.T) {
 		t.Fatalf("aliases:\n%s\nglobals:\n%s", got, want)
 	}
 }
+
+// parseSHA decodes exactly what encoding/hex does, for 40 characters.
+func TestParseSHA(t *testing.T) {
+	valid := "9401052d872adfd0179ef8c8e8c028512707629a"
+	inputs := []string{valid, strings.ToUpper(valid), "9401052D872adfd0179EF8c8e8c028512707629A",
+		"0000000000000000000000000000000000000000", "ffffffffffffffffffffffffffffffffffffffff",
+		valid[:39], valid + "0", "", "g401052d872adfd0179ef8c8e8c028512707629a",
+		"9401052d872adfd0179ef8c8e8c028512707629 ", "9401052d872adfd0179ef8c8e8c02851270762\xff\xff",
+		"940105-d872adfd0179ef8c8e8c028512707629a", "9401052d872adfd0179ef8c8e8c028512707629:"}
+	for _, in := range inputs {
+		want, err := hex.DecodeString(in)
+		d, ok := parseSHA([]byte(in))
+		if wantOK := err == nil && len(want) == len(d); ok != wantOK || ok && string(d[:]) != string(want) {
+			t.Errorf("parseSHA(%q) = %x, %v; encoding/hex: %x, %v", in, d, ok, want, err)
+		}
+	}
+}
+
