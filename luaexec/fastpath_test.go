@@ -116,3 +116,27 @@ func TestParseSHA(t *testing.T) {
 	}
 }
 
+// Scripts find commands by name in any case, however many distinct ones
+// they call in turn: more than the VM remembers.
+func TestScriptCommandNames(t *testing.T) {
+	h := newHarness(t, Options{})
+	h.expect([][2]string{{`
+local names = {'set', 'SET', 'Set', 'get', 'GET', 'incr', 'INCR', 'exists', 'del', 'hset', 'hget',
+	'hexists', 'hincrby', 'pexpire', 'pttl', 'strlen', 'append', 'type', 'ttl', 'expire'}
+local out = {}
+for round = 1, 3 do
+	for _, name in ipairs(names) do
+		local args = {name, 'k' .. name:lower()}
+		if name:lower() == 'set' or name:lower() == 'append' or name:lower() == 'pexpire' or name:lower() == 'expire' then args[3] = '100' end
+		if name:lower() == 'hset' or name:lower() == 'hincrby' then args[3], args[4] = 'f', '2' end
+		if name:lower() == 'hget' or name:lower() == 'hexists' then args[2], args[3] = 'khset', 'f' end
+		local r = redis.pcall(unpack(args))
+		if round == 3 then out[#out + 1] = type(r) == 'table' and (r.ok or r.err) or r end
+	end
+end
+out[#out + 1] = redis.pcall('nosuch').err
+out[#out + 1] = redis.pcall('').err
+return out`,
+		`["OK", "OK", "OK", nil, nil, :5, :6, :0, :0, :0, "2", :1, :6, :0, :-2, :0, :9, "none", :-2, :0, ` +
+			`"ERR Unknown Redis command called from script", "ERR Unknown Redis command called from script"]`}})
+}

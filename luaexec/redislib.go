@@ -111,10 +111,36 @@ func (v *vm) scriptArgs(L *lua.LState) ([][]byte, string) {
 
 // lookupScriptCommand finds a command as Redis's lookupCommand does for
 // scripts, descending into a container command's subcommand.
-func lookupScriptCommand(args [][]byte) *keyspace.Command {
-	cmd := keyspace.Lookup(args[0])
+func (v *vm) lookupScriptCommand(args [][]byte) *keyspace.Command {
+	cmd := v.commands.lookup(args[0])
 	if cmd != nil && cmd.Subcommands != nil && len(args) >= 2 {
 		return cmd.LookupSub(args[1])
+	}
+	return cmd
+}
+
+// commandCache remembers the commands scripts named in lower case, as most
+// do: keyspace.Lookup lower-cases and hashes the whole name on every call,
+// and scripts name the same few commands again and again. A slot is chosen
+// from the name's length and first and last two bytes; names that share one
+// replace each other. The command table never changes, so an entry never
+// goes stale, and its name is the command's own, so remembering allocates
+// nothing.
+type commandCache [256]*keyspace.Command
+
+func (c *commandCache) lookup(name []byte) *keyspace.Command {
+	n := len(name)
+	if n < 2 {
+		return keyspace.Lookup(name)
+	}
+	k := uint64(n)<<32 | uint64(name[0])<<24 | uint64(name[1])<<16 | uint64(name[n-2])<<8 | uint64(name[n-1])
+	slot := &c[k*0x9E3779B97F4A7C15>>56] // Fibonacci hashing to 8 bits
+	if cmd := *slot; cmd != nil && cmd.Name == string(name) {
+		return cmd
+	}
+	cmd := keyspace.Lookup(name)
+	if cmd != nil && cmd.Name == string(name) {
+		*slot = cmd
 	}
 	return cmd
 }
@@ -149,7 +175,7 @@ func (v *vm) redisCall(L *lua.LState, raise bool) int {
 // dispatch runs one command for a script, after the checks Redis's
 // scriptCall makes, in its order.
 func (v *vm) dispatch(r *run, args [][]byte) keyspace.Reply {
-	cmd := lookupScriptCommand(args)
+	cmd := v.lookupScriptCommand(args)
 	if cmd == nil {
 		return keyspace.Error(errorText(errUnknownCmd))
 	}
@@ -264,7 +290,7 @@ func (v *vm) redisACLCheckCmd(L *lua.LState) int {
 	if msg != "" {
 		return raiseTable(L, msg)
 	}
-	if lookupScriptCommand(args) == nil {
+	if v.lookupScriptCommand(args) == nil {
 		return raiseTable(L, "Invalid command passed to redis.acl_check_cmd()")
 	}
 	L.Push(lua.LTrue)

@@ -83,6 +83,7 @@ type vm struct {
 	argEnds  []int
 	argBytes []byte
 	cmdCall  keyspace.Call
+	commands commandCache
 }
 
 // run is the state of one script execution.
