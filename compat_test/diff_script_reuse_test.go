@@ -78,6 +78,14 @@ func TestDiffScriptGlobalsAsUpvalues(t *testing.T) {
 		"return _G._G == _G and _VERSION",
 		"return type(getmetatable(_G).__index)",
 		"return {pcall(function() redis.call = nil end)}",
+		"redis.call = nil return 1",
+		"redis.pcall, redis.call = 1, 2 return 1",
+		"local t = {} t.x, redis.call = 1, 2 return t.x",
+		"function redis.call() end return 1",
+		"local c = redis.call return c('ping')",
+		"return {redis.call == redis.pcall, type(redis.pcall), redis.pcall('nosuch').err}",
+		"local redis = {call = function(x) return x end} return redis.call('shadowed')",
+		"return redis.call('get')",
 		"return {pcall(function() string.rep = nil end)}",
 	})
 	const reader = `local function nested() return KEYS[1] .. ARGV[1] end

@@ -30,7 +30,11 @@ func funcName(L *lua.LState) string {
 	if dbg.Name == "main chunk" {
 		return "?"
 	}
-	return strings.TrimPrefix(dbg.Name, aliasPrefix)
+	if name, ok := strings.CutPrefix(dbg.Name, aliasPrefix); ok {
+		// An alias: Lua names a function by its field, lib.name by name.
+		return name[strings.LastIndexByte(name, '.')+1:]
+	}
+	return dbg.Name
 }
 
 func argError(L *lua.LState, n int, msg string) {

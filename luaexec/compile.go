@@ -227,6 +227,10 @@ func (v *vm) closure(proto *lua.FunctionProto) *lua.LFunction {
 	for _, name := range aliasedGlobals {
 		L.Push(v.hidden.RawGetString(name))
 	}
+	for _, name := range aliasedFields {
+		lib, field, _ := strings.Cut(name, ".")
+		L.Push(v.contents(v.hidden.RawGetString(lib).(*lua.LTable)).RawGetString(field))
+	}
 	L.Call(len(wrapperLocals), 1)
 	fn := L.Get(-1).(*lua.LFunction)
 	L.Pop(1)

@@ -88,7 +88,7 @@ func TestCallArgumentsReused(t *testing.T) {
 
 // Scripts read every global the VM defines through an alias (an upvalue):
 // the list of aliases must be exactly the globals, or a script would read
-// nil for a global that does not exist.
+// nil for a global that does not exist; and aliased fields must exist.
 func TestAliasedGlobalsAreTheGlobals(t *testing.T) {
 	v := newVM(New(nil, Options{}))
 	var globals []string
@@ -96,6 +96,12 @@ func TestAliasedGlobalsAreTheGlobals(t *testing.T) {
 	sort.Strings(globals)
 	if got, want := strings.Join(aliasedGlobals, " "), strings.Join(globals, " "); got != want {
 		t.Fatalf("aliases:\n%s\nglobals:\n%s", got, want)
+	}
+	for _, name := range aliasedFields {
+		lib, field, _ := strings.Cut(name, ".")
+		if lt, ok := v.hidden.RawGetString(lib).(*lua.LTable); !ok || v.contents(lt).RawGetString(field) == lua.LNil {
+			t.Errorf("aliased field %s is not in the VM", name)
+		}
 	}
 }
 

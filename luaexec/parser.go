@@ -56,25 +56,51 @@ var aliasedGlobals = []string{
 	"string", "struct", "table", "tonumber", "tostring", "type", "unpack", "xpcall",
 }
 
+// aliasedFields are library functions read as upvalues in the same way when
+// a script names them as lib.name, lib being the aliased global: libraries
+// are read-only, and these are what lock scripts call.
+var aliasedFields = []string{"redis.call", "redis.pcall"}
+
 const aliasPrefix = "g#"
 
-var aliased = func() map[string]bool {
-	m := make(map[string]bool, len(aliasedGlobals))
-	for _, name := range aliasedGlobals {
-		m[name] = true
+// aliases holds the name of every alias, prefix included.
+var aliases = func() map[string]bool {
+	m := make(map[string]bool)
+	for _, name := range append(aliasedGlobals, aliasedFields...) {
+		m[aliasPrefix+name] = true
 	}
 	return m
 }()
 
 // wrapperLocals are the locals of the wrapper chunk: the helpers, then the
-// aliases of the globals.
+// aliases of the globals and of the fields.
 var wrapperLocals = func() []string {
 	names := append([]string(nil), helperNames...)
-	for _, name := range aliasedGlobals {
+	for _, name := range append(aliasedGlobals, aliasedFields...) {
 		names = append(names, aliasPrefix+name)
 	}
 	return names
 }()
+
+// unalias turns an alias that a script assigns to back into the global or
+// the field it names, so that the store goes to the read-only globals or
+// library, which refuse it as before.
+func unalias(e ast.Expr) ast.Expr {
+	id, ok := e.(*ast.IdentExpr)
+	if !ok || !aliases[id.Value] {
+		return e
+	}
+	lib, field, isField := strings.Cut(strings.TrimPrefix(id.Value, aliasPrefix), ".")
+	if !isField {
+		id.Value = lib
+		return id
+	}
+	obj := &ast.IdentExpr{Value: aliasPrefix + lib}
+	obj.SetLine(id.Line())
+	get := &ast.AttrGetExpr{Object: obj, Key: stringConst(field, id.Line())}
+	get.SetLine(id.Line())
+	return get
+}
 
 // exprKind tells statements what an expression may be used as.
 type exprKind int
@@ -625,11 +651,7 @@ func (p *parser) exprStat() ast.Stmt {
 		if cur.kind != exVar {
 			p.lx.syntaxError("syntax error")
 		}
-		if id, ok := cur.e.(*ast.IdentExpr); ok {
-			// A global assigned to: a store to the globals, which refuse it.
-			id.Value = strings.TrimPrefix(id.Value, aliasPrefix)
-		}
-		lhs = append(lhs, cur.e)
+		lhs = append(lhs, unalias(cur.e))
 		if !p.testNext(',') {
 			break
 		}
@@ -826,7 +848,7 @@ func (p *parser) prefixExp() expr {
 	case tkName:
 		line := p.lx.line
 		name := p.checkName()
-		if p.resolve(name) && aliased[name] {
+		if p.resolve(name) && aliases[aliasPrefix+name] {
 			name = aliasPrefix + name // read as an upvalue; see aliasedGlobals
 		}
 		id := &ast.IdentExpr{Value: name}
@@ -843,8 +865,14 @@ func (p *parser) primaryExp() expr {
 		switch p.tok() {
 		case '.':
 			p.lx.advance()
-			key := stringConst(p.checkName(), p.lx.lastLine)
-			get := &ast.AttrGetExpr{Object: e.e, Key: key}
+			name := p.checkName()
+			if id, ok := e.e.(*ast.IdentExpr); ok && aliases[id.Value+"."+name] {
+				alias := &ast.IdentExpr{Value: id.Value + "." + name} // see aliasedFields
+				alias.SetLine(p.lx.lastLine)
+				e = expr{e: alias, kind: exVar}
+				continue
+			}
+			get := &ast.AttrGetExpr{Object: e.e, Key: stringConst(name, p.lx.lastLine)}
 			get.SetLine(p.lx.lastLine)
 			e = expr{e: get, kind: exVar}
 		case '[':
