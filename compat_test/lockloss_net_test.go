@@ -19,9 +19,14 @@ import (
 // test: a TCP proxy stands in front of each node's Raft port and client port,
 // and the nodes reach each other only through the proxies (--bootstrap names
 // the Raft proxies, --advertise-addr the client proxies; the test's own
-// clients connect to the nodes directly). Isolating a node blackholes every
-// connection to it and from it, as a network partition does: the dialer's
-// bytes vanish and nothing comes back.
+// clients connect to the nodes directly). Isolating a node cuts every
+// connection to it and from it. Raft's are blackholed, as a partition that
+// drops packets does: the dialer's bytes vanish and nothing comes back. The
+// client ports' (which carry forwarded commands) are reset, as a partition
+// that rejects does: a follower whose forwarded batch hangs holds every later
+// request behind it for 30 s (replication's forwardTimeout), which
+// TestFailoverFromHungLeader shows; resetting keeps that out of the lock-loss
+// runs, which are about safety.
 //
 // A proxy knows which node is behind it; it learns which node dialed it from
 // the kernel: the socket's inode in /proc/net/tcp, found among the file
@@ -73,7 +78,11 @@ func (n *faultNet) isolate(id string) {
 	n.mu.Unlock()
 	for _, p := range proxies {
 		for _, l := range p.linkList() {
-			if l.src == id || p.dst == id {
+			switch {
+			case l.src != id && p.dst != id:
+			case p.reject:
+				l.close()
+			default:
 				l.blackhole()
 			}
 		}
@@ -165,6 +174,8 @@ type faultProxy struct {
 	dst    string
 	target string
 	ln     net.Listener
+	// reject resets cut connections instead of blackholing them.
+	reject bool
 
 	mu    sync.Mutex
 	links map[*proxyLink]bool
@@ -172,14 +183,14 @@ type faultProxy struct {
 }
 
 // proxy starts a proxy on a free loopback port in front of target, the port
-// of node dst.
-func (n *faultNet) proxy(t testing.TB, dst, target string) *faultProxy {
+// of node dst; reject says how it cuts connections.
+func (n *faultNet) proxy(t testing.TB, dst, target string, reject bool) *faultProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &faultProxy{net: n, dst: dst, target: target, ln: ln, links: map[*proxyLink]bool{}}
+	p := &faultProxy{net: n, dst: dst, target: target, ln: ln, reject: reject, links: map[*proxyLink]bool{}}
 	n.mu.Lock()
 	n.proxies = append(n.proxies, p)
 	n.mu.Unlock()
@@ -199,6 +210,10 @@ func (p *faultProxy) serve() {
 		}
 		l := &proxyLink{src: p.net.sourceOf(in), in: in}
 		if p.net.cut(l.src, p.dst) {
+			if p.reject {
+				in.Close()
+				continue
+			}
 			l.holed = true
 		} else if l.out, err = net.Dial("tcp", p.target); err != nil {
 			in.Close() // the node is down: refuse, as its own port would
@@ -345,8 +360,9 @@ func TestFaultNetProxy(t *testing.T) {
 	n := newFaultNet()
 	defer n.close()
 	n.setPID(os.Getpid(), "a")
-	p := n.proxy(t, "b", echo.Addr().String())
-	dial := func() (net.Conn, *bufio.Reader) {
+	p := n.proxy(t, "b", echo.Addr().String(), false)
+	rejecting := n.proxy(t, "b", echo.Addr().String(), true)
+	dialTo := func(p *faultProxy) (net.Conn, *bufio.Reader) {
 		c, err := net.Dial("tcp", p.addr())
 		if err != nil {
 			t.Fatal(err)
@@ -354,6 +370,7 @@ func TestFaultNetProxy(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		return c, bufio.NewReader(c)
 	}
+	dial := func() (net.Conn, *bufio.Reader) { return dialTo(p) }
 	roundTrip := func(c net.Conn, rd *bufio.Reader, msg string) error {
 		c.SetDeadline(time.Now().Add(300 * time.Millisecond))
 		if _, err := c.Write([]byte(msg + "\n")); err != nil {
@@ -382,6 +399,10 @@ func TestFaultNetProxy(t *testing.T) {
 	var nerr net.Error
 	if err := roundTrip(fresh, freshRd, "lost too"); !errors.As(err, &nerr) || !nerr.Timeout() {
 		t.Fatalf("a new connection from an isolated node = %v, want silence (a timeout)", err)
+	}
+	refused, refusedRd := dialTo(rejecting)
+	if err := roundTrip(refused, refusedRd, "refused"); err == nil || errors.As(err, &nerr) && nerr.Timeout() {
+		t.Fatalf("a new connection from an isolated node through a rejecting proxy = %v, want it closed", err)
 	}
 
 	n.heal()
