@@ -86,8 +86,9 @@ func (v *vm) scriptArgs(L *lua.LState) ([][]byte, string) {
 	if n == 0 {
 		return nil, errNoArgs
 	}
-	buf, ends := v.argBytes[:0], v.argEnds[:0]
+	buf, args := v.argBytes[:0], v.args[:0]
 	for i := 1; i <= n; i++ {
+		start := len(buf)
 		switch x := L.Get(i).(type) {
 		case lua.LString:
 			buf = append(buf, x...)
@@ -96,16 +97,12 @@ func (v *vm) scriptArgs(L *lua.LState) ([][]byte, string) {
 		default:
 			return nil, errArgType
 		}
-		ends = append(ends, len(buf))
+		// Should buf move as it grows, the arguments sliced so far stay
+		// where they are, intact. Each one's capacity ends where it does, so
+		// that no command can append into the next.
+		args = append(args, buf[start:len(buf):len(buf)])
 	}
-	// Slice only once buf has stopped growing; each argument's capacity ends
-	// where it does, so that no command can append into the next.
-	args, start := v.args[:0], 0
-	for _, end := range ends {
-		args = append(args, buf[start:end:end])
-		start = end
-	}
-	v.argBytes, v.argEnds, v.args = buf, ends, args
+	v.argBytes, v.args = buf, args
 	return args, ""
 }
 

@@ -76,11 +76,10 @@ type vm struct {
 	// keys and argv are the last script's KEYS and ARGV, refilled for the
 	// next when it left them as they were (see refill).
 	keys, argv *lua.LTable
-	// args, argEnds and argBytes hold the command line of the redis.call
-	// being run (see scriptArgs); cmdCall is its Call. Reusing them spares
+	// args and argBytes hold the command line of the redis.call being run
+	// (see scriptArgs); cmdCall is its Call. Reusing them spares
 	// allocations on every call: only one command runs at a time.
 	args     [][]byte
-	argEnds  []int
 	argBytes []byte
 	cmdCall  keyspace.Call
 	commands commandCache
