@@ -95,9 +95,9 @@ func TestClientsOnCluster(t *testing.T) {
 		python := debianPython(t)
 		compareOutputs(t, "redis-server", runRedispy(t, python, redisT), follower.name, runRedispy(t, python, follower))
 	})
-	t.Run("redis-cli", func(t *testing.T) {
-		flush()
-		compareOutputs(t, "redis-server", redisCli(t, redisT, cliCommands, "--no-raw"), follower.name, redisCli(t, follower, cliCommands, "--no-raw"))
+	t.Run("redis-cli", func(t *testing.T) { redisCliScenarios(t, redisT, follower) })
+	t.Run("Redisson connection", func(t *testing.T) {
+		redissonConnection(t, &pair{t: t, redisAddr: redisT.addr, lockserver: follower.server})
 	})
 	t.Run("Redisson", func(t *testing.T) {
 		runRedissonScenarios(t, &pair{t: t, redisAddr: redisT.addr, lockserver: follower.server})

@@ -30,7 +30,10 @@ func redisCli(t *testing.T, tg clientTarget, stdin string, args ...string) strin
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	// The password goes in the environment: with -a redis-cli warns on stderr.
-	cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+tg.password)
+	cmd.Env = os.Environ()
+	if tg.password != "" {
+		cmd.Env = append(cmd.Env, "REDISCLI_AUTH="+tg.password)
+	}
 	err := cmd.Run()
 	if ctx.Err() != nil {
 		t.Fatalf("%s: redis-cli %q did not finish: %v", tg.name, args, ctx.Err())
@@ -82,7 +85,12 @@ GET
 `
 
 func TestClientRedisCli(t *testing.T) {
-	redisT, ls := redisTarget(t, "s3cret"), lockserverTarget(t, "s3cret")
+	redisCliScenarios(t, redisTarget(t, "s3cret"), lockserverTarget(t, "s3cret"))
+}
+
+// redisCliScenarios runs redis-cli against redis-server and against a
+// lockserver target, comparing what it prints.
+func redisCliScenarios(t *testing.T, redisT, ls clientTarget) {
 	servers := []clientTarget{redisT, ls}
 	// each runs one redis-cli invocation on both servers and compares.
 	each := func(label, stdin string, args ...string) []string {
@@ -92,7 +100,7 @@ func TestClientRedisCli(t *testing.T) {
 			out[i] = redisCli(t, tg, stdin, args...)
 		}
 		if out[0] != out[1] {
-			compareOutputs(t, "redis-server "+label, out[0], "lockserver "+label, out[1])
+			compareOutputs(t, "redis-server "+label, out[0], ls.name+" "+label, out[1])
 		}
 		return out
 	}

@@ -62,8 +62,11 @@ func redissonReplicaProbe(t *testing.T, server string, c *rawClient) string {
 }
 
 func TestRedissonConnection(t *testing.T) {
-	p := newPair(t)
+	redissonConnection(t, newPair(t))
+}
 
+// redissonConnection checks Redisson's connection habits on p's servers.
+func redissonConnection(t *testing.T, p *pair) {
 	t.Run("PING on subscribed connections", func(t *testing.T) {
 		// Redisson's keepalive PINGs every connection every 30 s, pub/sub ones
 		// included, and a RESP2 subscriber must answer ["pong", ""].
@@ -73,7 +76,7 @@ func TestRedissonConnection(t *testing.T) {
 			c.expect("*2\r\n$4\r\npong\r\n$0\r\n\r\n", "PING")
 		}
 		c := p.connect(t)
-		c.DoNorm(normID, "HELLO", "3")
+		c.DoNorm(normHello, "HELLO", "3")
 		c.Do("SUBSCRIBE", "redisson_lock__channel:{lock}")
 		c.expect("+PONG\r\n", "PING")
 	})
@@ -81,6 +84,7 @@ func TestRedissonConnection(t *testing.T) {
 	t.Run("WAIT and WAITAOF probe, then INFO ALL", func(t *testing.T) {
 		// Standalone, both report no replicas: Redisson then sends its lock
 		// scripts with no WAIT after them.
+		p := p.connect(t)
 		for server, c := range map[string]*rawClient{"redis-server": p.redis, "lockserver": p.ls} {
 			if n := redissonReplicaProbe(t, server, c); n != "0" {
 				t.Errorf("%s: connected_slaves:%s on a server without replicas", server, n)
@@ -112,6 +116,7 @@ func TestRedissonConnection(t *testing.T) {
 	t.Run("PUBSUB SHARDNUMSUB probe", func(t *testing.T) {
 		// ClusterConnectionManager sends it once; any reply but an error turns
 		// sharded pub/sub on (see redissonShardedPubSub).
+		p := p.connect(t)
 		p.expect("*2\r\n$1\r\n0\r\n:0\r\n", "PUBSUB", "SHARDNUMSUB", "0")
 		p.expect(":0\r\n", "PUBSUB", "NUMPAT") // checkPatternSupport
 	})
