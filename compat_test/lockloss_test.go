@@ -3,11 +3,13 @@
 package compat_test
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -257,4 +259,76 @@ func (r *lockRun) keyHistory(key string, n int) string {
 			describeLockOp(op.Input.(lockOp), op.Output.(lockResult)))
 	}
 	return b.String()
+}
+
+// A cluster whose leader hangs (SIGSTOP here; a partition that drops packets
+// does the same) elects another in about a second, and the survivors serve
+// again: within ForwardWait (3 s) of the election, a write through each of
+// them succeeds. Clients keep writing through the followers, so that each has
+// a batch forwarded to the leader, unanswered, when it stops.
+//
+// Fails today: replication's forwarder sends one batch at a time and waits
+// for its reply for up to forwardTimeout (30 s, raft_forward.go), whoever
+// leads meanwhile; and Raft.submit queues every new request behind a busy
+// forwarder, even on the node that now leads (raft.go, submit). Both
+// survivors answer nothing for up to 30 s.
+func TestFailoverFromHungLeader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	fnet := newFaultNet()
+	t.Cleanup(fnet.close)
+	c := startProcCluster(t, buildLockserver(t), fnet)
+	l := c.waitHealthy()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, f := range c.others(l) {
+		for i := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rdb := lockClient(f.addr)
+				defer rdb.Close()
+				for n := 0; ; n++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					rdb.Set(context.Background(), fmt.Sprintf("load:%s:%d", f.id, i), n, 0)
+				}
+			}()
+		}
+	}
+	defer func() {
+		close(stop)
+		c.resume(l)
+		wg.Wait()
+	}()
+	time.Sleep(300 * time.Millisecond)
+	c.pause(l)
+	nl := c.leader(c.others(l)...)
+	elected := time.Now()
+	var checks sync.WaitGroup
+	for _, n := range c.others(l) {
+		checks.Add(1)
+		go func() {
+			defer checks.Done()
+			rdb := lockClient(n.addr)
+			defer rdb.Close()
+			var err error
+			for time.Since(elected) < 5*time.Second {
+				if err = rdb.Set(context.Background(), "after-failover", n.id, 0).Err(); err == nil {
+					return
+				}
+			}
+			role := "a follower"
+			if n == nl {
+				role = "the new leader"
+			}
+			t.Errorf("%s (%s) served no write for %v after %s was elected, while the old leader %s hangs: %v",
+				n.id, role, time.Since(elected).Round(time.Millisecond), nl.id, l.id, err)
+		}()
+	}
+	checks.Wait()
 }
