@@ -191,22 +191,12 @@ func (s *Server) Do(ctx context.Context, args ...any) (any, error) {
 	if len(args) == 0 {
 		return nil, errors.New("lockserver: Do needs a command")
 	}
-	// The arguments share one buffer rather than taking an allocation
-	// each: they live only until the command has run.
-	size := 0
-	for _, a := range args {
-		switch v := a.(type) {
-		case string:
-			size += len(v)
-		case []byte:
-			size += len(v)
-		default:
-			size += 20 // the longest integer
-		}
-	}
-	buf := make([]byte, 0, size)
+	// The arguments are formatted on the stack, then copied to one buffer of
+	// their exact size rather than taking an allocation each: they live only
+	// until the command has run.
+	var onStack [256]byte
 	var endsOnStack [16]int
-	ends := endsOnStack[:0]
+	buf, ends := onStack[:0], endsOnStack[:0]
 	for _, a := range args {
 		var err error
 		if buf, err = appendArg(buf, a); err != nil {
@@ -214,11 +204,11 @@ func (s *Server) Do(ctx context.Context, args ...any) (any, error) {
 		}
 		ends = append(ends, len(buf))
 	}
-	// Slice once buf has stopped growing (a float may outgrow its estimate).
+	data := append([]byte(nil), buf...)
 	argv := make([][]byte, len(args))
 	start := 0
 	for i, end := range ends {
-		argv[i] = buf[start:end:end]
+		argv[i] = data[start:end:end]
 		start = end
 	}
 	return fromReply(s.srv.Do(ctx, 0, argv))
