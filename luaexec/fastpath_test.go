@@ -146,3 +146,22 @@ return out`,
 		`["OK", "OK", "OK", nil, nil, :5, :6, :0, :0, :0, "2", :1, :6, :0, :-2, :0, :9, "none", :-2, :0, ` +
 			`"ERR Unknown Redis command called from script", "ERR Unknown Redis command called from script"]`}})
 }
+
+// Arguments reach scripts intact whether or not the VM keeps them for
+// later calls: short and long, repeated, and more distinct ones than it
+// keeps.
+func TestArgStrings(t *testing.T) {
+	h := newHarness(t, Options{})
+	sha := h.do("SCRIPT", "LOAD", "return {KEYS[1], ARGV[1], ARGV[2]}").Str
+	long := strings.Repeat("l", maxArgStringLen)
+	for i := 0; i < maxArgStrings+100; i++ {
+		key := "key:" + itoa(i%(maxArgStrings+50))
+		got := show(h.do("EVALSHA", sha, "1", key, long+itoa(i%3), long[1:]))
+		if want := `["` + key + `", "` + long + itoa(i%3) + `", "` + long[1:] + `"]`; got != want {
+			t.Fatalf("call %d: %s, want %s", i, got, want)
+		}
+	}
+	if n := len(h.e.vm.argStrings.m); n > maxArgStrings {
+		t.Fatalf("%d strings kept, at most %d expected", n, maxArgStrings)
+	}
+}

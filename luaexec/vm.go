@@ -79,10 +79,11 @@ type vm struct {
 	// args and argBytes hold the command line of the redis.call being run
 	// (see scriptArgs); cmdCall is its Call. Reusing them spares
 	// allocations on every call: only one command runs at a time.
-	args     [][]byte
-	argBytes []byte
-	cmdCall  keyspace.Call
-	commands commandCache
+	args       [][]byte
+	argBytes   []byte
+	cmdCall    keyspace.Call
+	commands   commandCache
+	argStrings argStrings
 }
 
 // run is the state of one script execution.
@@ -275,11 +276,11 @@ func (v *vm) exec(r *run, s *compiled, keys, args [][]byte) (lua.LValue, *script
 	L := v.L
 	v.run = r
 	defer v.endRun()
-	if t := refill(L, v.keys, keys); t != v.keys {
+	if t := v.refill(v.keys, keys); t != v.keys {
 		v.keys = t
 		v.hidden.RawSetString("KEYS", t)
 	}
-	if t := refill(L, v.argv, args); t != v.argv {
+	if t := v.refill(v.argv, args); t != v.argv {
 		v.argv = t
 		v.hidden.RawSetString("ARGV", t)
 	}
@@ -386,47 +387,64 @@ const maxRefill = 16
 // every other table that persists between scripts are read-only), so a
 // table the last script left with no metatable and no hash entries is, once
 // cut to length and refilled, indistinguishable from a new one, to the
-// script and to the budget's charging alike. A string equal to one the
-// table held is taken from there, which spares converting the arguments
-// that clients send unchanged on every call (a lease, a message).
-func refill(L *lua.LState, t *lua.LTable, items [][]byte) *lua.LTable {
+// script and to the budget's charging alike.
+func (v *vm) refill(t *lua.LTable, items [][]byte) *lua.LTable {
 	if !tableShapeKnown || t.Metatable != lua.LNil || len(items) > maxRefill {
-		return byteArray(L, items)
+		return v.byteArray(items)
 	}
 	array, keys := tableSizes(t)
 	if keys != 0 || array > maxRefill {
-		return byteArray(L, items)
-	}
-	var held [maxRefill]lua.LValue
-	for i := range array {
-		held[i] = t.RawGetInt(i + 1)
+		return v.byteArray(items)
 	}
 	for n := array; n > len(items); n-- {
 		t.Remove(n)
 	}
 	for i, b := range items {
-		t.RawSetInt(i+1, heldString(held[:array], b))
+		t.RawSetInt(i+1, v.argStrings.value(b))
 	}
 	return t
-}
-
-// heldString returns the string in held equal to b, or b converted.
-func heldString(held []lua.LValue, b []byte) lua.LValue {
-	for _, v := range held {
-		if s, ok := v.(lua.LString); ok && string(s) == string(b) {
-			return v
-		}
-	}
-	return lua.LString(b)
 }
 
 // byteArray returns a new Lua array of strings.
-func byteArray(L *lua.LState, items [][]byte) *lua.LTable {
-	t := L.CreateTable(len(items), 0)
+func (v *vm) byteArray(items [][]byte) *lua.LTable {
+	t := v.L.CreateTable(len(items), 0)
 	for _, b := range items {
-		t.Append(lua.LString(b))
+		t.Append(v.argStrings.value(b))
 	}
 	return t
+}
+
+// argStrings keeps the short arguments of recent scripts as Lua values, so
+// that the keys, owners and leases clients send again and again are not
+// converted again: a conversion allocates twice, for the bytes and for the
+// interface's header. Strings are values in Lua, so which copy a script
+// gets cannot be told.
+type argStrings struct{ m map[string]lua.LValue }
+
+// Bounds of argStrings: the longest string kept, and how many are kept
+// before all are let go.
+const (
+	maxArgStringLen = 64
+	maxArgStrings   = 1024
+)
+
+func (c *argStrings) value(b []byte) lua.LValue {
+	if len(b) > maxArgStringLen {
+		return lua.LString(b)
+	}
+	if val, ok := c.m[string(b)]; ok {
+		return val
+	}
+	if len(c.m) >= maxArgStrings {
+		clear(c.m)
+	}
+	if c.m == nil {
+		c.m = make(map[string]lua.LValue)
+	}
+	s := string(b)
+	val := lua.LValue(lua.LString(s))
+	c.m[s] = val
+	return val
 }
 
 // errorReply renders a script error as Redis does: the message, then where
