@@ -9,7 +9,7 @@ package keyspace
 func init() {
 	admin := Admin | NoScript
 	register(
-		&Command{Name: "role", Arity: 1, Flags: admin | Fast},
+		&Command{Name: "role", Arity: 1, Flags: NoScript | Fast},
 		&Command{Name: "sentinel", Arity: -2, Flags: admin, Subcommands: subcommands("sentinel",
 			&Command{Name: "ckquorum", Arity: 3, Flags: admin},
 			&Command{Name: "failover", Arity: 3, Flags: admin},
