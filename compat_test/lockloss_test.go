@@ -70,7 +70,7 @@ func (f lossFigures) String() string {
 	lin := map[porcupine.CheckResult]string{porcupine.Ok: "linearizable", porcupine.Illegal: "NOT linearizable",
 		porcupine.Unknown: "not decided in time"}[f.verdict.result]
 	return fmt.Sprintf("%d operations (%d with unknown outcome), %d faults, %d acknowledged locks read back after faults, "+
-		"%d lost, %d moments with two holders, history %s (porcupine took %v)", f.verdict.ops, f.verdict.unknown, f.faults, f.checked,
+		"%d lost, %d acquisitions of a lock another client held, history %s (porcupine took %v)", f.verdict.ops, f.verdict.unknown, f.faults, f.checked,
 		f.lost, len(f.verdict.overlaps), lin, f.verdict.took.Round(time.Millisecond))
 }
 
@@ -100,7 +100,8 @@ const (
 	// faultPause: SIGSTOP the leader for a while, then SIGCONT.
 	faultPause
 	// faultStallKill: SIGSTOP a follower, keep writing, SIGKILL the leader,
-	// then SIGCONT the follower: the scenario that loses Redis's writes.
+	// then SIGCONT the follower: what was acknowledged meanwhile lives only
+	// on the other follower, which must win the election.
 	faultStallKill
 )
 
@@ -236,10 +237,10 @@ func reportVerdict(t *testing.T, fail func(string, ...any), name string, v lockV
 	}
 	for i, o := range v.overlaps {
 		if i == 10 {
-			fail("%s: ... %d moments with two holders in all", name, len(v.overlaps))
+			fail("%s: ... %d acquisitions of a held lock in all", name, len(v.overlaps))
 			break
 		}
-		fail("%s: two holders at once: %s", name, o)
+		fail("%s: acquired while held: %s", name, o)
 	}
 }
 

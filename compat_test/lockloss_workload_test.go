@@ -248,12 +248,12 @@ type heldLocks struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
 	frozen bool
-	locks  map[string]heldLock // by key
-	pinned []heldLock          // never released
+	locks  map[[2]string]heldLock // by key and owner
+	pinned []heldLock             // never released
 }
 
 func newHeldLocks() *heldLocks {
-	h := &heldLocks{locks: map[string]heldLock{}}
+	h := &heldLocks{locks: map[[2]string]heldLock{}}
 	h.cond = sync.NewCond(&h.mu)
 	return h
 }
@@ -261,7 +261,7 @@ func newHeldLocks() *heldLocks {
 func (h *heldLocks) add(l heldLock) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.locks[l.key] = l
+	h.locks[[2]string{l.key, l.owner}] = l
 }
 
 func (h *heldLocks) pin(l heldLock) {
@@ -283,14 +283,15 @@ func (h *heldLocks) unpin(keys map[string]bool) {
 	h.pinned = kept
 }
 
-// release forgets key's lock before its holder releases it, waiting while frozen.
-func (h *heldLocks) release(key string) {
+// release forgets owner's lock on key before the owner releases it, waiting
+// while frozen.
+func (h *heldLocks) release(key, owner string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for h.frozen {
 		h.cond.Wait()
 	}
-	delete(h.locks, key)
+	delete(h.locks, [2]string{key, owner})
 }
 
 // freeze stops releases and returns every lock held now.
@@ -312,7 +313,9 @@ func (h *heldLocks) snapshotLocked() []heldLock {
 	for _, l := range h.locks {
 		all = append(all, l)
 	}
-	sort.Slice(all, func(i, j int) bool { return all[i].key < all[j].key })
+	sort.Slice(all, func(i, j int) bool {
+		return all[i].key < all[j].key || all[i].key == all[j].key && all[i].owner < all[j].owner
+	})
 	return all
 }
 
@@ -672,7 +675,7 @@ func (w *lockWorker) hold(k lockKey, owner string, call, from int64) {
 	if w.rng.IntN(3) == 0 {
 		w.do(lockOp{Kind: opRead, Style: k.style, Key: k.name})
 	}
-	w.run.held.release(k.name)
+	w.run.held.release(k.name, owner)
 	w.run.hist.hold(holdSpan{key: k.name, owner: owner, from: from, to: w.run.hist.now()})
 	op := lockOp{Kind: opRelease, Style: k.style, Key: k.name, Owner: owner}
 	for range 20 {
@@ -699,7 +702,7 @@ type lockVerdict struct {
 	report string
 	// visualization is porcupine's HTML rendering of the history, if written.
 	visualization string
-	// overlaps describes moments when two clients held one lock at once.
+	// overlaps describes acquisitions of a lock that another client still held.
 	overlaps []string
 	took     time.Duration // by porcupine
 }
@@ -796,7 +799,8 @@ func illegalSlices(ops []porcupine.Operation, info porcupine.LinearizationInfo) 
 	return b.String()
 }
 
-// overlappingHolds returns the moments when two owners held one key at once.
+// overlappingHolds returns the acquisitions of a lock that another owner
+// still held.
 // A span that overlaps any earlier one overlaps the one that ends last.
 func overlappingHolds(holds []holdSpan) []string {
 	sort.Slice(holds, func(i, j int) bool {
