@@ -157,7 +157,7 @@ func lockLossRedis(t *testing.T, cfg lockLossConfig) *lossFigures {
 		t.Logf("%s: %d of %d acknowledged locks lost", what, n, len(locks))
 	}
 	for i := range cfg.redisFaults {
-		time.Sleep(cfg.gap/2 + rand.N(cfg.gap))
+		time.Sleep(cfg.gap/2 + time.Duration(rng.Int64N(int64(cfg.gap))))
 		partition := i%2 == 1
 		if partition {
 			fnet.isolate(masterID(i))

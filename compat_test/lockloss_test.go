@@ -148,17 +148,17 @@ func lockLossLockserver(t *testing.T, cfg lockLossConfig) *lossFigures {
 	var expiry *heldLock
 	var expiryAck int64
 
-	check := func(fault int, kind faultKind, on *procNode, locks []heldLock) {
+	check := func(when string, on *procNode, locks []heldLock) {
 		fig.checked += len(locks)
 		for _, p := range run.checkHeld(on.addr, locks, 20*time.Second) {
 			if p.lost {
 				fig.lost++
 			}
-			t.Errorf("after fault %d (%v), on %s: %s: %s\n%s", fault, kind, on.id, p.lock.key, p.what, run.keyHistory(p.lock.key, 30))
+			t.Errorf("%s, on %s: %s: %s\n%s", when, on.id, p.lock.key, p.what, run.keyHistory(p.lock.key, 30))
 		}
 	}
 	for i, kind := range faultSchedule(rng, cfg.faults, faultNetSupported()) {
-		time.Sleep(cfg.gap/2 + rand.N(cfg.gap))
+		time.Sleep(cfg.gap/2 + time.Duration(rng.Int64N(int64(cfg.gap))))
 		l := c.waitHealthy()
 		start := time.Now()
 		var stalled *procNode
@@ -195,10 +195,10 @@ func lockLossLockserver(t *testing.T, cfg lockLossConfig) *lossFigures {
 			// it, and the requests queued behind them, until it answers or
 			// 30 s pass (see TestFailoverFromHungLeader): wake it, a short
 			// pause later, before reading through the new leader.
-			time.Sleep(rand.N(time.Second))
+			time.Sleep(time.Duration(rng.Int64N(int64(time.Second))))
 			c.resume(l)
 		}
-		check(i+1, kind, nl, snap)
+		check(fmt.Sprintf("after fault %d (%v)", i+1, kind), nl, snap)
 		run.held.thaw()
 		switch kind {
 		case faultKill, faultStallKill:
@@ -207,12 +207,12 @@ func lockLossLockserver(t *testing.T, cfg lockLossConfig) *lossFigures {
 			fnet.heal()
 		}
 		fig.faults++
-		t.Logf("fault %d: %v: leader %s -> %s; %d held locks checked on %s; back to normal after %v",
+		t.Logf("fault %d: %v: leader %s -> %s; %d held locks checked on %s; fault over after %v",
 			i+1, kind, l.id, nl.id, len(snap), nl.id, time.Since(start).Round(time.Millisecond))
 	}
 	run.stopWorkers()
 	l := c.waitHealthy()
-	check(cfg.faults+1, faultKill, l, run.held.snapshot())
+	check("at the end", l, run.held.snapshot())
 	if expiry != nil {
 		run.checkExpired(l.addr, *expiry, expiryAck)
 	}
