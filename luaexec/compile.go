@@ -3,12 +3,10 @@ package luaexec
 import (
 	"container/list"
 	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
-	"unicode"
 
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/ast"
@@ -249,8 +247,7 @@ func upvalue(fn *lua.LFunction, name string) *lua.Upvalue {
 
 // compiled is a script ready to run.
 type compiled struct {
-	digest  digest
-	sha     string // digest in lower-case hex, as replies and error texts show it
+	sha     string // the body's SHA1 in lower-case hex, which names it
 	shebang shebang
 	proto   *lua.FunctionProto
 	fn      *lua.LFunction // instantiated in the VM on first use
@@ -259,43 +256,9 @@ type compiled struct {
 	keys, argv *lua.Upvalue
 }
 
-// digest is the SHA1 of a script body, which names it in the script cache.
-type digest [sha1.Size]byte
-
-// parseSHA decodes a SHA1 given in hex of either case, without allocating.
-// It reports false for anything else, which can name no script.
-func parseSHA(b []byte) (digest, bool) {
-	var d digest
-	if len(b) != 2*len(d) {
-		return d, false
-	}
-	// A table look-up per digit: EVALSHA decodes one on every call, twice
-	// (before proposing and when applying).
-	bad := byte(0)
-	for i := range d {
-		hi, lo := hexDigits[b[2*i]], hexDigits[b[2*i+1]]
-		bad |= hi | lo
-		d[i] = hi<<4 | lo&0xf
-	}
-	return d, bad&0x80 == 0
-}
-
-// hexDigits maps a hex digit of either case to its value, anything else to
-// 0xff.
-var hexDigits = func() (t [256]byte) {
-	for i := range t {
-		t[i] = 0xff
-	}
-	for i, c := range "0123456789abcdef" {
-		t[c] = byte(i)
-		t[unicode.ToUpper(c)] = byte(i)
-	}
-	return t
-}()
-
 // compileScript checks and compiles a script body as EVAL and SCRIPT LOAD do.
 // The error text has no code; callers prefix "ERR ".
-func compileScript(d digest, body string) (*compiled, string) {
+func compileScript(sha, body string) (*compiled, string) {
 	sb, msg := parseShebang(body)
 	if msg != "" {
 		return nil, msg
@@ -309,77 +272,93 @@ func compileScript(d digest, body string) (*compiled, string) {
 	if err != nil {
 		return nil, "Error compiling script (new function): " + err.Error()
 	}
-	return &compiled{digest: d, sha: hex.EncodeToString(d[:]), shebang: sb, proto: proto}, ""
+	return &compiled{sha: sha, shebang: sb, proto: proto}, ""
 }
 
 // scriptCache holds the script bodies, which are replicated state (SCRIPT
 // LOAD and EVAL add, SCRIPT FLUSH clears), and a bounded cache of their
 // compiled forms, which is not: a miss recompiles, with the same result on
-// every node. It is safe for concurrent use, so that Prepare may run beside
-// Exec.
+// every node. Both are keyed by the SHA1 in lower-case hex. It is safe for
+// concurrent use, so that Prepare may run beside Exec.
 type scriptCache struct {
 	mu       sync.Mutex
-	bodies   map[digest]string
+	bodies   map[string]string
 	max      int
 	lru      *list.List // of *compiled, most recent first
-	compiled map[digest]*list.Element
+	compiled map[string]*list.Element
 }
 
 func newScriptCache(max int) *scriptCache {
-	return &scriptCache{bodies: make(map[digest]string), max: max, lru: list.New(), compiled: make(map[digest]*list.Element)}
+	return &scriptCache{bodies: make(map[string]string), max: max, lru: list.New(), compiled: make(map[string]*list.Element)}
 }
 
-// lookup returns the body of a script and, when it is at hand, its compiled
-// form: one locked look-up for what every EVALSHA needs.
-func (c *scriptCache) lookup(d digest) (body string, s *compiled, ok bool) {
+// lookup returns the body of the script whose SHA1 is sha, in hex of either
+// case, and its compiled form when it is at hand: what every EVALSHA needs,
+// under one lock and without allocating.
+func (c *scriptCache) lookup(sha []byte) (body string, s *compiled, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if body, ok = c.bodies[d]; !ok {
-		return "", nil, false
+	key := sha
+	if body, ok = c.bodies[string(key)]; !ok {
+		// Clients send lower case; try upper case only when that fails.
+		var lower [2 * sha1.Size]byte
+		if len(sha) != len(lower) {
+			return "", nil, false
+		}
+		for i, ch := range sha {
+			if 'A' <= ch && ch <= 'Z' {
+				ch += 'a' - 'A'
+			}
+			lower[i] = ch
+		}
+		key = lower[:]
+		if body, ok = c.bodies[string(key)]; !ok {
+			return "", nil, false
+		}
 	}
-	if el, found := c.compiled[d]; found {
+	if el, found := c.compiled[string(key)]; found {
 		c.lru.MoveToFront(el)
 		s = el.Value.(*compiled)
 	}
 	return body, s, true
 }
 
-func (c *scriptCache) add(d digest, body string) {
+func (c *scriptCache) add(sha, body string) {
 	c.mu.Lock()
-	c.bodies[d] = body
+	c.bodies[sha] = body
 	c.mu.Unlock()
 }
 
 func (c *scriptCache) flush() {
 	c.mu.Lock()
-	c.bodies = make(map[digest]string)
+	c.bodies = make(map[string]string)
 	c.lru.Init()
-	c.compiled = make(map[digest]*list.Element)
+	c.compiled = make(map[string]*list.Element)
 	c.mu.Unlock()
 }
 
 // get returns the compiled form of a body, compiling it on a miss.
-func (c *scriptCache) get(d digest, body string) (*compiled, string) {
+func (c *scriptCache) get(sha, body string) (*compiled, string) {
 	c.mu.Lock()
-	if el, ok := c.compiled[d]; ok {
+	if el, ok := c.compiled[sha]; ok {
 		c.lru.MoveToFront(el)
 		c.mu.Unlock()
 		return el.Value.(*compiled), ""
 	}
 	c.mu.Unlock()
-	s, msg := compileScript(d, body)
+	s, msg := compileScript(sha, body)
 	if s == nil {
 		return nil, msg
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if el, ok := c.compiled[d]; ok { // compiled meanwhile by another caller
+	if el, ok := c.compiled[sha]; ok { // compiled meanwhile by another caller
 		return el.Value.(*compiled), ""
 	}
-	c.compiled[d] = c.lru.PushFront(s)
+	c.compiled[sha] = c.lru.PushFront(s)
 	for c.lru.Len() > c.max {
 		old := c.lru.Remove(c.lru.Back()).(*compiled)
-		delete(c.compiled, old.digest)
+		delete(c.compiled, old.sha)
 	}
 	return s, ""
 }

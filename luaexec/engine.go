@@ -20,11 +20,11 @@
 package luaexec
 
 import (
-	"bytes"
 	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"slices"
+	"sort"
 	"strings"
 
 	"github.com/lockserver/lockserver/keyspace"
@@ -122,12 +122,12 @@ func (e *Engine) exec(c *keyspace.Call, apply bool) keyspace.Reply {
 	switch p.kind {
 	case planEval:
 		if apply && !p.cached {
-			e.cache.add(p.script.digest, p.body)
+			e.cache.add(p.script.sha, p.body)
 		}
 		return e.run(c, &p)
 	case planLoad:
 		if apply {
-			e.cache.add(p.script.digest, p.body)
+			e.cache.add(p.script.sha, p.body)
 		}
 		return keyspace.Bulk(p.script.sha)
 	case planFlush:
@@ -138,10 +138,7 @@ func (e *Engine) exec(c *keyspace.Call, apply bool) keyspace.Reply {
 	case planExists:
 		replies := make([]keyspace.Reply, len(c.Args)-2)
 		for i, sha := range c.Args[2:] {
-			d, ok := parseSHA(sha)
-			if ok {
-				_, _, ok = e.cache.lookup(d)
-			}
+			_, _, ok := e.cache.lookup(sha)
 			replies[i] = keyspace.Bool(ok)
 		}
 		return keyspace.Array(replies...)
@@ -228,18 +225,17 @@ func (e *Engine) plan(cmd *keyspace.Command, args [][]byte) (plan, *keyspace.Rep
 		return errReply(keyspace.Error("ERR Number of keys can't be negative"))
 	}
 	p.keys, p.argv = args[3:3+n], args[3+n:]
-	var d digest
-	if isSha {
-		if d, ok = parseSHA(args[1]); !ok {
-			return errReply(errNoScript)
-		}
-	} else {
+	sha := args[1]
+	if !isSha {
 		if len(args[1]) > e.opts.MaxScriptSize {
 			return errReply(e.errTooLarge(len(args[1])))
 		}
-		d = sha1.Sum(args[1])
+		var hexSum [2 * sha1.Size]byte
+		sum := sha1.Sum(args[1])
+		hex.Encode(hexSum[:], sum[:])
+		sha = hexSum[:]
 	}
-	p.body, p.script, p.cached = e.cache.lookup(d)
+	p.body, p.script, p.cached = e.cache.lookup(sha)
 	if !p.cached {
 		if isSha {
 			return errReply(errNoScript)
@@ -248,7 +244,7 @@ func (e *Engine) plan(cmd *keyspace.Command, args [][]byte) (plan, *keyspace.Rep
 	}
 	if p.script == nil {
 		var msg string
-		if p.script, msg = e.cache.get(d, p.body); p.script == nil {
+		if p.script, msg = e.cache.get(strings.ToLower(string(sha)), p.body); p.script == nil {
 			return errReply(keyspace.Error("ERR " + msg))
 		}
 	}
@@ -302,7 +298,7 @@ func (e *Engine) planScript(args [][]byte) (plan, *keyspace.Reply) {
 		if len(body) > e.opts.MaxScriptSize {
 			return errReply(e.errTooLarge(len(body)))
 		}
-		s, msg := e.cache.get(sha1.Sum(args[2]), body)
+		s, msg := e.cache.get(sha1hex(body), body)
 		if s == nil {
 			return errReply(keyspace.Error("ERR " + msg))
 		}
@@ -374,15 +370,14 @@ func (e *Engine) run(c *keyspace.Call, p *plan) keyspace.Reply {
 func (e *Engine) Scripts() []string {
 	e.cache.mu.Lock()
 	defer e.cache.mu.Unlock()
-	digests := make([]digest, 0, len(e.cache.bodies))
-	for d := range e.cache.bodies {
-		digests = append(digests, d)
+	shas := make([]string, 0, len(e.cache.bodies))
+	for sha := range e.cache.bodies {
+		shas = append(shas, sha)
 	}
-	// Bytes sort as their hex does.
-	slices.SortFunc(digests, func(a, b digest) int { return bytes.Compare(a[:], b[:]) })
-	bodies := make([]string, len(digests))
-	for i, d := range digests {
-		bodies[i] = e.cache.bodies[d]
+	sort.Strings(shas)
+	bodies := make([]string, len(shas))
+	for i, sha := range shas {
+		bodies[i] = e.cache.bodies[sha]
 	}
 	return bodies
 }
@@ -393,10 +388,10 @@ func (e *Engine) LoadScripts(bodies []string) error {
 	e.cache.flush()
 	var first error
 	for _, body := range bodies {
-		d := sha1.Sum([]byte(body))
-		e.cache.add(d, body)
-		if _, msg := e.cache.get(d, body); msg != "" && first == nil {
-			first = fmt.Errorf("load script %x: %s", d, msg)
+		sha := sha1hex(body)
+		e.cache.add(sha, body)
+		if _, msg := e.cache.get(sha, body); msg != "" && first == nil {
+			first = fmt.Errorf("load script %s: %s", sha, msg)
 		}
 	}
 	return first

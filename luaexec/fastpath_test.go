@@ -1,7 +1,6 @@
 package luaexec
 
 import (
-	"encoding/hex"
 	"sort"
 	"strings"
 	"testing"
@@ -105,20 +104,29 @@ func TestAliasedGlobalsAreTheGlobals(t *testing.T) {
 	}
 }
 
-// parseSHA decodes exactly what encoding/hex does, for 40 characters.
-func TestParseSHA(t *testing.T) {
-	valid := "9401052d872adfd0179ef8c8e8c028512707629a"
-	inputs := []string{valid, strings.ToUpper(valid), "9401052D872adfd0179EF8c8e8c028512707629A",
-		"0000000000000000000000000000000000000000", "ffffffffffffffffffffffffffffffffffffffff",
-		valid[:39], valid + "0", "", "g401052d872adfd0179ef8c8e8c028512707629a",
-		"9401052d872adfd0179ef8c8e8c028512707629 ", "9401052d872adfd0179ef8c8e8c02851270762\xff\xff",
-		"940105-d872adfd0179ef8c8e8c028512707629a", "9401052d872adfd0179ef8c8e8c028512707629:"}
-	for _, in := range inputs {
-		want, err := hex.DecodeString(in)
-		d, ok := parseSHA([]byte(in))
-		if wantOK := err == nil && len(want) == len(d); ok != wantOK || ok && string(d[:]) != string(want) {
-			t.Errorf("parseSHA(%q) = %x, %v; encoding/hex: %x, %v", in, d, ok, want, err)
+// EVALSHA and SCRIPT EXISTS find a script by its SHA1 in hex of any case,
+// and nothing else.
+func TestSHACase(t *testing.T) {
+	h := newHarness(t, Options{})
+	const sha = "85ccc981b1f64363f237f6dddb24ff3fa4945185" // sha1("return 'found'")
+	if got := h.do("SCRIPT", "LOAD", "return 'found'").Str; got != sha {
+		t.Fatalf("SCRIPT LOAD: %s, want %s", got, sha)
+	}
+	found := []string{sha, strings.ToUpper(sha), "85CCC981B1f64363F237f6dddb24ff3fa4945185"}
+	missing := []string{"85ccc981b1f64363f237f6dddb24ff3fa4945186", sha[:39], sha + "0",
+		sha[:39] + "\x09", strings.Replace(sha, "a", "\x01", 1), ""}
+	for _, s := range found {
+		if got := show(h.do("EVALSHA", s, "0")); got != `"found"` {
+			t.Errorf("EVALSHA %q: %s", s, got)
 		}
+	}
+	for _, s := range missing {
+		if got := show(h.do("EVALSHA", s, "0")); got != "-NOSCRIPT No matching script. Please use EVAL." {
+			t.Errorf("EVALSHA %q: %s", s, got)
+		}
+	}
+	if got := show(h.do(append(append([]string{"SCRIPT", "EXISTS"}, found...), missing...)...)); got != "[:1, :1, :1, :0, :0, :0, :0, :0, :0]" {
+		t.Errorf("SCRIPT EXISTS: %s", got)
 	}
 }
 
