@@ -200,6 +200,9 @@ type proposal struct {
 	req   *Request  // nil for the entries the engine proposes itself
 	reads []*readOp // reads submitted after it and before the next proposal
 	done  bool      // req resolved; guarded by localMu
+	// forwarded marks a request that a forwarder relayed: its client's next
+	// request comes back through the forwarder, which holds its own batches.
+	forwarded bool
 }
 
 // logBatch is a Raft log entry of this node's: proposals that go to the log,
@@ -468,7 +471,7 @@ func (r *Raft) submit(req *Request, forwarded bool) {
 		e := &logEntry{Kind: kindCommand, Entry: Entry{
 			Time: r.clock.Now(), DB: req.DB, Cmds: req.Cmds, Multi: req.Multi, Watch: req.Watch, OOM: req.OverMemory,
 		}}
-		r.proposeLocked(e, req)
+		r.proposeLocked(e, req, forwarded)
 		r.proposeMu.Unlock()
 		return
 	}
@@ -515,7 +518,7 @@ func (r *Raft) leadingLocked() bool {
 	}
 	if t := r.raft.CurrentTerm(); t != r.leadTerm.Load() {
 		r.leadTerm.Store(t)
-		r.proposeLocked(&logEntry{Kind: kindBarrier}, nil)
+		r.proposeLocked(&logEntry{Kind: kindBarrier}, nil, false)
 	}
 	return true
 }
@@ -530,8 +533,8 @@ func (r *Raft) leading() bool {
 // proposeLocked proposes e with the next Seq: at once when fewer than
 // maxInflight batches are being committed and no batch is held, else with the
 // next batch. It does not wait for the commit. proposeMu is held.
-func (r *Raft) proposeLocked(e *logEntry, req *Request) {
-	p := &proposal{seq: r.nextSeq, req: req}
+func (r *Raft) proposeLocked(e *logEntry, req *Request, forwarded bool) {
+	p := &proposal{seq: r.nextSeq, req: req, forwarded: forwarded}
 	r.nextSeq++
 	e.Origin, e.Seq = r.origin, p.seq
 	r.localMu.Lock()
@@ -558,13 +561,13 @@ func (r *Raft) flushLocked() {
 	r.waiter.push(b)
 }
 
-// holdLocked starts the next batch once the clients that committed batch b
-// answered have had their turn to join it (see holdMax), or at once if b
-// answered none. proposeMu is held.
+// holdLocked starts the next batch once the clients that batch b answered
+// on this node have had their turn to join it (see holdMax), or at once if
+// it answered none. proposeMu is held.
 func (r *Raft) holdLocked(b *logBatch) {
 	answered := 0
 	for _, p := range b.props {
-		if p.req != nil {
+		if p.req != nil && !p.forwarded {
 			answered++
 		}
 	}

@@ -160,7 +160,7 @@ func (r *Raft) proposeWait(ctx context.Context, e *logEntry) error {
 		r.proposeMu.Unlock()
 		return ReplyError(errTryAgain)
 	}
-	r.proposeLocked(e, req)
+	r.proposeLocked(e, req, false)
 	r.proposeMu.Unlock()
 	if reply := req.Wait(ctx); reply.IsError() {
 		return ReplyError(reply.Str)

@@ -111,7 +111,37 @@ func (f *forwarder) loop() {
 			return
 		}
 		for batch := f.next(); len(batch) > 0; batch = f.next() {
+			sent := time.Now()
 			f.send(batch)
+			f.hold(len(batch), time.Since(sent))
+		}
+	}
+}
+
+// hold waits, as the leader does between its batches (see holdMax), for the
+// clients of the batch just answered to queue their next requests, so that
+// they go in the next batch rather than a round trip after it: until answered
+// more requests are queued than when it began, or a holdDivisor'th of the
+// round trip (took) at most.
+func (f *forwarder) hold(answered int, took time.Duration) {
+	f.mu.Lock()
+	want := len(f.queue) + answered
+	f.mu.Unlock()
+	timer := time.NewTimer(min(holdMax, took/holdDivisor))
+	defer timer.Stop()
+	for {
+		f.mu.Lock()
+		n := len(f.queue)
+		f.mu.Unlock()
+		if n >= want || n >= maxForwardBatch {
+			return
+		}
+		select {
+		case <-f.wake:
+		case <-timer.C:
+			return
+		case <-f.r.stop:
+			return
 		}
 	}
 }
