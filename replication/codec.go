@@ -58,8 +58,19 @@ const maxReplyDepth = 1000
 var errTruncated = errors.New("truncated")
 
 // encodeLogEntry returns the encoding of e.
-func encodeLogEntry(e *logEntry) []byte {
-	b := make([]byte, 0, 32+cmdsSize(e.Entry.Cmds))
+func encodeLogEntry(e *logEntry) []byte { return appendLogEntry(make([]byte, 0, e.size()), e) }
+
+// size estimates the encoded size of e, to size buffers and batches.
+func (e *logEntry) size() int {
+	n := 32 + cmdsSize(e.Entry.Cmds) + len(e.Member) + len(e.Addr)
+	for _, w := range e.Entry.Watch {
+		n += 16 + len(w.Key)
+	}
+	return n
+}
+
+// appendLogEntry appends the encoding of e to b.
+func appendLogEntry(b []byte, e *logEntry) []byte {
 	b = append(b, byte(e.Kind))
 	b = binary.LittleEndian.AppendUint64(b, e.Origin)
 	b = binary.AppendUvarint(b, e.Seq)
@@ -135,18 +146,18 @@ func decodeLogEntry(b []byte) (*logEntry, error) {
 // while earlier ones commit go to the log, and to every disk, as one write:
 // a count, then each entry's length and encoding.
 
-// appendBatchEntry adds an encoded entry to the body of a batch.
-func appendBatchEntry(body, entry []byte) []byte {
-	body = binary.AppendUvarint(body, uint64(len(entry)))
-	return append(body, entry...)
-}
-
-// encodeBatch returns a Raft log entry's data for n entries whose
-// appendBatchEntry encodings make up body.
-func encodeBatch(n int, body []byte) []byte {
-	b := make([]byte, 0, binary.MaxVarintLen64+len(body))
-	b = binary.AppendUvarint(b, uint64(n))
-	return append(b, body...)
+// encodeBatch returns a Raft log entry's data for entries, whose sizes add up
+// to about size.
+func encodeBatch(entries []*logEntry, size int) []byte {
+	b := make([]byte, 0, binary.MaxVarintLen64*(1+len(entries))+size)
+	b = binary.AppendUvarint(b, uint64(len(entries)))
+	var scratch []byte
+	for _, e := range entries {
+		scratch = appendLogEntry(scratch[:0], e)
+		b = binary.AppendUvarint(b, uint64(len(scratch)))
+		b = append(b, scratch...)
+	}
+	return b
 }
 
 // decodeBatch decodes the entries of a Raft log entry. Their byte strings alias b.

@@ -164,9 +164,13 @@ type Raft struct {
 	proposeMu sync.Mutex
 	leadTerm  atomic.Uint64 // the term whose barrier this node proposed; 0 when not leading; written under proposeMu
 	nextSeq   uint64
+	barrier   uint64        // Seq of the barrier of the term this node leads or led last
+	ownDone   atomic.Uint64 // 1 + Seq of this node's last entry the FSM applied; 0 before the first
 	// Proposals wait in pending while maxInflight batches are being
-	// committed, and then go to the log together as one batch.
-	pending      []byte
+	// committed, and then go to the log together as one batch, stamped as it
+	// leaves (see flushLocked).
+	pending      []*logEntry
+	pendingSize  int // the estimated encoded size of pending
 	pendingProps []*proposal
 	inflight     int
 	// When a batch commits, the next waits until holdFor proposals are pending
@@ -469,7 +473,7 @@ func (r *Raft) submit(req *Request, forwarded bool) {
 	// proposeMu is held.
 	if write {
 		e := &logEntry{Kind: kindCommand, Entry: Entry{
-			Time: r.clock.Now(), DB: req.DB, Cmds: req.Cmds, Multi: req.Multi, Watch: req.Watch, OOM: req.OverMemory,
+			DB: req.DB, Cmds: req.Cmds, Multi: req.Multi, Watch: req.Watch, OOM: req.OverMemory,
 		}}
 		r.proposeLocked(e, req, forwarded)
 		r.proposeMu.Unlock()
@@ -518,6 +522,7 @@ func (r *Raft) leadingLocked() bool {
 	}
 	if t := r.raft.CurrentTerm(); t != r.leadTerm.Load() {
 		r.leadTerm.Store(t)
+		r.barrier = r.nextSeq
 		r.proposeLocked(&logEntry{Kind: kindBarrier}, nil, false)
 	}
 	return true
@@ -540,23 +545,39 @@ func (r *Raft) proposeLocked(e *logEntry, req *Request, forwarded bool) {
 	r.localMu.Lock()
 	r.local = append(r.local, p)
 	r.localMu.Unlock()
-	r.pending = appendBatchEntry(r.pending, encodeLogEntry(e))
+	r.pending = append(r.pending, e)
+	r.pendingSize += e.size()
 	r.pendingProps = append(r.pendingProps, p)
-	if (r.inflight < maxInflight && len(r.pendingProps) >= r.holdFor) || len(r.pendingProps) >= maxBatchEntries || len(r.pending) >= maxBatchBytes {
+	if (r.inflight < maxInflight && len(r.pendingProps) >= r.holdFor) || len(r.pendingProps) >= maxBatchEntries || r.pendingSize >= maxBatchBytes {
 		r.flushLocked()
 	}
 }
 
 // flushLocked sends the pending proposals to the log as one batch.
 // proposeMu is held.
+//
+// The batch's commands are stamped now, which is after this term's barrier
+// was applied: a batch waits for the one before it, and the barrier is the
+// term's first. A new leader has then applied every entry of earlier terms
+// and its clock follows their time line (see applyLog), whatever its own wall
+// clock says. A batch that left with the barrier (its proposals were held
+// when the term began) carries no stamp: its commands run at the time of the
+// entry before them.
 func (r *Raft) flushLocked() {
 	r.holdFor = 0
 	if len(r.pendingProps) == 0 {
 		return
 	}
+	var stamp int64
+	if r.ownDone.Load() > r.barrier {
+		stamp = r.clock.Now()
+	}
+	for _, e := range r.pending {
+		e.Entry.Time = stamp
+	}
 	b := &logBatch{props: r.pendingProps, sent: time.Now()}
-	b.future = r.raft.Apply(encodeBatch(len(r.pendingProps), r.pending), 0)
-	r.pending, r.pendingProps = nil, nil
+	b.future = r.raft.Apply(encodeBatch(r.pending, r.pendingSize), 0)
+	r.pending, r.pendingSize, r.pendingProps = nil, 0, nil
 	r.inflight++
 	r.waiter.push(b)
 }
@@ -603,6 +624,7 @@ func (r *Raft) read(req *Request) keyspace.Reply {
 // node's proposal seq: it answers the proposal's request, and runs the reads
 // that were submitted after it, before this node's next proposal is applied.
 func (r *Raft) appliedLocal(seq uint64, reply keyspace.Reply) {
+	r.ownDone.Store(seq + 1)
 	var done *Request
 	var reads []*readOp
 	r.localMu.Lock()

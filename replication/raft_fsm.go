@@ -28,38 +28,40 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	r := (*Raft)(f)
 	r.smMu.Lock()
 	defer r.smMu.Unlock()
-	stamped := false
 	for _, l := range logs {
 		if l.Type == raft.LogCommand {
-			stamped = r.applyLog(l) || stamped
+			r.applyLog(l)
 		}
 	}
 	r.applied.Store(logs[len(logs)-1].Index)
-	if stamped {
-		// A follower's clock follows the leader's stamps (see Clock.Follow).
-		if last := r.sm.Load().LastTime(); r.leadTerm.Load() != 0 {
-			r.clock.Observe(last)
-		} else {
-			r.clock.Follow(last)
-		}
-	}
 	return make([]any, len(logs))
 }
 
-// applyLog applies the entries of one Raft log entry and reports whether any
-// carried a stamp.
-func (r *Raft) applyLog(l *raft.Log) bool {
+// applyLog applies the entries of one Raft log entry, a batch that one node
+// proposed, and moves the log clock along their stamps. Another node's
+// stamps (another process's, this node's before a restart among them) set
+// the clock (Clock.Follow), so that every node, a new leader too, continues
+// the log's time line rather than its own wall clock's; this node's own only
+// raise it (Clock.Observe): it may have stamped later batches since.
+func (r *Raft) applyLog(l *raft.Log) {
 	entries, err := decodeBatch(l.Data)
 	if err != nil {
 		// Every node skips the same bytes, so the replicas stay alike.
 		r.log.Error("skipping an undecodable log entry", "index", l.Index, "err", err)
-		return false
+		return
 	}
 	stamped := false
 	for _, e := range entries {
 		stamped = r.applyEntry(l.Index, e) || stamped
 	}
-	return stamped
+	if !stamped {
+		return
+	}
+	if last := r.sm.Load().LastTime(); entries[0].Origin == r.origin {
+		r.clock.Observe(last)
+	} else {
+		r.clock.Follow(last)
+	}
 }
 
 // applyEntry applies one entry of the log entry at index and reports whether
@@ -126,7 +128,8 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	r.members.Store(&members)
 	r.applied.Store(applied)
 	r.smMu.Unlock()
-	r.clock.Observe(sm.LastTime())
+	// A snapshot is another node's time line, or this node's before a restart.
+	r.clock.Follow(sm.LastTime())
 	return nil
 }
 

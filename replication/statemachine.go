@@ -17,7 +17,8 @@ import (
 // an EXEC. It is what the log holds.
 type Entry struct {
 	// Time is the log clock's stamp in milliseconds. Apply runs the entry at
-	// max(Time, previous entry's time) so that time never goes backwards.
+	// max(Time, previous entry's time) so that time never goes backwards; 0,
+	// no stamp, runs it at the previous entry's time.
 	Time int64
 	DB   int
 	Cmds [][][]byte
