@@ -113,7 +113,16 @@ func cmdsSize(cmds [][][]byte) int {
 // decodeLogEntry decodes an entry. Its byte strings alias b.
 func decodeLogEntry(b []byte) (*logEntry, error) {
 	d := decoder{b: b}
-	e := &logEntry{Kind: entryKind(d.byte())}
+	e := new(logEntry)
+	if err := d.logEntry(e); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// logEntry decodes all that is left of d into e.
+func (d *decoder) logEntry(e *logEntry) error {
+	e.Kind = entryKind(d.byte())
 	e.Origin = d.uint64()
 	e.Seq = d.uvarint()
 	switch e.Kind {
@@ -137,9 +146,9 @@ func decodeLogEntry(b []byte) (*logEntry, error) {
 		}
 	}
 	if err := d.finish(); err != nil {
-		return nil, fmt.Errorf("decode log entry: %w", err)
+		return fmt.Errorf("decode log entry: %w", err)
 	}
-	return e, nil
+	return nil
 }
 
 // A Raft log entry holds a batch of entries, so that the proposals that arrive
@@ -160,18 +169,22 @@ func encodeBatch(entries []*logEntry, size int) []byte {
 	return b
 }
 
-// decodeBatch decodes the entries of a Raft log entry. Their byte strings alias b.
+// decodeBatch decodes the entries of a Raft log entry. Their byte strings
+// alias b. Every node decodes every batch, so the entries and their argument
+// lists come out of a few shared allocations rather than several each.
 func decodeBatch(b []byte) ([]*logEntry, error) {
 	d := decoder{b: b}
 	n := d.count(1)
+	slab := make([]logEntry, n)
 	entries := make([]*logEntry, 0, n)
 	for i := 0; i < n && d.err == nil; i++ {
-		e, err := decodeLogEntry(d.bytes())
-		if err != nil {
+		ed := decoder{b: d.bytes(), slabs: d.slabs}
+		if err := ed.logEntry(&slab[i]); err != nil {
 			d.fail(fmt.Errorf("entry %d: %w", i, err))
 			break
 		}
-		entries = append(entries, e)
+		d.slabs = ed.slabs
+		entries = append(entries, &slab[i])
 	}
 	if err := d.finish(); err != nil {
 		return nil, fmt.Errorf("decode batch: %w", err)
@@ -335,6 +348,28 @@ func appendWatches(b []byte, ws []Watch) []byte {
 type decoder struct {
 	b   []byte
 	err error
+	slabs
+}
+
+// slabs hand out the lists of decoded commands and arguments from blocks
+// shared by a whole batch.
+type slabs struct {
+	args [][]byte
+	cmds [][][]byte
+}
+
+// slabBlock is how many elements a new block holds at least.
+const slabBlock = 256
+
+// take returns an empty slice with room for n elements from the free part of
+// *block, which it replaces with a new block when too little is left.
+func take[T any](block *[]T, n int) []T {
+	if cap(*block)-len(*block) < n {
+		*block = make([]T, 0, max(n, slabBlock))
+	}
+	i := len(*block)
+	*block = (*block)[:i+n]
+	return (*block)[i : i : i+n]
 }
 
 func (d *decoder) fail(err error) {
@@ -429,13 +464,13 @@ func (d *decoder) cmds() [][][]byte {
 	if n == 0 {
 		return nil
 	}
-	cmds := make([][][]byte, 0, n)
+	cmds := take(&d.slabs.cmds, n)
 	for i := 0; i < n && d.err == nil; i++ {
 		k := d.count(1)
 		if k == 0 && d.err == nil {
 			d.fail(errors.New("command without a name"))
 		}
-		args := make([][]byte, 0, k)
+		args := take(&d.slabs.args, k)
 		for j := 0; j < k && d.err == nil; j++ {
 			args = append(args, d.bytes())
 		}
