@@ -1,0 +1,161 @@
+package replication_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/replication"
+	"github.com/redis/go-redis/v9"
+)
+
+// BenchmarkClusterRedisson measures what users of a 3-node cluster see:
+// go-redis clients running Redisson's lock and unlock scripts over TCP, on the
+// leader and on a follower, which forwards to the leader. The members are
+// embedded in this process, keep their logs in bolt with fsync and share this
+// machine's disk. Each client locks and unlocks its own key; it reports lock
+// operations (locks plus unlocks) per second and their p50 and p99 latencies.
+//
+//	go test ./replication -run '^$' -bench ClusterRedisson -benchtime 3000x
+func BenchmarkClusterRedisson(b *testing.B) {
+	leader, follower := startRedissonCluster(b)
+	lock, unlock := redissonScript(b, "redisson_lock.lua"), redissonScript(b, "redisson_unlock_v2.lua")
+	for _, target := range []struct{ name, addr string }{{"leader", leader}, {"follower", follower}} {
+		for _, clients := range []int{1, 16, 256} {
+			b.Run(fmt.Sprintf("%s/clients=%d", target.name, clients), func(b *testing.B) {
+				rdb := redis.NewClient(&redis.Options{Addr: target.addr, PoolSize: clients, MinIdleConns: clients, MaxRetries: -1})
+				defer rdb.Close()
+				benchRedissonCycles(b, rdb, lock, unlock, target.name, clients)
+			})
+		}
+	}
+}
+
+func benchRedissonCycles(b *testing.B, rdb *redis.Client, lock, unlock *redis.Script, prefix string, clients int) {
+	ctx := context.Background()
+	if err := errors.Join(lock.Load(ctx, rdb).Err(), unlock.Load(ctx, rdb).Err()); err != nil {
+		b.Fatal(err)
+	}
+	var next atomic.Int64
+	lat := make([][]time.Duration, clients)
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := fmt.Sprintf("%s:%d:lock:%d", prefix, clients, c)
+			keys := []string{key, "redisson_lock__channel:{" + key + "}"}
+			owner := fmt.Sprintf("6f1b3c52-8d0e-4d7a-9a43-2f5e8c1d7b90:%d", c)
+			for next.Add(1) <= int64(b.N) {
+				t := time.Now()
+				// nil (redis.Nil) when acquired, else the holder's remaining lease.
+				if v, err := lock.Run(ctx, rdb, keys[:1], 30000, owner).Result(); err != redis.Nil {
+					b.Errorf("redisson_lock.lua on a free key: %v, %v; want nil", v, err)
+					return
+				}
+				lat[c] = append(lat[c], time.Since(t))
+				t = time.Now()
+				if v, err := unlock.Run(ctx, rdb, keys, 0, 30000, owner).Result(); err != nil || v != int64(1) {
+					b.Errorf("redisson_unlock_v2.lua by the holder: %v, %v; want 1", v, err)
+					return
+				}
+				lat[c] = append(lat[c], time.Since(t))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	if len(all) == 0 {
+		return
+	}
+	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "lockops/s")
+	b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(0, "ns/op")
+}
+
+// startRedissonCluster opens three bootstrapped members on loopback ports and
+// returns the client addresses of the leader and of a follower, once a write
+// through each member has succeeded.
+func startRedissonCluster(b *testing.B) (leader, follower string) {
+	var peers []replication.Peer
+	var opts []lockserver.Options
+	for i := range 3 {
+		id := fmt.Sprint("m", i+1)
+		peers = append(peers, replication.Peer{ID: id, RaftAddr: loopbackAddr(b)})
+		opts = append(opts, lockserver.Options{Addr: loopbackAddr(b), Cluster: lockserver.ClusterOptions{
+			NodeID: id, RaftAddr: peers[i].RaftAddr, DataDir: b.TempDir(),
+		}})
+	}
+	clients := map[string]*redis.Client{}
+	for _, o := range opts {
+		o.Cluster.Bootstrap = peers
+		s, err := lockserver.Open(o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		c := redis.NewClient(&redis.Options{Addr: o.Addr})
+		b.Cleanup(func() { c.Close() })
+		clients[o.Cluster.NodeID] = c
+	}
+	ctx := context.Background()
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		ready := 0
+		for _, c := range clients {
+			if c.Set(ctx, "ready", "1", 0).Err() == nil {
+				ready++
+			}
+		}
+		v, err := clients["m1"].Do(ctx, "LOCKSERVER", "LEADER").Result()
+		if err != nil || ready < len(clients) {
+			continue
+		}
+		id := fmt.Sprint(v.(map[any]any)["id"])
+		for _, o := range opts {
+			if o.Cluster.NodeID == id {
+				leader = o.Addr
+			} else {
+				follower = o.Addr
+			}
+		}
+		if leader != "" {
+			return leader, follower
+		}
+	}
+	b.Fatal("the cluster did not accept writes through every member")
+	return "", ""
+}
+
+func loopbackAddr(b *testing.B) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// redissonScript loads one of the specification's lock scripts, as a client
+// sends it.
+func redissonScript(b *testing.B, name string) *redis.Script {
+	src, err := os.ReadFile("../../shared/scripts/" + name)
+	if err != nil {
+		b.Fatalf("the shared lock scripts: %v", err)
+	}
+	return redis.NewScript(strings.TrimSuffix(string(src), "\n"))
+}
