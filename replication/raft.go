@@ -179,6 +179,9 @@ type Raft struct {
 	holdFor   int
 	holdUntil time.Time
 	holdTimer *time.Timer
+	// gathering counts the forwarded batches being submitted: their proposals
+	// wait for one another, to go to the log together (see submitBatch).
+	gathering int
 
 	localMu sync.Mutex
 	local   []*proposal // this node's proposals not yet applied or failed, in Seq order
@@ -548,7 +551,15 @@ func (r *Raft) proposeLocked(e *logEntry, req *Request, forwarded bool) {
 	r.pending = append(r.pending, e)
 	r.pendingSize += e.size()
 	r.pendingProps = append(r.pendingProps, p)
-	if (r.inflight < maxInflight && len(r.pendingProps) >= r.holdFor) || len(r.pendingProps) >= maxBatchEntries || r.pendingSize >= maxBatchBytes {
+	r.sendReadyLocked()
+}
+
+// sendReadyLocked sends the pending proposals if they may go now: fewer than
+// maxInflight batches are being committed, no forwarded batch is being
+// gathered and no hold waits for more; or they fill a batch. proposeMu is held.
+func (r *Raft) sendReadyLocked() {
+	full := len(r.pendingProps) >= maxBatchEntries || r.pendingSize >= maxBatchBytes
+	if full || (r.inflight < maxInflight && r.gathering == 0 && len(r.pendingProps) >= r.holdFor) {
 		r.flushLocked()
 	}
 }
@@ -592,14 +603,13 @@ func (r *Raft) holdLocked(b *logBatch) {
 			answered++
 		}
 	}
-	if answered == 0 || r.inflight >= maxInflight {
-		r.flushLocked()
-		return
+	if answered > 0 {
+		r.holdFor = len(r.pendingProps) + answered
+		wait := min(holdMax, time.Since(b.sent)/holdDivisor)
+		r.holdUntil = time.Now().Add(wait)
+		r.holdTimer.Reset(wait)
 	}
-	r.holdFor = len(r.pendingProps) + answered
-	wait := min(holdMax, time.Since(b.sent)/holdDivisor)
-	r.holdUntil = time.Now().Add(wait)
-	r.holdTimer.Reset(wait)
+	r.sendReadyLocked()
 }
 
 // holdExpired sends the held batch when its time is up. A timer set for an
@@ -608,7 +618,8 @@ func (r *Raft) holdExpired() {
 	r.proposeMu.Lock()
 	defer r.proposeMu.Unlock()
 	if r.holdFor > 0 && !time.Now().Before(r.holdUntil) {
-		r.flushLocked()
+		r.holdFor = 0
+		r.sendReadyLocked()
 	}
 }
 
@@ -682,7 +693,7 @@ func (r *Raft) checkBatch(b *logBatch) {
 	if err == nil {
 		r.holdLocked(b)
 	} else {
-		r.flushLocked()
+		r.sendReadyLocked()
 	}
 	r.proposeMu.Unlock()
 	if err != nil {

@@ -277,15 +277,25 @@ func (r *Raft) leaderID() string {
 }
 
 // submitBatch submits requests that this node's forwarder holds, or that
-// another node forwarded, if this node leads. It reports false, having
-// submitted nothing, if it does not.
+// another node forwarded, if this node leads. Their proposals go to the log
+// together: sent one by one, the first would leave alone and the rest wait
+// for its commit. It reports false, having submitted nothing, if this node
+// does not lead.
 func (r *Raft) submitBatch(batch []*Request) bool {
-	if !r.leading() {
+	r.proposeMu.Lock()
+	if !r.leadingLocked() {
+		r.proposeMu.Unlock()
 		return false
 	}
+	r.gathering++
+	r.proposeMu.Unlock()
 	for _, req := range batch {
 		r.submit(req, true)
 	}
+	r.proposeMu.Lock()
+	r.gathering--
+	r.sendReadyLocked()
+	r.proposeMu.Unlock()
 	return true
 }
 
