@@ -73,7 +73,7 @@ func BenchmarkDoRedissonCycle(b *testing.B) {
 		channel := "redisson_lock__channel:{" + key + "}"
 		const owner = "8743c9c0-0795-4907-87fd-6c719a6b4586:1"
 		for pb.Next() {
-			if v, err := s.Do(ctx, "EVALSHA", lock, 1, key, 30000, owner); v != nil || err != lockserver.Nil {
+			if v, err := s.Do(ctx, "EVALSHA", lock, 1, key, 30000, owner); v != nil || err != lockserver.ErrNil {
 				b.Errorf("lock: %v, %v", v, err)
 				return
 			}

@@ -179,13 +179,13 @@ func (s *Server) Dialer() func(ctx context.Context, network, addr string) (net.C
 	}
 }
 
-// Nil is returned by Do when the reply is a null (a missing key, a failed SET NX),
+// ErrNil is returned by Do when the reply is a null (a missing key, a failed SET NX),
 // as go-redis returns redis.Nil.
-var Nil = errors.New("lockserver: nil")
+var ErrNil = errors.New("lockserver: nil")
 
 // Do runs one command in database 0 with no RESP at all and returns its reply as
 // go-redis would: string for bulk and status replies, int64, []any, map[any]any
-// for maps, float64, bool; nil and Nil for a null; an error for an error reply.
+// for maps, float64, bool; nil and ErrNil for a null; an error for an error reply.
 // Arguments may be string, []byte, integers, floats or bools.
 func (s *Server) Do(ctx context.Context, args ...any) (any, error) {
 	if len(args) == 0 {
@@ -264,7 +264,7 @@ func (e ReplyError) Error() string { return string(e) }
 func fromReply(r keyspace.Reply) (any, error) {
 	switch r.Kind {
 	case keyspace.KindNull, keyspace.KindNullArray:
-		return nil, Nil
+		return nil, ErrNil
 	case keyspace.KindError:
 		return nil, ReplyError(r.Str)
 	case keyspace.KindInt:
@@ -280,7 +280,7 @@ func fromReply(r keyspace.Reply) (any, error) {
 		for i := 0; i+1 < len(r.Elems); i += 2 {
 			k, _ := fromReply(r.Elems[i])
 			v, err := fromReply(r.Elems[i+1])
-			if err != nil && err != Nil {
+			if err != nil && err != ErrNil {
 				v = err
 			}
 			m[k] = v
@@ -290,7 +290,7 @@ func fromReply(r keyspace.Reply) (any, error) {
 		out := make([]any, len(r.Elems))
 		for i, e := range r.Elems {
 			v, err := fromReply(e)
-			if err != nil && err != Nil {
+			if err != nil && err != ErrNil {
 				v = err
 			}
 			out[i] = v

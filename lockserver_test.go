@@ -62,8 +62,8 @@ func TestDoConvertsRepliesAsGoRedis(t *testing.T) {
 	if v, err := s.Do(ctx, "DEL", "n", []byte("missing")); v != int64(1) || err != nil {
 		t.Fatalf("DEL: %v, %v", v, err)
 	}
-	if v, err := s.Do(ctx, "GET", "n"); v != nil || !errors.Is(err, lockserver.Nil) {
-		t.Fatalf("GET of a missing key: %v, %v; want nil, Nil", v, err)
+	if v, err := s.Do(ctx, "GET", "n"); v != nil || !errors.Is(err, lockserver.ErrNil) {
+		t.Fatalf("GET of a missing key: %v, %v; want nil, ErrNil", v, err)
 	}
 	var rerr lockserver.ReplyError
 	if _, err := s.Do(ctx, "NOPE"); !errors.As(err, &rerr) || rerr[:4] != "ERR " {
@@ -130,8 +130,8 @@ func TestMaxMemoryRefusesWrites(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Fatalf("SET over maxmemory: got %v, want %q", err, want)
 	}
-	if _, err := s.Do(ctx, "GET", "k"); !errors.Is(err, lockserver.Nil) {
-		t.Fatalf("GET over maxmemory: got %v, want Nil", err)
+	if _, err := s.Do(ctx, "GET", "k"); !errors.Is(err, lockserver.ErrNil) {
+		t.Fatalf("GET over maxmemory: got %v, want ErrNil", err)
 	}
 	if v, err := s.Do(ctx, "DEL", "k"); v != int64(0) || err != nil {
 		t.Fatalf("DEL frees memory and must run over maxmemory: %v, %v", v, err)

@@ -253,7 +253,7 @@ func TestLockScriptsInProcess(t *testing.T) {
 	s := startLockserver(t, lockserver.Options{Addr: "-"})
 	ctx := context.Background()
 	lock := loadScript(t, "redisson_lock.lua")
-	if r, err := s.Do(ctx, "EVAL", lock, 1, "k", lease, "A:1"); r != nil || err != lockserver.Nil {
+	if r, err := s.Do(ctx, "EVAL", lock, 1, "k", lease, "A:1"); r != nil || err != lockserver.ErrNil {
 		t.Fatalf("acquire: %v, %v; README says nil", r, err)
 	}
 	r, err := s.Do(ctx, "EVALSHA", lockScriptSHA1["redisson_lock.lua"], 1, "k", lease, "B:1")
