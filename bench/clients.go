@@ -108,7 +108,7 @@ func (g *goRedis) do(ctx context.Context, args ...any) (any, error) {
 func (g *goRedis) close() error { return g.c.Close() }
 
 func nilOK(v any, err error) (any, error) {
-	if errors.Is(err, redis.Nil) || errors.Is(err, lockserver.Nil) {
+	if errors.Is(err, redis.Nil) || errors.Is(err, lockserver.ErrNil) {
 		return nil, nil
 	}
 	return v, err
