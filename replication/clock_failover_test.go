@@ -101,17 +101,10 @@ func TestClusterClockFailoverToSlowerNode(t *testing.T) {
 }
 
 // The whole cluster restarts, and the first leader is a node whose wall clock
-// is 10 minutes ahead of the others'. It has applied nothing since it
-// started, so its log clock starts from its own wall clock; applying the old
-// entries as leader only raises the clock (Observe), it does not bring it
-// back to their time line (Follow), and its first stamp jumps 10 minutes
-// ahead: every lock expires at once.
-//
-// Fails today (replication/raft_fsm.go, ApplyBatch: Observe when leadTerm is
-// set; raft.go, NewRaft: newClock starts from the wall clock). A node that
-// has not applied an entry of the current time line since it started should
-// follow the stamps it applies, leader or not, and issue no stamp before the
-// entries of earlier terms are applied.
+// is 10 minutes ahead of the others'. Its clock must not start from its own
+// wall clock: it follows the stamps of the entries it replays (they come from
+// another process, its own before the restart among them), and it issues no
+// stamp before its term's barrier has applied them. No lock expires early.
 func TestClusterClockRestartWithFastNode(t *testing.T) {
 	c := newTestCluster(t, 3)
 	l := c.leader()

@@ -814,13 +814,13 @@ func (r *Raft) sweepLoop() {
 }
 
 // leadershipLoop proposes the barrier as soon as this node wins an election,
-// rather than at its first request, and, while it leads, tracks which
-// members fail heartbeats.
+// rather than at its first request; while it leads, it tracks which members
+// fail heartbeats; and it tells the forwarder when the leader changes.
 func (r *Raft) leadershipLoop() {
 	obs := make(chan raft.Observation, 64)
 	observer := raft.NewObserver(obs, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
-		case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation:
+		case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation, raft.LeaderObservation:
 			return true
 		}
 		return false
@@ -839,6 +839,10 @@ func (r *Raft) leadershipLoop() {
 				r.leading()
 			}
 		case o := <-obs:
+			if _, ok := o.Data.(raft.LeaderObservation); ok {
+				r.fwd.leaderChanged()
+				continue
+			}
 			r.peerMu.Lock()
 			switch d := o.Data.(type) {
 			case raft.FailedHeartbeatObservation:

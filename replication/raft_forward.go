@@ -50,6 +50,11 @@ type forwarder struct {
 	queue   []*Request
 	sending bool // a batch is on its way and not answered
 	closed  bool
+	// to is the leader the batch on its way went to, and abandon cancels the
+	// call that carries it (see leaderChanged); abandoned says it was called.
+	to        string
+	abandon   context.CancelFunc
+	abandoned bool
 }
 
 // Bounds of one forwarded batch.
@@ -176,9 +181,7 @@ func (f *forwarder) send(batch []*Request) {
 			if payload == nil {
 				payload = encodeRequests(batch)
 			}
-			ctx, cancel := context.WithTimeout(r.ctx, forwardTimeout)
-			res, err := r.peers.Call(ctx, addr, argLockserver, argForward, payload)
-			cancel()
+			res, abandoned, err := f.call(leader, addr, payload)
 			var rerr ReplyError
 			switch {
 			case err == nil:
@@ -186,6 +189,12 @@ func (f *forwarder) send(batch []*Request) {
 				return
 			case retryable(err):
 				lastErr = fmt.Sprintf("leader %s at %s: %v", leader, addr, err)
+			case abandoned:
+				r.log.Warn("gave up on a forwarded batch: another node leads now", "leader", leader, "addr", addr)
+				for _, req := range batch {
+					r.finish(req, unknownOutcome(req, "leader "+leader+" was replaced before it answered"))
+				}
+				return
 			case errors.As(err, &rerr):
 				// The leader refused the FORWARD command itself (NOAUTH, ...).
 				r.log.Error("the leader refused forwarded commands", "leader", leader, "addr", addr, "err", err)
@@ -209,6 +218,60 @@ func (f *forwarder) send(batch []*Request) {
 			f.finishAll(batch, keyspace.Error(errClosed))
 			return
 		}
+	}
+}
+
+// call sends a batch to leader at addr and returns the reply, whether the call
+// was abandoned because another node leads now, and the error.
+func (f *forwarder) call(leader, addr string, payload []byte) (res string, abandoned bool, err error) {
+	ctx, cancel := context.WithTimeout(f.r.ctx, forwardTimeout)
+	defer cancel()
+	f.mu.Lock()
+	f.to, f.abandon, f.abandoned = leader, cancel, false
+	f.mu.Unlock()
+	// The leader may have changed before the call could be abandoned.
+	f.leaderChanged()
+	type reply struct {
+		res string
+		err error
+	}
+	replied := make(chan reply, 1)
+	// A PeerClient need not stop waiting when ctx ends (go-redis only sets
+	// deadlines from it): wait here, and let an abandoned call end by itself.
+	go func() {
+		res, err := f.r.peers.Call(ctx, addr, argLockserver, argForward, payload)
+		replied <- reply{res, err}
+	}()
+	var rep reply
+	select {
+	case rep = <-replied:
+	case <-ctx.Done():
+		select {
+		case rep = <-replied:
+		default:
+			rep.err = ctx.Err()
+		}
+	}
+	f.mu.Lock()
+	abandoned = f.abandoned && rep.err != nil
+	f.to, f.abandon, f.abandoned = "", nil, false
+	f.mu.Unlock()
+	return rep.res, abandoned, rep.err
+}
+
+// leaderChanged abandons the batch on its way if another node than the one
+// it went to leads now. A deposed leader that hangs (a paused process, a
+// partition that drops packets) may not answer for forwardTimeout, and every
+// request of this node's waits behind the batch, even once this node leads.
+// What the batch did is unknown; nothing of it can take effect after what the
+// new leader appends next, since the deposed leader commits nothing more.
+func (f *forwarder) leaderChanged() {
+	id := f.r.leaderID()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.abandon != nil && id != "" && id != f.to {
+		f.abandon()
+		f.abandoned = true
 	}
 }
 
