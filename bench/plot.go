@@ -16,6 +16,7 @@ var systemColor = map[string]string{
 	"embedded":         "#1b9e77",
 	"embedded-do":      "#66c2a5",
 	"lockserver":       "#7570b3",
+	"lockserver-1cpu":  "#b3a6d9",
 	"lockserver-raft3": "#e7298a",
 	"redis":            "#d95f02",
 	"redis-aof":        "#a6761d",

@@ -112,12 +112,20 @@ type process struct {
 
 // startProcess runs bin with args, its output in dir/<name>.log.
 func startProcess(dir, name, bin string, args ...string) (*process, error) {
+	return startProcessEnv(dir, name, bin, nil, args...)
+}
+
+// startProcessEnv is startProcess with env added to the bench's environment.
+func startProcessEnv(dir, name, bin string, env []string, args ...string) (*process, error) {
 	logPath := filepath.Join(dir, name+".log")
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	cmd := exec.Command(bin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = dir
 	cmd.SysProcAttr = childAttr()

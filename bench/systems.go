@@ -67,7 +67,8 @@ func systems() []system {
 	return []system{
 		{name: "embedded", about: "lockserver in process; go-redis over the in-memory Dialer (redis-benchmark: its loopback listener)", install: inProcessInstall, start: startEmbedded},
 		{name: "embedded-do", about: "lockserver in process; direct Server.Do calls, no RESP", install: inProcessInstall, start: startEmbeddedDo},
-		{name: "lockserver", about: "lockserver single node, its own process over loopback TCP", install: lockserverBuilt, start: startLockserver},
+		{name: "lockserver", about: "lockserver single node, its own process over loopback TCP", install: lockserverBuilt, start: startLockserver(nil)},
+		{name: "lockserver-1cpu", about: "lockserver single node with GOMAXPROCS=1: one core, as redis-server's one thread; on a machine its clients share, it leaves them the other", install: lockserverBuilt, start: startLockserver([]string{"GOMAXPROCS=1"})},
 		{name: "lockserver-raft3", about: "lockserver 3-node Raft cluster with fsync, clients on the leader", install: lockserverBuilt + "; needs the Raft flags (--node-id, --raft-addr, --data-dir, --bootstrap, --join)", start: startLockserverCluster},
 		{name: "redis", about: "redis-server without persistence (--save \"\" --appendonly no): the baseline", install: redisInstall, start: startRedis(false)},
 		{name: "redis-aof", about: "redis-server --appendonly yes --appendfsync always", install: redisInstall, start: startRedis(true)},
@@ -264,7 +265,14 @@ func (b *bench) lockserverBinary(ctx context.Context) (string, error) {
 	return b.binary, b.buildErr
 }
 
-func startLockserver(ctx context.Context, b *bench) (*instance, error) {
+// startLockserver starts a single node with env added to its environment.
+func startLockserver(env []string) func(context.Context, *bench) (*instance, error) {
+	return func(ctx context.Context, b *bench) (*instance, error) {
+		return startLockserverEnv(ctx, b, env)
+	}
+}
+
+func startLockserverEnv(ctx context.Context, b *bench, env []string) (*instance, error) {
 	bin, err := b.lockserverBinary(ctx)
 	if err != nil {
 		return nil, err
@@ -277,7 +285,7 @@ func startLockserver(ctx context.Context, b *bench) (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := startProcess(dir, "lockserver", bin, "--addr", addr, "--log-level", "warn")
+	p, err := startProcessEnv(dir, "lockserver", bin, env, "--addr", addr, "--log-level", "warn")
 	if err != nil {
 		return nil, err
 	}
