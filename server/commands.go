@@ -61,6 +61,9 @@ func init() {
 	for name, h := range sentinelHandlers {
 		handlers[name] = h
 	}
+	for name, h := range clusterHandlers {
+		handlers[name] = h
+	}
 }
 
 // help returns a HELP subcommand listing what a container command offers, in
