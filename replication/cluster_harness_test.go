@@ -265,17 +265,35 @@ func (p *testPeers) Call(ctx context.Context, addr string, args ...[]byte) (stri
 
 func (p *testPeers) Close() error { return nil }
 
-// recordingHub records the messages a node delivers.
+// recordingHub records the messages a node delivers, and counts for each
+// the subscribers that subscribe gave its channel on this node.
 type recordingHub struct {
 	mu   sync.Mutex
 	msgs []string
+	subs map[hubChannel]int64
+}
+
+type hubChannel struct {
+	name    string
+	sharded bool
 }
 
 func (h *recordingHub) Publish(channel, message string, sharded bool) int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.msgs = append(h.msgs, channel+":"+message)
-	return 1
+	return h.subs[hubChannel{channel, sharded}]
+}
+
+// subscribe makes n subscribers listen on channel, a shard channel if
+// sharded, on this node.
+func (h *recordingHub) subscribe(channel string, sharded bool, n int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.subs == nil {
+		h.subs = make(map[hubChannel]int64)
+	}
+	h.subs[hubChannel{channel, sharded}] = n
 }
 
 func (h *recordingHub) messages() []string {

@@ -150,6 +150,9 @@ type Raft struct {
 	peers  PeerClient
 	clock  *Clock
 	origin uint64 // tags this process's proposals in the log
+	// pub delivers the messages of the entries this node applies live: the
+	// Hub, Replicated (nil without a Hub).
+	pub keyspace.Publisher
 
 	// smMu serialises the use of the state machine (Apply, Read, Sweep,
 	// snapshots); the FSM holds it while it applies a batch. sm changes only
@@ -273,6 +276,9 @@ func NewRaft(opts RaftOptions) (*Raft, error) {
 		stop:     make(chan struct{}),
 
 		unreachable: map[string]bool{},
+	}
+	if opts.Hub != nil {
+		r.pub = keyspace.Replicated(opts.Hub)
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.holdTimer = time.AfterFunc(time.Hour, r.holdExpired)

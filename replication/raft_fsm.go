@@ -73,7 +73,7 @@ func (r *Raft) applyEntry(index uint64, e *logEntry) bool {
 	case kindCommand:
 		var pub keyspace.Publisher
 		if index > r.replayUntil {
-			pub = r.opts.Hub
+			pub = r.pub
 		}
 		reply = r.sm.Load().Apply(&e.Entry, pub)
 	case kindMemberSet:
