@@ -36,12 +36,16 @@ type logEntry struct {
 	Entry  Entry  // kindCommand
 	Member string // kindMemberSet, kindMemberDel: the node id
 	Addr   string // kindMemberSet: its client address
+	// Relay names the follower that forwarded a kindCommand entry's request
+	// and answers it with its own reply (see forwarder.relays); zero if none.
+	Relay relayTag
 }
 
 // Entry flags.
 const (
 	flagMulti = 1 << iota
 	flagOOM
+	flagRelay // the entry's Relay follows the flags
 )
 
 // Request flags.
@@ -49,6 +53,7 @@ const (
 	reqMulti = 1 << iota
 	reqOverMemory
 	reqWatchKeys
+	reqRelay // the request's relay tag follows the flags
 )
 
 // maxReplyDepth bounds the nesting of a decoded reply, so that a hostile
@@ -86,7 +91,13 @@ func appendLogEntry(b []byte, e *logEntry) []byte {
 		if x.OOM {
 			flags |= flagOOM
 		}
+		if e.Relay != (relayTag{}) {
+			flags |= flagRelay
+		}
 		b = append(b, flags)
+		if flags&flagRelay != 0 {
+			b = appendRelayTag(b, e.Relay)
+		}
 		b = appendCmds(b, x.Cmds)
 		b = appendWatches(b, x.Watch)
 	case kindMemberSet:
@@ -132,6 +143,9 @@ func (d *decoder) logEntry(e *logEntry) error {
 		flags := d.byte()
 		e.Entry.Multi = flags&flagMulti != 0
 		e.Entry.OOM = flags&flagOOM != 0
+		if flags&flagRelay != 0 {
+			e.Relay = d.relayTag()
+		}
 		e.Entry.Cmds = d.cmds()
 		e.Entry.Watch = d.watches()
 	case kindBarrier:
@@ -208,7 +222,13 @@ func encodeRequests(reqs []*Request) []byte {
 		if r.WatchKeys != nil {
 			flags |= reqWatchKeys
 		}
+		if r.relay != (relayTag{}) {
+			flags |= reqRelay
+		}
 		b = append(b, flags)
+		if flags&reqRelay != 0 {
+			b = appendRelayTag(b, r.relay)
+		}
 		b = appendCmds(b, r.Cmds)
 		b = appendWatches(b, r.Watch)
 		if r.WatchKeys != nil {
@@ -231,6 +251,9 @@ func decodeRequests(b []byte) ([]*Request, error) {
 		flags := d.byte()
 		r.Multi = flags&reqMulti != 0
 		r.OverMemory = flags&reqOverMemory != 0
+		if flags&reqRelay != 0 {
+			r.relay = d.relayTag()
+		}
 		r.Cmds = d.cmds()
 		r.Watch = d.watches()
 		if flags&reqWatchKeys != 0 {
@@ -302,6 +325,24 @@ func appendReply(b []byte, r *keyspace.Reply) []byte {
 	return b
 }
 
+// encodeForwardReply returns the reply to a forwarded batch: the leader's
+// applied index once it had applied the batch, which no entry of the batch
+// exceeds, then the replies.
+func encodeForwardReply(applied uint64, replies []keyspace.Reply) []byte {
+	b := binary.AppendUvarint(nil, applied)
+	return append(b, encodeReplies(replies)...)
+}
+
+// decodeForwardReply decodes what encodeForwardReply encoded.
+func decodeForwardReply(b []byte) (applied uint64, replies []keyspace.Reply, err error) {
+	applied, n := binary.Uvarint(b)
+	if n <= 0 {
+		return 0, nil, errors.New("decode forward reply: bad applied index")
+	}
+	replies, err = decodeReplies(b[n:])
+	return applied, replies, err
+}
+
 // decodeReplies decodes a batch of replies.
 func decodeReplies(b []byte) ([]keyspace.Reply, error) {
 	d := decoder{b: b}
@@ -331,6 +372,11 @@ func appendCmds(b []byte, cmds [][][]byte) []byte {
 		}
 	}
 	return b
+}
+
+func appendRelayTag(b []byte, t relayTag) []byte {
+	b = binary.LittleEndian.AppendUint64(b, t.origin)
+	return binary.AppendUvarint(b, t.seq)
 }
 
 func appendWatches(b []byte, ws []Watch) []byte {
@@ -477,6 +523,10 @@ func (d *decoder) cmds() [][][]byte {
 		cmds = append(cmds, args)
 	}
 	return cmds
+}
+
+func (d *decoder) relayTag() relayTag {
+	return relayTag{origin: d.uint64(), seq: d.uvarint()}
 }
 
 func (d *decoder) watches() []Watch {

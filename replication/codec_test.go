@@ -27,6 +27,9 @@ func sampleEntries() []*logEntry {
 			Cmds:  [][][]byte{words("INCR", "a"), words("GET", "\x00\r\n")},
 			Watch: []Watch{{DB: 0, Key: "a", Version: 42}, {DB: 15, Key: "", Version: math.MaxUint64}},
 		}},
+		{Kind: kindCommand, Origin: 2, Seq: 8, Relay: relayTag{origin: math.MaxUint64, seq: 1}, Entry: Entry{
+			Cmds: [][][]byte{words("PUBLISH", "ch", "m")},
+		}},
 		{Kind: kindBarrier, Origin: 9, Seq: 1},
 		{Kind: kindMemberSet, Origin: 9, Seq: 2, Member: "n1", Addr: "10.0.0.1:6379"},
 		{Kind: kindMemberDel, Origin: 9, Seq: 3, Member: "n2"},
@@ -67,6 +70,22 @@ func TestLogEntryFormat(t *testing.T) {
 	if got := encodeLogEntry(e); !bytes.Equal(got, want) {
 		t.Fatalf("encoding = %v, want %v", got, want)
 	}
+
+	// A relayed entry: a flag, and the relaying node's origin and number
+	// before the commands. Entries without one keep the format above.
+	e = &logEntry{Kind: kindCommand, Origin: 1, Seq: 2, Relay: relayTag{origin: 5, seq: 6}, Entry: Entry{
+		Time: 3, Cmds: [][][]byte{words("GET", "k")},
+	}}
+	want = []byte{
+		1, 1, 0, 0, 0, 0, 0, 0, 0, 2, 6, 0, // kind, origin, seq, time, db
+		4,                      // flags: relayed
+		5, 0, 0, 0, 0, 0, 0, 0, // the relaying node's origin
+		6, // its number for the request
+		1, 2, 3, 'G', 'E', 'T', 1, 'k', 0,
+	}
+	if got := encodeLogEntry(e); !bytes.Equal(got, want) {
+		t.Fatalf("relayed encoding = %v, want %v", got, want)
+	}
 }
 
 func sampleRequests() []*Request {
@@ -75,6 +94,7 @@ func sampleRequests() []*Request {
 		{DB: 2, Multi: true, OverMemory: true, Cmds: [][][]byte{words("SET", "a", "1"), words("DEL", "a")},
 			Watch: []Watch{{DB: 2, Key: "a", Version: 3}}},
 		{DB: 1, WatchKeys: []string{"x", ""}},
+		{DB: 3, Cmds: [][][]byte{words("PUBLISH", "ch", "m")}, relay: relayTag{origin: 0xfeed, seq: math.MaxUint64}},
 	}
 }
 
@@ -111,6 +131,24 @@ func TestRepliesRoundTrip(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, replies) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", got, replies)
+	}
+}
+
+// The reply to a forwarded batch carries the leader's applied index before
+// the replies.
+func TestForwardReplyRoundTrip(t *testing.T) {
+	replies := sampleReplies()
+	for _, applied := range []uint64{0, 1, math.MaxUint64} {
+		gotApplied, got, err := decodeForwardReply(encodeForwardReply(applied, replies))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gotApplied != applied || !reflect.DeepEqual(got, replies) {
+			t.Fatalf("round trip: applied %d, %+v; want %d, %+v", gotApplied, got, applied, replies)
+		}
+	}
+	if _, _, err := decodeForwardReply(nil); err == nil {
+		t.Error("an empty forward reply decoded")
 	}
 }
 

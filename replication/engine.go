@@ -49,6 +49,10 @@ type Request struct {
 	// DenyOOM commands are refused, and scripts run with Call.DenyOOM.
 	OverMemory bool
 
+	// relay is set on a request that a follower forwards and answers with its
+	// own reply, and carried to the leader and into the log entry.
+	relay relayTag
+
 	reply keyspace.Reply
 	done  chan struct{} // nil when the reply was ready at Submit
 }

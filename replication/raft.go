@@ -481,7 +481,7 @@ func (r *Raft) submit(req *Request, forwarded bool) {
 	}
 	// proposeMu is held.
 	if write {
-		e := &logEntry{Kind: kindCommand, Entry: Entry{
+		e := &logEntry{Kind: kindCommand, Relay: req.relay, Entry: Entry{
 			DB: req.DB, Cmds: req.Cmds, Multi: req.Multi, Watch: req.Watch, OOM: req.OverMemory,
 		}}
 		r.proposeLocked(e, req, forwarded)

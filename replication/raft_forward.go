@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockserver/lockserver/keyspace"
@@ -55,6 +57,14 @@ type forwarder struct {
 	to        string
 	abandon   context.CancelFunc
 	abandoned bool
+
+	// relays are the forwarded requests that this node answers itself (see
+	// relayTag), by their seq, from when they are tagged until answered;
+	// waiting counts those the leader has answered.
+	relayMu  sync.Mutex
+	relays   map[uint64]*relayed
+	relaySeq uint64
+	waiting  atomic.Int32
 }
 
 // Bounds of one forwarded batch.
@@ -151,13 +161,27 @@ func (f *forwarder) hold(answered int, took time.Duration) {
 	}
 }
 
-// close answers whatever is still queued; the loop has stopped.
+// close answers whatever is still queued, and the relayed requests that wait
+// for entries this node will not apply now; the loop has stopped.
 func (f *forwarder) close() {
 	f.mu.Lock()
 	queue := f.queue
 	f.queue, f.closed = nil, true
 	f.mu.Unlock()
 	f.finishAll(queue, keyspace.Error(errClosed))
+	f.relayMu.Lock()
+	var left []*relayed
+	for seq := range f.relays {
+		left = append(left, f.claimLocked(seq))
+	}
+	f.relayMu.Unlock()
+	for _, rl := range left {
+		if !rl.answered { // not expected: send answers its whole batch
+			f.r.finish(rl.req, keyspace.Error(errUnknownClose))
+			continue
+		}
+		f.skipped(rl)
+	}
 }
 
 // send delivers a batch to the leader and answers its requests. While no
@@ -172,6 +196,10 @@ func (f *forwarder) send(batch []*Request) {
 		switch addr := r.memberAddr(leader); {
 		case leader == "":
 		case leader == r.opts.NodeID:
+			// This node leads now and answers its own proposals.
+			if f.untag(batch) {
+				payload = nil
+			}
 			if r.submitBatch(batch) {
 				return
 			}
@@ -179,6 +207,7 @@ func (f *forwarder) send(batch []*Request) {
 			lastErr = "the leader's client address is not known yet"
 		default:
 			if payload == nil {
+				f.tag(batch)
 				payload = encodeRequests(batch)
 			}
 			res, abandoned, err := f.call(leader, addr, payload)
@@ -192,7 +221,7 @@ func (f *forwarder) send(batch []*Request) {
 			case abandoned:
 				r.log.Warn("gave up on a forwarded batch: another node leads now", "leader", leader, "addr", addr)
 				for _, req := range batch {
-					r.finish(req, unknownOutcome(req, "leader "+leader+" was replaced before it answered"))
+					f.finish(req, unknownOutcome(req, "leader "+leader+" was replaced before it answered"))
 				}
 				return
 			case errors.As(err, &rerr):
@@ -203,7 +232,7 @@ func (f *forwarder) send(batch []*Request) {
 			default:
 				r.log.Warn("forwarding to the leader failed after sending", "leader", leader, "addr", addr, "err", err)
 				for _, req := range batch {
-					r.finish(req, unknownOutcome(req, "the connection to the leader failed after the command was forwarded"))
+					f.finish(req, unknownOutcome(req, "the connection to the leader failed after the command was forwarded"))
 				}
 				return
 			}
@@ -275,28 +304,220 @@ func (f *forwarder) leaderChanged() {
 	}
 }
 
-// answer relays the leader's replies to a batch.
+// answer relays the leader's replies to a batch. A relayed request that
+// succeeded waits for this node's own reply (see relayTag).
 func (f *forwarder) answer(batch []*Request, res string) {
-	replies, err := decodeReplies([]byte(res))
+	leaderApplied, replies, err := decodeForwardReply([]byte(res))
 	if err == nil && len(replies) != len(batch) {
 		err = fmt.Errorf("%d replies to %d requests", len(replies), len(batch))
 	}
 	if err != nil {
 		f.r.log.Error("bad reply to a forwarded batch", "err", err)
 		for _, req := range batch {
-			f.r.finish(req, unknownOutcome(req, "the leader's reply could not be read"))
+			f.finish(req, unknownOutcome(req, "the leader's reply could not be read"))
 		}
 		return
 	}
 	for i, req := range batch {
-		f.r.finish(req, replies[i])
+		if req.relay.seq != 0 && replies[i].Kind != keyspace.KindError {
+			f.awaitApply(req, replies[i], leaderApplied)
+			continue
+		}
+		f.finish(req, replies[i])
 	}
 }
 
 func (f *forwarder) finishAll(batch []*Request, reply keyspace.Reply) {
 	for _, req := range batch {
-		f.r.finish(req, reply)
+		f.finish(req, reply)
 	}
+}
+
+// finish answers a request of a batch sent to the leader, unless it is
+// relayed and this node has answered it already, as it applied its entry.
+func (f *forwarder) finish(req *Request, reply keyspace.Reply) {
+	if req.relay.seq != 0 && f.claim(req.relay.seq) == nil {
+		return
+	}
+	f.r.finish(req, reply)
+}
+
+// Relayed replies. PUBLISH and SPUBLISH reply how many subscribers received
+// the message on the node the client is connected to, as Redis Cluster does,
+// and each node delivers to its own subscribers as it applies the entry; the
+// leader's reply counts the leader's. So the forwarder tags a request that
+// holds one, the leader carries the tag into the log entry, and when this node
+// applies that entry, its own reply (the leader's but for those counts: the
+// rest is deterministic) answers the client. The request waits for it past
+// the leader's answer, which comes first unless this node applied first. Its
+// entry never reaches this node's state machine live if a snapshot held it:
+// once this node's applied index reaches the leader's at its answer, or after
+// forwardTimeout (a node cut off from the log), the leader's reply with counts
+// of 0 answers it, which is true then of this node. Scripts are not relayed:
+// what PUBLISH returns to them is the same on every node (keyspace.Replicated).
+
+// relayTag names a relayed request: the forwarding node's origin and its
+// number for the request, from 1.
+type relayTag struct{ origin, seq uint64 }
+
+// relayed is a relayed request and, once the leader has answered it, the
+// leader's reply and applied index.
+type relayed struct {
+	req           *Request
+	answered      bool
+	leaderReply   keyspace.Reply
+	leaderApplied uint64
+	timeout       *time.Timer
+}
+
+// countsSubscribers reports whether req holds a PUBLISH or SPUBLISH, whose
+// reply depends on the node that serves it.
+func countsSubscribers(req *Request) bool {
+	return slices.ContainsFunc(req.Cmds, isPublish)
+}
+
+func isPublish(args [][]byte) bool {
+	cmd := keyspace.Lookup(args[0])
+	return cmd != nil && (cmd.Name == "publish" || cmd.Name == "spublish")
+}
+
+// tag gives the requests of batch that count subscribers a relay tag, and
+// tracks them until they are answered.
+func (f *forwarder) tag(batch []*Request) {
+	f.relayMu.Lock()
+	defer f.relayMu.Unlock()
+	for _, req := range batch {
+		if req.relay.seq != 0 || !countsSubscribers(req) {
+			continue
+		}
+		if f.relays == nil {
+			f.relays = make(map[uint64]*relayed)
+		}
+		f.relaySeq++
+		req.relay = relayTag{origin: f.r.origin, seq: f.relaySeq}
+		f.relays[f.relaySeq] = &relayed{req: req}
+	}
+}
+
+// untag undoes tag for a batch that this node is about to propose itself, and
+// reports whether any request had a tag.
+func (f *forwarder) untag(batch []*Request) bool {
+	f.relayMu.Lock()
+	defer f.relayMu.Unlock()
+	tagged := false
+	for _, req := range batch {
+		if req.relay.seq != 0 {
+			delete(f.relays, req.relay.seq)
+			req.relay, tagged = relayTag{}, true
+		}
+	}
+	return tagged
+}
+
+// claim stops tracking relayed request seq and returns it, for its caller to
+// answer; nil if another has claimed it.
+func (f *forwarder) claim(seq uint64) *relayed {
+	f.relayMu.Lock()
+	defer f.relayMu.Unlock()
+	return f.claimLocked(seq)
+}
+
+func (f *forwarder) claimLocked(seq uint64) *relayed {
+	rl := f.relays[seq]
+	if rl == nil {
+		return nil
+	}
+	delete(f.relays, seq)
+	if rl.answered {
+		f.waiting.Add(-1)
+	}
+	if rl.timeout != nil {
+		rl.timeout.Stop()
+	}
+	return rl
+}
+
+// awaitApply keeps a relayed request that the leader answered with reply,
+// once its applied index was leaderApplied, until this node applies the
+// request's entry or passes that index.
+func (f *forwarder) awaitApply(req *Request, reply keyspace.Reply, leaderApplied uint64) {
+	seq := req.relay.seq
+	f.relayMu.Lock()
+	rl := f.relays[seq]
+	if rl == nil { // this node applied the entry first and answered
+		f.relayMu.Unlock()
+		return
+	}
+	rl.answered, rl.leaderReply, rl.leaderApplied = true, reply, leaderApplied
+	// Counted before the applied index is read, and passed reads them in the
+	// other order, so that one of the two sees the other.
+	f.waiting.Add(1)
+	if f.r.applied.Load() < leaderApplied {
+		rl.timeout = time.AfterFunc(forwardTimeout, func() { f.skipped(f.claim(seq)) })
+		f.relayMu.Unlock()
+		return
+	}
+	rl = f.claimLocked(seq)
+	f.relayMu.Unlock()
+	f.skipped(rl)
+}
+
+// appliedHere answers relayed request seq with this node's reply to its
+// entry. The FSM calls it.
+func (f *forwarder) appliedHere(seq uint64, reply keyspace.Reply) {
+	if rl := f.claim(seq); rl != nil {
+		f.r.finish(rl.req, reply)
+	}
+}
+
+// passed answers the relayed requests, answered by the leader, whose entries
+// this node has not applied live though its applied index reached the
+// leader's. The FSM calls it with its new applied index.
+func (f *forwarder) passed(applied uint64) {
+	if f.waiting.Load() == 0 {
+		return
+	}
+	var done []*relayed
+	f.relayMu.Lock()
+	for seq, rl := range f.relays {
+		if rl.answered && rl.leaderApplied <= applied {
+			done = append(done, f.claimLocked(seq))
+		}
+	}
+	f.relayMu.Unlock()
+	for _, rl := range done {
+		f.skipped(rl)
+	}
+}
+
+// skipped answers a claimed relayed request (nil: nothing to do) whose entry
+// this node has not applied live: with the leader's reply, counting none of
+// this node's subscribers, which have received nothing.
+func (f *forwarder) skipped(rl *relayed) {
+	if rl != nil {
+		f.r.finish(rl.req, withoutDeliveries(rl.req, rl.leaderReply))
+	}
+}
+
+// withoutDeliveries returns reply, the reply to req, with 0 as the count of
+// each of its PUBLISH and SPUBLISH commands.
+func withoutDeliveries(req *Request, reply keyspace.Reply) keyspace.Reply {
+	if !req.Multi {
+		if reply.Kind == keyspace.KindInt {
+			return keyspace.Zero
+		}
+		return reply
+	}
+	if reply.Kind != keyspace.KindArray || len(reply.Elems) != len(req.Cmds) {
+		return reply // an EXEC that a WATCH aborted
+	}
+	elems := slices.Clone(reply.Elems)
+	for i, args := range req.Cmds {
+		if isPublish(args) && elems[i].Kind == keyspace.KindInt {
+			elems[i] = keyspace.Zero
+		}
+	}
+	return keyspace.Array(elems...)
 }
 
 // retryable reports whether a failed forward did nothing and may succeed on
@@ -380,10 +601,22 @@ func (r *Raft) serveForward(req *Request, payload []byte) {
 	}
 	go func() {
 		replies := make([]keyspace.Reply, len(batch))
+		relayed := false
 		for i, in := range batch {
 			replies[i] = in.Wait(context.Background())
+			relayed = relayed || in.relay.seq != 0
 		}
-		r.finish(req, keyspace.Bulk(string(encodeReplies(replies))))
+		// The sender of relayed requests needs an applied index that their
+		// entries do not exceed. Those applied were answered during the FSM's
+		// batch that held them, which stores the applied index as it ends,
+		// under smMu.
+		var applied uint64
+		if relayed {
+			r.smMu.Lock()
+			applied = r.applied.Load()
+			r.smMu.Unlock()
+		}
+		r.finish(req, keyspace.Bulk(string(encodeForwardReply(applied, replies))))
 	}()
 }
 

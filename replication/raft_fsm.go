@@ -34,6 +34,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		}
 	}
 	r.applied.Store(logs[len(logs)-1].Index)
+	r.fwd.passed(logs[len(logs)-1].Index)
 	return make([]any, len(logs))
 }
 
@@ -67,6 +68,11 @@ func (r *Raft) applyLog(l *raft.Log) {
 // applyEntry applies one entry of the log entry at index and reports whether
 // it carried a stamp. Entries that were in the log when the node started are
 // a replay: their messages were delivered, if ever, before the restart.
+//
+// A command's reply counts the subscribers of this node that received what it
+// published, so it answers the entry's request on the node that serves the
+// client: this node's own proposals, and the requests this node forwarded and
+// relays (a replay's entries carry another process's origin, so neither).
 func (r *Raft) applyEntry(index uint64, e *logEntry) bool {
 	reply := keyspace.OK
 	switch e.Kind {
@@ -76,6 +82,9 @@ func (r *Raft) applyEntry(index uint64, e *logEntry) bool {
 			pub = r.pub
 		}
 		reply = r.sm.Load().Apply(&e.Entry, pub)
+		if e.Relay.origin == r.origin {
+			r.fwd.appliedHere(e.Relay.seq, reply)
+		}
 	case kindMemberSet:
 		r.setMember(e.Member, e.Addr)
 	case kindMemberDel:
@@ -127,6 +136,9 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	r.sm.Store(sm)
 	r.members.Store(&members)
 	r.applied.Store(applied)
+	// The relayed requests whose entries the snapshot holds are never
+	// applied here.
+	r.fwd.passed(applied)
 	r.smMu.Unlock()
 	// A snapshot is another node's time line, or this node's before a restart.
 	r.clock.Follow(sm.LastTime())
