@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"time"
 
 	"github.com/lockserver/lockserver/keyspace"
 )
@@ -13,23 +14,26 @@ type Engine interface {
 	Submit(req *Request)
 	// Now returns the log clock's current time in milliseconds.
 	Now() int64
-	// Info reports the figures INFO and WAIT show about this node.
+	// Info reports the figures INFO shows about this node.
 	Info() Info
+	// WaitReplicas serves WAIT: it waits until at least n other nodes hold
+	// every write acknowledged to any client before the call, for at most
+	// timeout (0: no limit) or until ctx ends, and returns how many hold
+	// them then. With n <= 0 it does not wait. An error is a ReplyError to
+	// give the client, or ctx's.
+	WaitReplicas(ctx context.Context, n int, timeout time.Duration) (int, error)
 	// Close stops the engine.
 	Close() error
 }
 
-// Info describes a node for INFO, HELLO and WAIT.
+// Info describes a node for INFO and HELLO.
 type Info struct {
 	// Role is Redis's name for what the node does: "master" when it takes
 	// writes, "slave" otherwise.
 	Role string
 	// Replicas is the number of other nodes that receive this node's writes
-	// (INFO's connected_slaves).
+	// (INFO's connected_slaves): those WAIT can count.
 	Replicas int
-	// SyncedReplicas is how many of them hold every write acknowledged so far:
-	// what WAIT replies.
-	SyncedReplicas int
 	// Keys and Expires count each database's keys and keys with a deadline,
 	// expired ones not yet swept included, as Redis's INFO keyspace does.
 	Keys, Expires [keyspace.NumDBs]int

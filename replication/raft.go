@@ -196,6 +196,8 @@ type Raft struct {
 	peerMu      sync.Mutex
 	unreachable map[string]bool // on the leader: members whose heartbeats fail
 
+	waits replicaWaits // the WAITs under way (raft_info.go)
+
 	closed atomic.Bool
 	// ctx ends when the node closes, cutting short calls to other nodes.
 	ctx    context.Context
@@ -291,7 +293,7 @@ func NewRaft(opts RaftOptions) (*Raft, error) {
 		r.closeStores()
 		return nil, fmt.Errorf("replication: open node %s: %w", opts.NodeID, err)
 	}
-	for _, loop := range []func(){r.waitLoop, r.verifyLoop, r.fwd.loop, r.leadershipLoop, r.sweepLoop, r.registerLoop, r.promoteLoop} {
+	for _, loop := range []func(){r.waitLoop, r.verifyLoop, r.fwd.loop, r.leadershipLoop, r.sweepLoop, r.registerLoop, r.promoteLoop, r.replicaLoop} {
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()

@@ -24,10 +24,11 @@ import (
 //	LOCKSERVER REMOVE id                    remove a node
 //	LOCKSERVER REGISTER id client-addr      record a member's client address (nodes send it)
 //	LOCKSERVER APPLIED                      this node's applied index (the leader asks it)
+//	LOCKSERVER ACKED                        on the leader: the index WAIT waits for (followers ask it)
 //	LOCKSERVER FORWARD batch                run requests forwarded by a follower (internal)
 var clusterSubcommands = map[string]int{ // name -> number of arguments with LOCKSERVER and the name
 	"status": 2, "members": 2, "leader": 2, "snapshot": 2, "join": 5, "remove": 3,
-	"register": 4, "applied": 2, "forward": 3, "help": 2,
+	"register": 4, "applied": 2, "acked": 2, "forward": 3, "help": 2,
 }
 
 const clusterHelp = `LOCKSERVER <subcommand> [<arg> ...]. Subcommands are:
@@ -47,6 +48,8 @@ REGISTER <id> <client-addr>
     Record a member's client address (members send it themselves).
 APPLIED
     The index of the last entry this node applied.
+ACKED
+    On the leader: an index at or above every write acknowledged so far.
 FORWARD <batch>
     Run a batch of requests forwarded by another node (internal).
 HELP
@@ -89,6 +92,12 @@ func (r *Raft) clusterCommand(req *Request) {
 		r.finish(req, keyspace.Map(keyspace.Bulk("id"), keyspace.Bulk(st.LeaderID), keyspace.Bulk("client"), keyspace.Bulk(st.LeaderAddr)))
 	case sub == "applied":
 		r.finish(req, keyspace.Bulk(strconv.FormatUint(r.applied.Load(), 10)))
+	case sub == "acked":
+		if target, ok := r.ackedIndex(); ok {
+			r.finish(req, keyspace.Bulk(strconv.FormatUint(target, 10)))
+		} else {
+			r.finish(req, keyspace.Error(errTryAgain))
+		}
 	case sub == "help":
 		r.finish(req, keyspace.BulkArray(strings.Split(clusterHelp, "\n")))
 	default:
@@ -317,13 +326,7 @@ func (r *Raft) promoteIfCaughtUp(s raft.Server) {
 		return
 	}
 	commit := r.raft.CommitIndex()
-	ctx, cancel := context.WithTimeout(r.ctx, time.Second)
-	res, err := r.peers.Call(ctx, addr, argLockserver, []byte("APPLIED"))
-	cancel()
-	if err != nil {
-		return
-	}
-	applied, err := strconv.ParseUint(res, 10, 64)
+	applied, err := r.memberApplied(replicaMember{id: string(s.ID), addr: addr})
 	if err != nil || applied+promoteSlack < commit {
 		return
 	}

@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -75,6 +76,28 @@ func (s *Standalone) Info() Info {
 	info.Keys, info.Expires = s.sm.KeyCounts()
 	s.mu.Unlock()
 	return info
+}
+
+// WaitReplicas answers as Redis does without replicas: 0, at once for n <= 0,
+// else once timeout has passed (never, for 0) or ctx has ended.
+func (s *Standalone) WaitReplicas(ctx context.Context, n int, timeout time.Duration) (int, error) {
+	if n <= 0 {
+		return 0, nil
+	}
+	var expire <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expire = t.C
+	}
+	select {
+	case <-expire:
+		return 0, nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-s.stop:
+		return 0, ReplyError(errClosed)
+	}
 }
 
 // Close stops the background sweep.

@@ -1,9 +1,14 @@
 package server
 
 import (
+	"context"
+	"errors"
+	"math"
 	"strings"
+	"time"
 
 	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/replication"
 )
 
 // handlers serve the commands of the table that the connection layer owns, by
@@ -235,23 +240,26 @@ func (c *conn) authenticate(user, pass []byte) bool {
 	return true
 }
 
-// WAIT numreplicas timeout: it never blocks. It replies how many replicas hold
-// every acknowledged write, which the engine knows at once (none for a
-// standalone node; a Raft commit is on a majority already).
+// WAIT numreplicas timeout blocks the client, as Redis does, until
+// numreplicas other nodes hold every write acknowledged before it, or for
+// timeout ms (0: no limit), and replies how many hold them.
 func cmdWait(c *conn, args [][]byte) {
-	if _, ok := keyspace.ParseInt(args[1]); !ok {
+	n, ok := keyspace.ParseInt(args[1])
+	if !ok {
 		c.reply(keyspace.ErrNotInteger)
 		return
 	}
-	if r, ok := parseTimeout(args[2]); !ok {
-		c.reply(r)
+	timeout, errReply := parseTimeout(args[2])
+	if errReply != nil {
+		c.reply(*errReply)
 		return
 	}
-	c.reply(keyspace.Int(int64(c.srv.engine.Info().SyncedReplicas)))
+	c.reply(c.waitReplicas(n, timeout, func(count int) keyspace.Reply { return keyspace.Int(int64(count)) }))
 }
 
 // WAITAOF numlocal numreplicas timeout, as Redis 7.2 answers it without an
-// append-only file: numlocal must be 0.
+// append-only file: numlocal must be 0, and numreplicas is waited for as by
+// WAIT (a node applies only what its log holds on disk).
 func cmdWaitAOF(c *conn, args [][]byte) {
 	local, ok1 := keyspace.ParseInt(args[1])
 	replicas, ok2 := keyspace.ParseInt(args[2])
@@ -259,28 +267,65 @@ func cmdWaitAOF(c *conn, args [][]byte) {
 		c.reply(keyspace.Error("ERR value is out of range, must be positive"))
 		return
 	}
-	if r, ok := parseTimeout(args[3]); !ok {
-		c.reply(r)
+	timeout, errReply := parseTimeout(args[3])
+	if errReply != nil {
+		c.reply(*errReply)
 		return
 	}
 	if local > 0 {
 		c.reply(keyspace.Error("ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled."))
 		return
 	}
-	c.reply(keyspace.Array(keyspace.Zero, keyspace.Int(int64(c.srv.engine.Info().SyncedReplicas))))
+	c.reply(c.waitReplicas(replicas, timeout, func(count int) keyspace.Reply {
+		return keyspace.Array(keyspace.Zero, keyspace.Int(int64(count)))
+	}))
 }
 
-// parseTimeout checks a blocking timeout in milliseconds as Redis's
-// getTimeoutFromObjectOrReply does.
-func parseTimeout(b []byte) (keyspace.Reply, bool) {
+// waitReplicas waits, for WAIT and WAITAOF, until n other nodes hold the
+// writes acknowledged to this client, and returns reply's rendering of how
+// many hold them. The replies of the commands before it are written first:
+// they are acknowledged before the wait, and the client reads them while it
+// blocks. Inside EXEC it does not wait, as Redis does not block a
+// transaction.
+func (c *conn) waitReplicas(n int64, timeout time.Duration, reply func(count int) keyspace.Reply) keyspace.Reply {
+	if c.capture != nil {
+		n = 0
+	} else {
+		c.drain()
+		if n > 0 {
+			c.flush()
+		}
+	}
+	var count int
+	var err error
+	c.block(func(ctx context.Context) { count, err = c.srv.engine.WaitReplicas(ctx, int(n), timeout) })
+	var rerr replication.ReplyError
+	switch {
+	case errors.As(err, &rerr):
+		return keyspace.Error(string(rerr))
+	case err != nil:
+		return keyspace.Error("ERR " + err.Error())
+	}
+	return reply(count)
+}
+
+// parseTimeout reads a blocking timeout in milliseconds as Redis's
+// getTimeoutFromObjectOrReply does. One too long for a time.Duration is no
+// limit: Redis never reaches it either.
+func parseTimeout(b []byte) (time.Duration, *keyspace.Reply) {
 	n, ok := keyspace.ParseInt(b)
 	if !ok {
-		return keyspace.Error("ERR timeout is not an integer or out of range"), false
+		r := keyspace.Error("ERR timeout is not an integer or out of range")
+		return 0, &r
 	}
 	if n < 0 {
-		return keyspace.Error("ERR timeout is negative"), false
+		r := keyspace.Error("ERR timeout is negative")
+		return 0, &r
 	}
-	return keyspace.Reply{}, true
+	if n > math.MaxInt64/int64(time.Millisecond) {
+		return 0, nil
+	}
+	return time.Duration(n) * time.Millisecond, nil
 }
 
 // RedisVersion is the Redis version lockserver presents to clients: the one

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -75,6 +76,14 @@ type conn struct {
 
 	closing atomic.Bool
 	done    chan struct{} // closed when serve returns
+	// ctx ends when the connection is killed, shuts down or closes, so that a
+	// command that blocks it (WAIT) waits no longer.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// ahead holds what the client sent while a command blocked, then the
+	// read error that ended it if any; the reader takes them first (see block).
+	ahead    []byte
+	aheadErr error
 }
 
 // slot is one reply of a batch: ready, or pending in the engine.
@@ -103,8 +112,67 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c.proto.Store(2)
 	c.info.multi = -1
 	c.lastActive.Store(c.created.UnixNano())
-	c.rd = newReader(nc, s.limits, func() bool { return c.authed })
+	c.ctx, c.cancel = context.WithCancel(s.ctx)
+	c.rd = newReader(connSource{c}, s.limits, func() bool { return c.authed })
 	return c
+}
+
+// connSource is what the reader reads: what arrived while a command blocked,
+// then the socket.
+type connSource struct{ c *conn }
+
+func (s connSource) Read(b []byte) (int, error) {
+	c := s.c
+	if len(c.ahead) > 0 {
+		n := copy(b, c.ahead)
+		if c.ahead = c.ahead[n:]; len(c.ahead) == 0 {
+			c.ahead = nil
+		}
+		return n, nil
+	}
+	if c.aheadErr != nil {
+		return 0, c.aheadErr
+	}
+	return c.nc.Read(b)
+}
+
+// block runs wait, which blocks the connection as Redis blocks a client, with
+// a context that also ends if the client hangs up meanwhile. To notice that,
+// a goroutine reads what the client sends during the wait, into c.ahead; the
+// commands in it run after the wait, as Redis runs them after unblocking.
+func (c *conn) block(wait func(ctx context.Context)) {
+	ctx, hangup := context.WithCancel(c.ctx)
+	defer hangup()
+	var stopping atomic.Bool
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		buf := make([]byte, 4096)
+		for {
+			n, err := c.nc.Read(buf)
+			c.ahead = append(c.ahead, buf[:n]...)
+			if err == nil && int64(len(c.ahead)) > c.srv.limits.maxQuery.Load() {
+				err = errQueryTooBig
+			}
+			if err != nil {
+				// The deadline that stops this goroutine is no error of the client's.
+				if !stopping.Load() {
+					c.aheadErr = err
+					hangup()
+				}
+				return
+			}
+		}
+	}()
+	wait(ctx)
+	stopping.Store(true)
+	c.nc.SetReadDeadline(time.Now())
+	<-stopped
+	// shutdown sets closing before its deadline, and serve checks closing
+	// before it reads again.
+	if !c.closing.Load() {
+		c.nc.SetReadDeadline(time.Time{})
+	}
 }
 
 // serve reads and runs commands until the client leaves, the server closes, or
@@ -158,6 +226,7 @@ func (c *conn) readFailed(err error) {
 
 // close ends the connection: its subscriptions, its socket, its push writer.
 func (c *conn) close() {
+	c.cancel()
 	c.srv.hub.unsubscribeAll(c)
 	c.omu.Lock()
 	c.gone = true
@@ -170,6 +239,7 @@ func (c *conn) close() {
 // limit): its blocked read or write fails and serve ends.
 func (c *conn) kill() {
 	c.closing.Store(true)
+	c.cancel()
 	c.omu.Lock()
 	c.gone = true
 	c.omu.Unlock()
@@ -181,6 +251,7 @@ func (c *conn) kill() {
 // write its replies.
 func (c *conn) shutdown(grace time.Duration) {
 	c.closing.Store(true)
+	c.cancel()
 	c.nc.SetReadDeadline(time.Now())
 	c.nc.SetWriteDeadline(time.Now().Add(grace))
 }
