@@ -487,6 +487,8 @@ var errNoGoodReplica = keyspace.Error("NOGOODSLAVE No suitable replica to promot
 // ["master", offset, [[ip, port, offset], ...]], on a follower ["slave",
 // leader ip, leader port, link state, offset]. Offsets are applied log
 // indexes; a replica's is reported as 0, its progress being unknown here.
+// The leader lists the replicas that answer it, as Redis lists its online
+// ones: those INFO's connected_slaves counts and WAIT can count.
 // A follower forwards writes to the leader, so clients that find it by
 // Sentinel work through it too.
 func cmdRole(c *conn, args [][]byte) {
@@ -494,7 +496,9 @@ func cmdRole(c *conn, args [][]byte) {
 	if v.leading {
 		replicas := make([]keyspace.Reply, 0, len(v.replicas))
 		for _, n := range v.replicas {
-			replicas = append(replicas, keyspace.Array(keyspace.Bulk(n.host), keyspace.Bulk(n.port), keyspace.Bulk("0")))
+			if !n.down {
+				replicas = append(replicas, keyspace.Array(keyspace.Bulk(n.host), keyspace.Bulk(n.port), keyspace.Bulk("0")))
+			}
 		}
 		c.reply(keyspace.Array(keyspace.Bulk("master"), keyspace.Int(int64(v.applied)), keyspace.Array(replicas...)))
 		return
