@@ -38,9 +38,11 @@ func (r *Raft) Info() Info {
 // while some wait needs that member's progress, and one request for the
 // leader's index at a time, which serves every wait that began before it.
 
-// Bounds of the polling. A member applies an entry about a CommitTimeout
-// after the leader commits it, so a poll that finds it behind is repeated
-// soon; one that fails or finds no progress backs off to pollMax.
+// Bounds of the polling. A member applies an entry one to two CommitTimeouts
+// after the leader commits it, when the next AppendEntries tells it of the
+// commit, so a member that answers is asked again every pollMin, not to add
+// to that wait; one that fails is asked less and less often, down to once
+// every pollMax.
 const (
 	pollMin     = time.Millisecond
 	pollMax     = 50 * time.Millisecond
@@ -314,7 +316,7 @@ func (r *Raft) replicaLoop() {
 // pollMember asks m its applied index for as long as a wait needs it.
 func (r *Raft) pollMember(m replicaMember) {
 	a := &r.waits
-	backoff, last := pollMin, uint64(0)
+	backoff := pollMin
 	for {
 		applied, err := r.memberApplied(m)
 		set := r.replicaSet()
@@ -333,12 +335,11 @@ func (r *Raft) pollMember(m replicaMember) {
 			a.signal()
 			return
 		}
-		if err != nil || applied <= last {
+		if err != nil {
 			backoff = min(2*backoff, pollMax)
 		} else {
 			backoff = pollMin
 		}
-		last = applied
 		select {
 		case <-r.stop:
 			return
