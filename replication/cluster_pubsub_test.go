@@ -127,6 +127,28 @@ func TestClusterPublishThroughFollowerEitherOrder(t *testing.T) {
 	noRelaysLeft(t, f)
 }
 
+// Once the follower has answered a relayed request from its own apply, the
+// request is its client's again: the server reuses it for the next command
+// while the leader's answer to the batch that carried it is still on its way,
+// and that answer must not touch it.
+func TestClusterRelayedRequestReusedAfterItsAnswer(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	f := c.followers(l)[0]
+	f.hub.subscribe("ch", false, 3)
+	wantReply(t, "SET through the follower", do(f, 0, "SET", "k", "v"), keyspace.OK)
+
+	release := holdFSM(t, l)
+	req := submitTo(f, false, []string{"PUBLISH", "ch", "m"})
+	c.eventually("the follower's own apply", req.Ready)
+	wantReply(t, "PUBLISH", waitReply(req), keyspace.Int(3))
+	*req = Request{Cmds: [][][]byte{words("GET", "k")}}
+	f.eng.Submit(req)
+	release()
+	wantReply(t, "GET in the reused request", waitReply(req), keyspace.Bulk("v"))
+	noRelaysLeft(t, f)
+}
+
 // A relayed request whose entry this node does not apply live, because a
 // snapshot held it, is answered once this node's applied index reaches the
 // leader's at its answer: with the leader's reply, counting none of this
@@ -153,7 +175,7 @@ func TestClusterRelayedPublishNotAppliedHere(t *testing.T) {
 
 	// Answered by the leader at an index this node has reached already.
 	now := relayed(false, []string{"PUBLISH", "ch", "m"})
-	fwd.awaitApply(now, keyspace.Int(5), f.eng.applied.Load())
+	fwd.awaitApply(now.relay.seq, keyspace.Int(5), f.eng.applied.Load())
 	wantReply(t, "PUBLISH whose index this node passed", waitReply(now), keyspace.Int(0))
 
 	// Answered at an index this node reaches later, while its FSM waits.
@@ -164,8 +186,8 @@ func TestClusterRelayedPublishNotAppliedHere(t *testing.T) {
 	leaderApplied := l.eng.applied.Load()
 	single := relayed(false, []string{"PUBLISH", "ch", "m"})
 	multi := relayed(true, []string{"SET", "k", "v"}, []string{"PUBLISH", "ch", "m"}, []string{"SPUBLISH", "ch", "m"}, []string{"GET", "k"})
-	fwd.awaitApply(single, keyspace.Int(5), leaderApplied)
-	fwd.awaitApply(multi, keyspace.Array(keyspace.OK, keyspace.Int(5), keyspace.Int(6), keyspace.Bulk("v")), leaderApplied)
+	fwd.awaitApply(single.relay.seq, keyspace.Int(5), leaderApplied)
+	fwd.awaitApply(multi.relay.seq, keyspace.Array(keyspace.OK, keyspace.Int(5), keyspace.Int(6), keyspace.Bulk("v")), leaderApplied)
 	if single.Ready() || multi.Ready() {
 		t.Fatal("answered before this node reached the leader's applied index")
 	}

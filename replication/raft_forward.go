@@ -190,6 +190,9 @@ func (f *forwarder) send(batch []*Request) {
 	r := f.r
 	deadline := time.Now().Add(r.opts.ForwardWait)
 	var payload []byte
+	// seqs are the relay numbers of the batch's requests, 0 for those not
+	// relayed, or nil if none is (see relayTag); set with payload.
+	var seqs []uint64
 	lastErr := "no leader"
 	for backoff := 5 * time.Millisecond; ; backoff = min(2*backoff, 100*time.Millisecond) {
 		leader := r.leaderID()
@@ -197,8 +200,9 @@ func (f *forwarder) send(batch []*Request) {
 		case leader == "":
 		case leader == r.opts.NodeID:
 			// This node leads now and answers its own proposals.
-			if f.untag(batch) {
-				payload = nil
+			if seqs != nil {
+				f.untag(batch, seqs)
+				payload, seqs = nil, nil
 			}
 			if r.submitBatch(batch) {
 				return
@@ -207,44 +211,44 @@ func (f *forwarder) send(batch []*Request) {
 			lastErr = "the leader's client address is not known yet"
 		default:
 			if payload == nil {
-				f.tag(batch)
+				seqs = f.tag(batch)
 				payload = encodeRequests(batch)
 			}
 			res, abandoned, err := f.call(leader, addr, payload)
 			var rerr ReplyError
 			switch {
 			case err == nil:
-				f.answer(batch, res)
+				f.answer(batch, seqs, res)
 				return
 			case retryable(err):
 				lastErr = fmt.Sprintf("leader %s at %s: %v", leader, addr, err)
 			case abandoned:
 				r.log.Warn("gave up on a forwarded batch: another node leads now", "leader", leader, "addr", addr)
-				for _, req := range batch {
-					f.finish(req, unknownOutcome(req, "leader "+leader+" was replaced before it answered"))
+				for _, req := range f.owned(batch, seqs) {
+					r.finish(req, unknownOutcome(req, "leader "+leader+" was replaced before it answered"))
 				}
 				return
 			case errors.As(err, &rerr):
 				// The leader refused the FORWARD command itself (NOAUTH, ...).
 				r.log.Error("the leader refused forwarded commands", "leader", leader, "addr", addr, "err", err)
-				f.finishAll(batch, keyspace.Error("ERR forwarding to the leader failed: "+string(rerr)))
+				f.finishAll(f.owned(batch, seqs), keyspace.Error("ERR forwarding to the leader failed: "+string(rerr)))
 				return
 			default:
 				r.log.Warn("forwarding to the leader failed after sending", "leader", leader, "addr", addr, "err", err)
-				for _, req := range batch {
-					f.finish(req, unknownOutcome(req, "the connection to the leader failed after the command was forwarded"))
+				for _, req := range f.owned(batch, seqs) {
+					r.finish(req, unknownOutcome(req, "the connection to the leader failed after the command was forwarded"))
 				}
 				return
 			}
 		}
 		if time.Now().After(deadline) {
-			f.finishAll(batch, keyspace.Error(errClusterDown+" ("+lastErr+")"))
+			f.finishAll(f.owned(batch, seqs), keyspace.Error(errClusterDown+" ("+lastErr+")"))
 			return
 		}
 		select {
 		case <-time.After(backoff):
 		case <-r.stop:
-			f.finishAll(batch, keyspace.Error(errClosed))
+			f.finishAll(f.owned(batch, seqs), keyspace.Error(errClosed))
 			return
 		}
 	}
@@ -304,42 +308,38 @@ func (f *forwarder) leaderChanged() {
 	}
 }
 
-// answer relays the leader's replies to a batch. A relayed request that
-// succeeded waits for this node's own reply (see relayTag).
-func (f *forwarder) answer(batch []*Request, res string) {
+// answer relays the leader's replies to a batch whose relay numbers are
+// seqs. A relayed request that succeeded waits for this node's own reply.
+func (f *forwarder) answer(batch []*Request, seqs []uint64, res string) {
 	leaderApplied, replies, err := decodeForwardReply([]byte(res))
 	if err == nil && len(replies) != len(batch) {
 		err = fmt.Errorf("%d replies to %d requests", len(replies), len(batch))
 	}
 	if err != nil {
 		f.r.log.Error("bad reply to a forwarded batch", "err", err)
-		for _, req := range batch {
-			f.finish(req, unknownOutcome(req, "the leader's reply could not be read"))
+		for _, req := range f.owned(batch, seqs) {
+			f.r.finish(req, unknownOutcome(req, "the leader's reply could not be read"))
 		}
 		return
 	}
 	for i, req := range batch {
-		if req.relay.seq != 0 && replies[i].Kind != keyspace.KindError {
-			f.awaitApply(req, replies[i], leaderApplied)
-			continue
+		switch {
+		case seqs == nil || seqs[i] == 0:
+			f.r.finish(req, replies[i])
+		case replies[i].Kind == keyspace.KindError: // nothing was applied
+			if rl := f.claim(seqs[i]); rl != nil {
+				f.r.finish(rl.req, replies[i])
+			}
+		default:
+			f.awaitApply(seqs[i], replies[i], leaderApplied)
 		}
-		f.finish(req, replies[i])
 	}
 }
 
 func (f *forwarder) finishAll(batch []*Request, reply keyspace.Reply) {
 	for _, req := range batch {
-		f.finish(req, reply)
+		f.r.finish(req, reply)
 	}
-}
-
-// finish answers a request of a batch sent to the leader, unless it is
-// relayed and this node has answered it already, as it applied its entry.
-func (f *forwarder) finish(req *Request, reply keyspace.Reply) {
-	if req.relay.seq != 0 && f.claim(req.relay.seq) == nil {
-		return
-	}
-	f.r.finish(req, reply)
 }
 
 // Relayed replies. PUBLISH and SPUBLISH reply how many subscribers received
@@ -381,37 +381,65 @@ func isPublish(args [][]byte) bool {
 	return cmd != nil && (cmd.Name == "publish" || cmd.Name == "spublish")
 }
 
-// tag gives the requests of batch that count subscribers a relay tag, and
-// tracks them until they are answered.
-func (f *forwarder) tag(batch []*Request) {
-	f.relayMu.Lock()
-	defer f.relayMu.Unlock()
-	for _, req := range batch {
-		if req.relay.seq != 0 || !countsSubscribers(req) {
+// tag gives the requests of batch that count subscribers a relay tag, tracks
+// them until they are answered, and returns their numbers, 0 for the other
+// requests, or nil if there is none.
+//
+// Once this node may apply a relayed request's entry, the request is no
+// longer the sender's: the FSM may answer it, and its client reuse it, at
+// any moment. The sender then goes by the numbers, and touches a relayed
+// request only once it has claimed it (see owned).
+func (f *forwarder) tag(batch []*Request) []uint64 {
+	var seqs []uint64
+	for i, req := range batch {
+		if !countsSubscribers(req) {
 			continue
+		}
+		f.relayMu.Lock()
+		if seqs == nil {
+			seqs = make([]uint64, len(batch))
 		}
 		if f.relays == nil {
 			f.relays = make(map[uint64]*relayed)
 		}
 		f.relaySeq++
+		seqs[i] = f.relaySeq
 		req.relay = relayTag{origin: f.r.origin, seq: f.relaySeq}
 		f.relays[f.relaySeq] = &relayed{req: req}
+		f.relayMu.Unlock()
+	}
+	return seqs
+}
+
+// untag undoes tag for a batch that no leader has appended and that this
+// node is about to propose itself.
+func (f *forwarder) untag(batch []*Request, seqs []uint64) {
+	f.relayMu.Lock()
+	defer f.relayMu.Unlock()
+	for i, seq := range seqs {
+		if seq != 0 {
+			delete(f.relays, seq)
+			batch[i].relay = relayTag{}
+		}
 	}
 }
 
-// untag undoes tag for a batch that this node is about to propose itself, and
-// reports whether any request had a tag.
-func (f *forwarder) untag(batch []*Request) bool {
+// owned returns the requests of batch, whose relay numbers are seqs, that
+// are still the sender's to answer: all but the relayed ones that this node
+// answered as it applied their entries. It claims the relayed ones.
+func (f *forwarder) owned(batch []*Request, seqs []uint64) []*Request {
+	if seqs == nil {
+		return batch
+	}
+	out := make([]*Request, 0, len(batch))
 	f.relayMu.Lock()
 	defer f.relayMu.Unlock()
-	tagged := false
-	for _, req := range batch {
-		if req.relay.seq != 0 {
-			delete(f.relays, req.relay.seq)
-			req.relay, tagged = relayTag{}, true
+	for i, req := range batch {
+		if seqs[i] == 0 || f.claimLocked(seqs[i]) != nil {
+			out = append(out, req)
 		}
 	}
-	return tagged
+	return out
 }
 
 // claim stops tracking relayed request seq and returns it, for its caller to
@@ -437,11 +465,10 @@ func (f *forwarder) claimLocked(seq uint64) *relayed {
 	return rl
 }
 
-// awaitApply keeps a relayed request that the leader answered with reply,
-// once its applied index was leaderApplied, until this node applies the
-// request's entry or passes that index.
-func (f *forwarder) awaitApply(req *Request, reply keyspace.Reply, leaderApplied uint64) {
-	seq := req.relay.seq
+// awaitApply keeps relayed request seq, which the leader answered with
+// reply once its applied index was leaderApplied, until this node applies
+// the request's entry or passes that index.
+func (f *forwarder) awaitApply(seq uint64, reply keyspace.Reply, leaderApplied uint64) {
 	f.relayMu.Lock()
 	rl := f.relays[seq]
 	if rl == nil { // this node applied the entry first and answered
