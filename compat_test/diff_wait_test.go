@@ -83,6 +83,42 @@ func TestDiffWaitHangup(t *testing.T) {
 	}
 }
 
+// CLIENT UNBLOCK ends a WAIT as redis-server does: as if it timed out (the
+// count), or with an UNBLOCKED error; CLIENT LIST flags the client b while it
+// blocks, and a client that is not blocked is not unblocked.
+func TestDiffWaitUnblock(t *testing.T) {
+	p := newPair(t)
+	for _, how := range [][]string{{}, {"TIMEOUT"}, {"ERROR"}} {
+		blocked := p.another()
+		ids := map[*rawClient]string{}
+		for _, side := range []struct{ blocked, peer *rawClient }{{blocked.redis, p.redis}, {blocked.ls, p.ls}} {
+			id := strings.Trim(side.blocked.Do("CLIENT", "ID"), ":\r\n")
+			ids[side.peer] = id
+			entry := regexp.MustCompile(`(?m)^id=` + id + ` .*flags=(\S+) .*cmd=(\S+)`)
+			side.blocked.Send("WAIT", "1", "0")
+			waitFor(t, func() string {
+				if m := entry.FindStringSubmatch(side.peer.Do("CLIENT", "LIST")); m == nil || m[1] != "b" || m[2] != "wait" {
+					return "client " + id + " listed with flags=b cmd=wait"
+				}
+				return ""
+			})
+		}
+		want := p.redis.Do(append([]string{"CLIENT", "UNBLOCK", ids[p.redis]}, how...)...)
+		got := p.ls.Do(append([]string{"CLIENT", "UNBLOCK", ids[p.ls]}, how...)...)
+		if want != ":1\r\n" || got != want {
+			t.Errorf("CLIENT UNBLOCK %v of a client blocked in WAIT: redis-server %q, lockserver %q", how, want, got)
+		}
+		blocked.Read()
+		// Unblocked, it is no longer blocked.
+		want = p.redis.Do(append([]string{"CLIENT", "UNBLOCK", ids[p.redis]}, how...)...)
+		got = p.ls.Do(append([]string{"CLIENT", "UNBLOCK", ids[p.ls]}, how...)...)
+		if want != ":0\r\n" || got != want {
+			t.Errorf("CLIENT UNBLOCK %v of a client no longer blocked: redis-server %q, lockserver %q", how, want, got)
+		}
+		blocked.Do("PING")
+	}
+}
+
 // Closing the server ends a WAIT that would block for ever, and the server
 // does not wait for it.
 func TestWaitEndsAtClose(t *testing.T) {

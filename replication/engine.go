@@ -19,8 +19,8 @@ type Engine interface {
 	// WaitReplicas serves WAIT: it waits until at least n other nodes hold
 	// every write acknowledged to any client before the call, for at most
 	// timeout (0: no limit) or until ctx ends, and returns how many hold
-	// them then. With n <= 0 it does not wait. An error is a ReplyError to
-	// give the client, or ctx's.
+	// them then, with ctx's error if it ended the wait. With n <= 0 it does
+	// not wait. Any other error is a ReplyError to give the client.
 	WaitReplicas(ctx context.Context, n int, timeout time.Duration) (int, error)
 	// Close stops the engine.
 	Close() error

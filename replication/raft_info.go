@@ -103,9 +103,10 @@ func (a *replicaWaits) signal() {
 }
 
 // WaitReplicas waits until n members other than the leader hold every write
-// acknowledged before the call, for at most timeout (0: no limit), and
-// returns how many hold them then. A follower that cannot learn the leader's
-// index within ForwardWait, or the timeout, answers CLUSTERDOWN.
+// acknowledged before the call, for at most timeout (0: no limit) or until
+// ctx ends, and returns how many hold them then. A follower that cannot
+// learn the leader's index within ForwardWait, or the timeout, answers
+// CLUSTERDOWN.
 func (r *Raft) WaitReplicas(ctx context.Context, n int, timeout time.Duration) (int, error) {
 	a := &r.waits
 	w := &replicaWait{n: n, done: make(chan struct{})}
@@ -134,6 +135,7 @@ func (r *Raft) WaitReplicas(ctx context.Context, n int, timeout time.Duration) (
 		defer t.Stop()
 		noLeader = t.C
 	}
+	var ctxErr error
 	for {
 		select {
 		case <-w.done:
@@ -147,8 +149,7 @@ func (r *Raft) WaitReplicas(ctx context.Context, n int, timeout time.Duration) (
 				continue
 			}
 		case <-ctx.Done():
-			a.end(w)
-			return 0, ctx.Err()
+			ctxErr = ctx.Err()
 		case <-r.stop:
 			a.end(w)
 			return 0, ReplyError(errClosed)
@@ -158,10 +159,10 @@ func (r *Raft) WaitReplicas(ctx context.Context, n int, timeout time.Duration) (
 		a.endLocked(w)
 		targeted, count := w.targeted, a.countLocked(r, w.target, members)
 		a.mu.Unlock()
-		if !targeted {
+		if !targeted && ctxErr == nil {
 			return 0, ReplyError(errClusterDown)
 		}
-		return count, nil
+		return count, ctxErr
 	}
 }
 

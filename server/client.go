@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,7 +61,7 @@ var clientHandlers = map[string]func(c *conn, args [][]byte){
 		"REPLY (ON|OFF|SKIP)", "    Control the replies sent to the current connection.",
 		"SETINFO <LIB-NAME|LIB-VER> <value>", "    Record the client library's name or version.",
 		"SETNAME <name>", "    Assign the name <name> to the current connection.",
-		"UNBLOCK <clientid> [TIMEOUT|ERROR]", "    Return 0: no command blocks.",
+		"UNBLOCK <clientid> [TIMEOUT|ERROR]", "    Unblock the specified client blocked in WAIT.",
 		"TRACKING, TRACKINGINFO, PAUSE, UNPAUSE", "    Client-side caching and pausing are not supported."),
 }
 
@@ -158,17 +159,38 @@ func cmdClientReply(c *conn, args [][]byte) {
 	}
 }
 
+// CLIENT UNBLOCK id [TIMEOUT|ERROR] ends the wait of a client blocked in
+// WAIT: as if its timeout had passed, or with an UNBLOCKED error.
 func cmdClientUnblock(c *conn, args [][]byte) {
-	if _, ok := keyspace.ParseInt(args[2]); !ok {
+	id, ok := keyspace.ParseInt(args[2])
+	if !ok {
 		c.reply(keyspace.ErrNotInteger)
 		return
 	}
-	if len(args) > 4 || (len(args) == 4 && !strings.EqualFold(string(args[3]), "timeout") && !strings.EqualFold(string(args[3]), "error")) {
+	cause := errUnblockTimeout
+	switch {
+	case len(args) == 3, len(args) == 4 && strings.EqualFold(string(args[3]), "timeout"):
+	case len(args) == 4 && strings.EqualFold(string(args[3]), "error"):
+		cause = errUnblockError
+	default:
 		c.reply(keyspace.Error("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"))
 		return
 	}
-	c.reply(keyspace.Zero) // no command blocks, so no client is blocked
+	unblocked := keyspace.Zero
+	c.srv.each(func(o *conn) {
+		if end := o.unblock.Load(); o.id == id && end != nil {
+			(*end)(cause)
+			unblocked = keyspace.Int(1)
+		}
+	})
+	c.reply(unblocked)
 }
+
+// The causes with which CLIENT UNBLOCK ends a blocked command's wait.
+var (
+	errUnblockTimeout = errors.New("unblocked as if timed out")
+	errUnblockError   = errors.New("UNBLOCKED client unblocked via CLIENT UNBLOCK")
+)
 
 // clientType is a CLIENT LIST / KILL TYPE filter: "normal" or "pubsub"
 // (lockserver has no master or replica connections).
@@ -333,6 +355,9 @@ func (c *conn) describe() string {
 	}
 	if multi >= 0 {
 		flags += "x"
+	}
+	if c.unblock.Load() != nil {
+		flags += "b"
 	}
 	if noEvict {
 		flags += "e"

@@ -298,15 +298,25 @@ func (c *conn) waitReplicas(n int64, timeout time.Duration, reply func(count int
 	}
 	var count int
 	var err error
-	c.block(func(ctx context.Context) { count, err = c.srv.engine.WaitReplicas(ctx, int(n), timeout) })
+	c.block(func(ctx context.Context) {
+		count, err = c.srv.engine.WaitReplicas(ctx, int(n), timeout)
+		if err != nil && ctx.Err() != nil {
+			err = context.Cause(ctx)
+		}
+	})
 	var rerr replication.ReplyError
 	switch {
+	case err == nil, errors.Is(err, errUnblockTimeout):
+		return reply(count)
+	case errors.Is(err, errUnblockError):
+		return keyspace.Error(err.Error())
 	case errors.As(err, &rerr):
 		return keyspace.Error(string(rerr))
-	case err != nil:
-		return keyspace.Error("ERR " + err.Error())
+	case errors.Is(err, context.Canceled):
+		// The connection ends: killed, or the server shuts down.
+		return keyspace.Error("ERR the connection is closing")
 	}
-	return reply(count)
+	return keyspace.Error("ERR " + err.Error())
 }
 
 // parseTimeout reads a blocking timeout in milliseconds as Redis's

@@ -80,6 +80,9 @@ type conn struct {
 	// command that blocks it (WAIT) waits no longer.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// unblock ends the wait of a command that blocks the connection, with a
+	// cause (CLIENT UNBLOCK's); nil while none blocks.
+	unblock atomic.Pointer[context.CancelCauseFunc]
 	// ahead holds what the client sent while a command blocked, then the
 	// read error that ended it if any; the reader takes them first (see block).
 	ahead    []byte
@@ -141,8 +144,10 @@ func (s connSource) Read(b []byte) (int, error) {
 // a goroutine reads what the client sends during the wait, into c.ahead; the
 // commands in it run after the wait, as Redis runs them after unblocking.
 func (c *conn) block(wait func(ctx context.Context)) {
-	ctx, hangup := context.WithCancel(c.ctx)
-	defer hangup()
+	ctx, end := context.WithCancelCause(c.ctx)
+	defer end(nil)
+	c.unblock.Store(&end)
+	defer c.unblock.Store(nil)
 	var stopping atomic.Bool
 	stopped := make(chan struct{})
 	go func() {
@@ -158,7 +163,7 @@ func (c *conn) block(wait func(ctx context.Context)) {
 				// The deadline that stops this goroutine is no error of the client's.
 				if !stopping.Load() {
 					c.aheadErr = err
-					hangup()
+					end(err)
 				}
 				return
 			}
