@@ -642,9 +642,23 @@ func (r *Raft) serveForward(req *Request, payload []byte) {
 			r.smMu.Lock()
 			applied = r.applied.Load()
 			r.smMu.Unlock()
+			r.sendCommitIndex()
 		}
 		r.finish(req, keyspace.Bulk(string(encodeForwardReply(applied, replies))))
 	}()
+}
+
+// sendCommitIndex makes the leader tell the followers its commit index now,
+// for the sender of relayed requests to apply their entries and answer. A
+// follower learns it from the next append, which an idle leader sends only
+// after CommitTimeout (5 to 10 ms): so unless proposals are pending, which
+// will carry it, an empty entry goes to the log.
+func (r *Raft) sendCommitIndex() {
+	r.proposeMu.Lock()
+	defer r.proposeMu.Unlock()
+	if len(r.pendingProps) == 0 && r.leadingLocked() {
+		r.proposeLocked(&logEntry{Kind: kindBarrier}, nil, false)
+	}
 }
 
 // redisPeers is the PeerClient over TCP: go-redis, one small pool per node.
