@@ -695,7 +695,7 @@ func (r *Raft) waitLoop() {
 }
 
 func (r *Raft) checkBatch(b *logBatch) {
-	err := b.future.Error()
+	err := r.outcome(b.future)
 	r.proposeMu.Lock()
 	r.inflight--
 	if err == nil {
@@ -707,6 +707,26 @@ func (r *Raft) checkBatch(b *logBatch) {
 	if err != nil {
 		for _, p := range b.props {
 			r.failProposal(p, err)
+		}
+	}
+}
+
+// outcome waits for the outcome of a batch sent to the log. hashicorp/raft
+// never answers a batch still queued for its leader loop when it shuts
+// down, and Close stops the node only once raft has shut down: a batch with
+// no outcome then has none to come, and fails as raft's would.
+func (r *Raft) outcome(f raft.ApplyFuture) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-r.stop:
+		select {
+		case err := <-done:
+			return err
+		default:
+			return raft.ErrRaftShutdown
 		}
 	}
 }
