@@ -95,6 +95,8 @@ func (r *Raft) clusterCommand(req *Request) {
 	case sub == "acked":
 		if target, ok := r.ackedIndex(); ok {
 			r.finish(req, keyspace.Bulk(strconv.FormatUint(target, 10)))
+			// The members learn that target is committed from the next append.
+			r.sendCommitIndex()
 		} else {
 			r.finish(req, keyspace.Error(errTryAgain))
 		}

@@ -121,8 +121,13 @@ func (r *Raft) WaitReplicas(ctx context.Context, n int, timeout time.Duration) (
 	} else {
 		a.untargeted = append(a.untargeted, w)
 	}
+	unsettled := a.waits[w]
 	a.mu.Unlock()
 	a.signal()
+	if unsettled {
+		// The members learn that target is committed from the next append.
+		r.sendCommitIndex()
+	}
 
 	var expire, noLeader <-chan time.Time
 	if timeout > 0 {
