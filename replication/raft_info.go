@@ -164,10 +164,13 @@ func (r *Raft) WaitReplicas(ctx context.Context, n int, timeout time.Duration) (
 		a.endLocked(w)
 		targeted, count := w.targeted, a.countLocked(r, w.target, members)
 		a.mu.Unlock()
-		if !targeted && ctxErr == nil {
-			return 0, ReplyError(errClusterDown)
+		switch {
+		case targeted:
+			return count, ctxErr
+		case ctxErr != nil:
+			return 0, ctxErr
 		}
-		return count, ctxErr
+		return 0, ReplyError(errClusterDown)
 	}
 }
 
