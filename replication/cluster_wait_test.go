@@ -101,9 +101,17 @@ func TestClusterWaitPartition(t *testing.T) {
 		t.Fatalf("WAIT 1 300 on the cut-off follower: %v, want CLUSTERDOWN", err)
 	}
 
+	// Ended by its context before it has an index to wait for, it counts none.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	count, err := fs[1].eng.WaitReplicas(ctx, 1, 0)
+	cancel()
+	if count != 0 || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WAIT 1 0 on the cut-off follower, ended by its context: %d, %v", count, err)
+	}
+
 	c.heal()
 	c.eventually("the leader counts both replicas again", func() bool { return c.leader().eng.Info().Replicas == 2 })
-	count, err := waitReplicas(t, c.leader(), 2, 0)
+	count, err = waitReplicas(t, c.leader(), 2, 0)
 	wantCount(t, "WAIT 2 0 after healing", count, err, 2)
 	for _, f := range c.followers(c.leader()) {
 		wantReply(t, "GET k on "+f.id+" after healing", localGet(f, "k"), keyspace.Bulk("v"))
