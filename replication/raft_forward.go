@@ -672,9 +672,16 @@ func newRedisPeers(password string) *redisPeers {
 	return &redisPeers{password: password, clients: make(map[string]*redis.Client)}
 }
 
+// errPeersClosed is the error of a call after Close: not sent.
+var errPeersClosed = fmt.Errorf("%w: the node is closing", ErrNotSent)
+
+// client returns the pool for addr, or nil after Close.
 func (p *redisPeers) client(addr string) *redis.Client {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.clients == nil {
+		return nil
+	}
 	c := p.clients[addr]
 	if c == nil {
 		c = redis.NewClient(&redis.Options{
@@ -701,7 +708,11 @@ func (p *redisPeers) Call(ctx context.Context, addr string, args ...[]byte) (str
 	for i, b := range args {
 		a[i] = b
 	}
-	v, err := p.client(addr).Do(ctx, a...).Result()
+	c := p.client(addr)
+	if c == nil {
+		return "", errPeersClosed
+	}
+	v, err := c.Do(ctx, a...).Result()
 	if err != nil {
 		var rerr redis.Error
 		var op *net.OpError
