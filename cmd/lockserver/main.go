@@ -177,14 +177,15 @@ func run(args []string, stderr io.Writer) error {
 	log := slog.New(handler)
 	cfg.opts.Logger = log
 
+	// Catch the signals before saying ready: a supervisor (or a test) may send
+	// SIGTERM as soon as it reads that line, and it must drain, not kill.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	s, err := lockserver.Open(cfg.opts)
 	if err != nil {
 		return err
 	}
 	log.Info("lockserver ready", "addr", s.Addr(), "pid", os.Getpid())
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	<-ctx.Done()
 	log.Info("shutting down")
 	if err := s.Close(); err != nil {
