@@ -34,16 +34,39 @@ func BenchmarkClusterRedisson(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/clients=%d", target.name, clients), func(b *testing.B) {
 				rdb := redis.NewClient(&redis.Options{Addr: target.addr, PoolSize: clients, MinIdleConns: clients, MaxRetries: -1})
 				defer rdb.Close()
-				benchRedissonCycles(b, rdb, lock, unlock, target.name, clients)
+				benchRedissonCycles(b, rdb, lock, unlock, target.name, clients, false)
 			})
 		}
 	}
 }
 
-func benchRedissonCycles(b *testing.B, rdb *redis.Client, lock, unlock *redis.Script, prefix string, clients int) {
+// benchRedissonCycles runs lock and unlock cycles from clients goroutines, each
+// on its own key, and reports lock operations per second and their p50 and
+// p99 latencies. With wait, each script is followed in the same pipeline by
+// WAIT 2 1000, as Redisson's replicated and sentinel modes send it, and a
+// reply below 2 is an error.
+func benchRedissonCycles(b *testing.B, rdb *redis.Client, lock, unlock *redis.Script, prefix string, clients int, wait bool) {
 	ctx := context.Background()
 	if err := errors.Join(lock.Load(ctx, rdb).Err(), unlock.Load(ctx, rdb).Err()); err != nil {
 		b.Fatal(err)
+	}
+	step := func(s *redis.Script, keys []string, args ...any) (any, error) {
+		if !wait {
+			return s.EvalSha(ctx, rdb, keys, args...).Result()
+		}
+		var ev, synced *redis.Cmd
+		_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			ev = s.EvalSha(ctx, p, keys, args...)
+			synced = p.Do(ctx, "WAIT", 2, 1000)
+			return nil
+		})
+		if err != nil && err != redis.Nil {
+			return nil, err
+		}
+		if synced.Val() != int64(2) {
+			return nil, fmt.Errorf("WAIT 2 1000 replied %v", synced.Val())
+		}
+		return ev.Result()
 	}
 	var next atomic.Int64
 	lat := make([][]time.Duration, clients)
@@ -54,19 +77,19 @@ func benchRedissonCycles(b *testing.B, rdb *redis.Client, lock, unlock *redis.Sc
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			key := fmt.Sprintf("%s:%d:lock:%d", prefix, clients, c)
+			key := fmt.Sprintf("%s:%d:%v:lock:%d", prefix, clients, wait, c)
 			keys := []string{key, "redisson_lock__channel:{" + key + "}"}
 			owner := fmt.Sprintf("6f1b3c52-8d0e-4d7a-9a43-2f5e8c1d7b90:%d", c)
 			for next.Add(1) <= int64(b.N) {
 				t := time.Now()
 				// nil (redis.Nil) when acquired, else the holder's remaining lease.
-				if v, err := lock.Run(ctx, rdb, keys[:1], 30000, owner).Result(); err != redis.Nil {
+				if v, err := step(lock, keys[:1], 30000, owner); err != redis.Nil {
 					b.Errorf("redisson_lock.lua on a free key: %v, %v; want nil", v, err)
 					return
 				}
 				lat[c] = append(lat[c], time.Since(t))
 				t = time.Now()
-				if v, err := unlock.Run(ctx, rdb, keys, 0, 30000, owner).Result(); err != nil || v != int64(1) {
+				if v, err := step(unlock, keys, 0, 30000, owner); err != nil || v != int64(1) {
 					b.Errorf("redisson_unlock_v2.lua by the holder: %v, %v; want 1", v, err)
 					return
 				}
