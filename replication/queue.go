@@ -30,3 +30,22 @@ func (q *queue[T]) take() []T {
 	q.items = nil
 	return items
 }
+
+// awaitOr runs f, which may block without regard to done, on its own
+// goroutine and returns its result, or ok false if done closes first and f
+// has not returned by then. An abandoned f ends by itself.
+func awaitOr[T any](f func() T, done <-chan struct{}) (v T, ok bool) {
+	result := make(chan T, 1)
+	go func() { result <- f() }()
+	select {
+	case v = <-result:
+		return v, true
+	case <-done:
+		select {
+		case v = <-result:
+			return v, true
+		default:
+			return v, false
+		}
+	}
+}

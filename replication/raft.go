@@ -716,19 +716,11 @@ func (r *Raft) checkBatch(b *logBatch) {
 // down, and Close stops the node only once raft has shut down: a batch with
 // no outcome then has none to come, and fails as raft's would.
 func (r *Raft) outcome(f raft.ApplyFuture) error {
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		return err
-	case <-r.stop:
-		select {
-		case err := <-done:
-			return err
-		default:
-			return raft.ErrRaftShutdown
-		}
+	err, ok := awaitOr(f.Error, r.stop)
+	if !ok {
+		return raft.ErrRaftShutdown
 	}
+	return err
 }
 
 // failProposal answers a proposal whose batch raft refused or lost, unless

@@ -268,22 +268,14 @@ func (f *forwarder) call(leader, addr string, payload []byte) (res string, aband
 		res string
 		err error
 	}
-	replied := make(chan reply, 1)
 	// A PeerClient need not stop waiting when ctx ends (go-redis only sets
-	// deadlines from it): wait here, and let an abandoned call end by itself.
-	go func() {
+	// deadlines from it).
+	rep, ok := awaitOr(func() reply {
 		res, err := f.r.peers.Call(ctx, addr, argLockserver, argForward, payload)
-		replied <- reply{res, err}
-	}()
-	var rep reply
-	select {
-	case rep = <-replied:
-	case <-ctx.Done():
-		select {
-		case rep = <-replied:
-		default:
-			rep.err = ctx.Err()
-		}
+		return reply{res, err}
+	}, ctx.Done())
+	if !ok {
+		rep.err = ctx.Err()
 	}
 	f.mu.Lock()
 	abandoned = f.abandoned && rep.err != nil
