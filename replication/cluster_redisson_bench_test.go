@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -98,17 +97,7 @@ func benchRedissonCycles(b *testing.B, rdb *redis.Client, lock, unlock *redis.Sc
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	all := slices.Concat(lat...)
-	slices.Sort(all)
-	if len(all) == 0 {
-		return
-	}
-	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "lockops/s")
-	b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
-	b.ReportMetric(0, "ns/op")
+	replication.ReportLockOps(b, lat, time.Since(start))
 }
 
 // startRedissonCluster opens three bootstrapped members on loopback ports and

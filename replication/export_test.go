@@ -1,0 +1,4 @@
+package replication
+
+// Exported for the tests of package replication_test.
+var ReportLockOps = reportLockOps
