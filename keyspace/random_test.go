@@ -69,14 +69,14 @@ func TestRandomCommands(t *testing.T) {
 		}
 	}
 	var a, b bytes.Buffer
-	if err := s.WriteSnapshot(&a); err != nil {
+	if err := s.Freeze().WriteSnapshot(&a); err != nil {
 		t.Fatal(err)
 	}
 	restored := New()
 	if err := restored.ReadSnapshot(bytes.NewReader(a.Bytes())); err != nil {
 		t.Fatal(err)
 	}
-	if err := restored.WriteSnapshot(&b); err != nil {
+	if err := restored.Freeze().WriteSnapshot(&b); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(a.Bytes(), b.Bytes()) {

