@@ -129,8 +129,16 @@ func TestClusterNoStaleReadFromDeposedLeader(t *testing.T) {
 	wantReply(t, "SET k old", do(old, 0, "SET", "k", "old"), keyspace.OK)
 
 	c.partition(old)
-	// At once, before it notices: the read runs, but no VerifyLeader round confirms it.
-	wantErrPrefix(t, "GET on the partitioned leader", do(old, 0, "GET", "k"), "TRYAGAIN", "CLUSTERDOWN")
+	// At once, before it notices, the read may still be confirmed: a
+	// heartbeat answered just before the cut can come back after the read
+	// arrived, and hashicorp/raft's VerifyLeader counts it. That value is not
+	// stale (no other leader can exist yet: the follower that answered heard
+	// from this one just before the cut, and stands for election only after
+	// an election timeout without hearing from it), so "old" or a retry code
+	// are both right.
+	if r := do(old, 0, "GET", "k"); !same(r, keyspace.Bulk("old")) {
+		wantErrPrefix(t, "GET on the partitioned leader", r, "TRYAGAIN", "CLUSTERDOWN")
+	}
 
 	l := c.leader()
 	wantReply(t, "SET k new on the majority", do(l, 0, "SET", "k", "new"), keyspace.OK)
