@@ -160,6 +160,30 @@ func TestKeysSweep(t *testing.T) {
 	}
 }
 
+// TestKeysSweepFewExpired: among 10,000 live locks, 10 expired ones are not
+// searched for in one sweep (it stops once a sample shows that few have
+// expired), but the sweeps that follow, each resuming where the last one
+// stopped, reclaim them all within one turn of the shards.
+func TestKeysSweepFewExpired(t *testing.T) {
+	f := newFixture(t)
+	for i := 0; i < 10_000; i++ {
+		f.do("SET live" + strconv.Itoa(i) + " x PX 60000")
+	}
+	for i := 0; i < 10; i++ {
+		f.do("SET gone" + strconv.Itoa(i) + " x PX 1")
+	}
+	later := f.now + 1000
+	if n := f.s.Sweep(later, 2000); n >= 10 {
+		t.Fatalf("one sweep removed %d: it searched the whole store for 10 expired keys", n)
+	}
+	for range numShards {
+		f.s.Sweep(later, 2000)
+	}
+	if keys, volatile := f.s.KeyCounts(0); keys != 10_000 || volatile != 10_000 {
+		t.Errorf("after a turn of sweeps: KeyCounts = %d, %d; want 10000, 10000", keys, volatile)
+	}
+}
+
 // TestKeysVersions checks WATCH's counters: every write moves the key's
 // version, reads do not.
 func TestKeysVersions(t *testing.T) {

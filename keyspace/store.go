@@ -255,23 +255,34 @@ func (d *db) remove(shard map[string]*object, key []byte, o *object) {
 // modified records an in-place change of the value at key.
 func (c *Call) modified(key []byte) { c.Store.touch(c.DB, hashKey(key)) }
 
+// sweepSample is how many keys with a deadline a sweep looks at before it
+// may conclude that too few have expired to go on searching.
+const sweepSample = 256
+
 // Sweep removes up to budget keys whose deadline is at or before now and returns
 // how many it removed. It visits whole shards in turn, resuming where the last
-// sweep of each database stopped, and looks at no more than 8*budget keys, so
-// that one sweep stays short even when few keys have expired.
+// sweep of each database stopped. It looks at no more than 8*budget keys, and,
+// as Redis's active expiry does, stops once fewer than a quarter of the keys
+// with a deadline it looked at (sweepSample at least) had expired: a keyspace
+// of live locks then costs a few shards per sweep instead of 8*budget keys,
+// and the expired keys that wait for a later sweep are invisible meanwhile.
 // Call it with the time of the last applied entry: every later entry runs at a
 // later time, so removing such keys changes no outcome.
 func (s *Store) Sweep(now int64, budget int) int {
-	removed, examined := 0, 0
+	removed, examined, volatile := 0, 0, 0
 	for i := range s.dbs {
 		d := &s.dbs[i]
 		for visited := 0; d.volatile > 0 && visited < numShards; visited++ {
-			if removed >= budget || examined >= 8*budget {
+			if removed >= budget || examined >= 8*budget || (volatile >= sweepSample && 4*removed < volatile) {
 				return removed
 			}
 			shard := d.shards[d.sweepShard]
 			for k, o := range shard {
 				examined++
+				if o.deadline == 0 {
+					continue
+				}
+				volatile++
 				if !live(o.deadline, now) {
 					d.remove(shard, []byte(k), o)
 					removed++
