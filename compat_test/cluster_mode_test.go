@@ -150,6 +150,16 @@ func compareCluster(t *testing.T, what, redisAddr, redisMaster, lsAddr, lsMaster
 		{"CLUSTER", "MYID", "x"}, {"CLUSTER", "SLOTS", "x"}, {"CLUSTER", "SHARDS", "x"}, {"CLUSTER", "NODES", "x"},
 		{"CLUSTER", "KEYSLOT"}, {"CLUSTER", "KEYSLOT", "a", "b"}, {"CLUSTER", "HELP", "x"},
 		{"READONLY"}, {"READWRITE"}, {"ASKING"}, {"READONLY", "x"}, {"READWRITE", "x"}, {"ASKING", "x"},
+		{"CLUSTER", "COUNTKEYSINSLOT"}, {"CLUSTER", "COUNTKEYSINSLOT", "1", "2"},
+		{"CLUSTER", "GETKEYSINSLOT"}, {"CLUSTER", "GETKEYSINSLOT", "1"}, {"CLUSTER", "GETKEYSINSLOT", "1", "2", "3"},
+		// No key is in slot 0 or 16383 (see compareKeysInSlot).
+		{"CLUSTER", "COUNTKEYSINSLOT", "0"}, {"cluster", "countkeysinslot", "16383"},
+		{"CLUSTER", "GETKEYSINSLOT", "0", "0"}, {"CLUSTER", "GETKEYSINSLOT", "16383", "9223372036854775807"},
+	}
+	for _, slot := range []string{"16384", "-1", "x", "01", "+1", " 1", "1.0", "", "99999999999999999999", "-9223372036854775809"} {
+		exact = append(exact, []string{"CLUSTER", "COUNTKEYSINSLOT", slot},
+			[]string{"CLUSTER", "GETKEYSINSLOT", slot, "1"}, []string{"CLUSTER", "GETKEYSINSLOT", "1", slot},
+			[]string{"CLUSTER", "GETKEYSINSLOT", slot, "x"}, []string{"CLUSTER", "GETKEYSINSLOT", slot, "-1"})
 	}
 	for _, key := range []string{"", "a", "foo", "somekey", "{user1}.a", "{user1}.b", "user1", "{}", "a{}b", "{{x}}",
 		"{x}}", "}{x}", "{a}{b}", "x{y}z", "{abc", "abc}", "\xff\x00{\x01}", strings.Repeat("k", 1000), "lock", "{lock}:channel"} {
@@ -203,11 +213,124 @@ func compareCluster(t *testing.T, what, redisAddr, redisMaster, lsAddr, lsMaster
 	}
 }
 
+// slotKeys are the keys compareKeysInSlot writes: all but "a" and
+// "{user1}.x" are in slot 15891, the slot of "t" (of its hash tag for the
+// others); "{t}b" is deleted and written again, which moves it to the front
+// of Redis's list of the slot's keys.
+var slotKeys = []string{"{t}a", "{t}b", "t", "{t}zz", "{t}0", "a", "{user1}.x", "{t}" + strings.Repeat("k", 300)}
+
+// compareKeysInSlot writes the same keys to a redis-server cluster's master
+// and to a lockserver, through writeRedis and writeLS, then compares CLUSTER
+// COUNTKEYSINSLOT and GETKEYSINSLOT on each pair of nodes of nodes
+// ({redis-server, lockserver}), in RESP2 and RESP3.
+//
+// Redis lists a slot's keys newest first, in the order of the list it keeps
+// for each slot; lockserver, which keeps no such list (see
+// keyspace.forKeysInSlot), lists them in byte order. So GETKEYSINSLOT's
+// lists are compared as sets, and one cut short by its count as a subset of
+// the slot's keys of the right length.
+func compareKeysInSlot(t *testing.T, writeRedis, writeLS string, nodes [][2]string) {
+	t.Helper()
+	for _, addr := range []string{writeRedis, writeLS} {
+		w := dialRaw(t, addr)
+		for _, k := range slotKeys {
+			w.Do("SET", k, "v")
+		}
+		w.Do("DEL", "{t}b")
+		w.Do("HSET", "{t}b", "f", "v")
+		// An expired key is not in its slot any more. Redis drops it from
+		// its slot when it deletes it, on the PTTL that finds it expired.
+		w.Do("SET", "{t}gone", "v", "PX", "1")
+		waitFor(t, func() string {
+			if r := w.Do("PTTL", "{t}gone"); r != ":-2\r\n" {
+				return addr + " to expire {t}gone: PTTL " + r
+			}
+			return ""
+		})
+	}
+	slots := []string{"15891", "15495", strconv.Itoa(keySlot(t, writeRedis, "{user1}.x")), "1"}
+	for _, pair := range nodes {
+		rs, ls := dialRaw(t, pair[0]), dialRaw(t, pair[1])
+		// A replica has the keys once it has the master's deletion of {t}gone.
+		waitFor(t, func() string {
+			if r := rs.Do("CLUSTER", "COUNTKEYSINSLOT", "15891"); r != ":6\r\n" {
+				return pair[0] + " to have the 6 keys of slot 15891: " + r
+			}
+			return ""
+		})
+		for _, proto := range []string{"2", "3"} {
+			rs.Do("HELLO", proto)
+			ls.Do("HELLO", proto)
+			w := fmt.Sprintf("%s, RESP%s", pair[0], proto)
+			for _, slot := range slots {
+				cmd := []string{"CLUSTER", "COUNTKEYSINSLOT", slot}
+				if want, got := rs.Do(cmd...), ls.Do(cmd...); got != want {
+					t.Errorf("%s: %q:\n redis-server: %q\n   lockserver: %q", w, cmd, want, got)
+				}
+				cmd = []string{"CLUSTER", "GETKEYSINSLOT", slot, "100"}
+				want, got := keyList(t, rs.Do(cmd...)), keyList(t, ls.Do(cmd...))
+				if !slices.Equal(sorted(got), sorted(want)) {
+					t.Errorf("%s: %q:\n redis-server: %q\n   lockserver: %q", w, cmd, want, got)
+				}
+				if !slices.IsSorted(got) {
+					t.Errorf("%s: %q: %q is not in byte order", w, cmd, got)
+				}
+			}
+			all := keyList(t, rs.Do("CLUSTER", "GETKEYSINSLOT", "15891", "100"))
+			for _, count := range []string{"0", "1", "3", "6", "7"} {
+				cmd := []string{"CLUSTER", "GETKEYSINSLOT", "15891", count}
+				want, got := keyList(t, rs.Do(cmd...)), keyList(t, ls.Do(cmd...))
+				if len(got) != len(want) || slices.ContainsFunc(got, func(k string) bool { return !slices.Contains(all, k) }) {
+					t.Errorf("%s: %q:\n redis-server: %q\n   lockserver: %q, want as many of %q", w, cmd, want, got, all)
+				}
+			}
+			// Inside a transaction, as a read of the entry.
+			tx := [][]string{{"MULTI"}, {"CLUSTER", "COUNTKEYSINSLOT", "15891"}, {"CLUSTER", "COUNTKEYSINSLOT", "16384"}, {"EXEC"}}
+			for _, cmd := range tx {
+				if want, got := rs.Do(cmd...), ls.Do(cmd...); got != want {
+					t.Errorf("%s: %q:\n redis-server: %q\n   lockserver: %q", w, cmd, want, got)
+				}
+			}
+		}
+	}
+}
+
+// keySlot asks the redis-server at addr for key's slot.
+func keySlot(t *testing.T, addr, key string) int {
+	t.Helper()
+	v, _ := parseTree(sentinelCmd(t, addr, "CLUSTER", "KEYSLOT", key))
+	n, err := strconv.Atoi(v.str)
+	if err != nil {
+		t.Fatalf("CLUSTER KEYSLOT %s: %q", key, v.str)
+	}
+	return n
+}
+
+// keyList returns the bulk strings of an array reply.
+func keyList(t *testing.T, raw string) []string {
+	t.Helper()
+	v, _ := parseTree(raw)
+	if v.typ != '*' {
+		t.Fatalf("want an array, got %q", raw)
+	}
+	keys := []string{}
+	for _, e := range v.elems {
+		if e.typ != '$' {
+			t.Fatalf("want an array of bulk strings, got %q", raw)
+		}
+		keys = append(keys, e.str)
+	}
+	return keys
+}
+
+func sorted(s []string) []string { return slices.Sorted(slices.Values(s)) }
+
 func TestDiffClusterModeStandalone(t *testing.T) {
 	need(t, "redis-server")
 	redisAddr := startRedisCluster(t, 1)[0]
 	ls := startLockserver(t, lockserver.Options{})
 	compareCluster(t, "standalone", redisAddr, redisAddr, ls.Addr(), ls.Addr())
+	compareKeysInSlot(t, redisAddr, ls.Addr(), [][2]string{{redisAddr, ls.Addr()}})
 	// The id stays the same across connections and restarts at one address.
 	id := sentinelCmd(t, ls.Addr(), "CLUSTER", "MYID")
 	addr := ls.Addr()
@@ -237,6 +360,7 @@ func TestDiffClusterModeCluster(t *testing.T) {
 	}
 	compareCluster(t, "leader", redisAddrs[0], redisAddrs[0], leader, leader)
 	compareCluster(t, "follower", redisAddrs[1], redisAddrs[0], c.follower().Addr(), leader)
+	compareKeysInSlot(t, redisAddrs[0], leader, [][2]string{{redisAddrs[0], leader}, {redisAddrs[1], c.follower().Addr()}})
 }
 
 // clusterLockSession takes and releases locks through a go-redis

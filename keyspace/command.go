@@ -119,6 +119,23 @@ func (c *Command) LookupSub(name []byte) *Command {
 	return c.Subcommands[strings.ToLower(string(name))]
 }
 
+// runSubcommand is the Run of a container command whose subcommands read the
+// keyspace (CLUSTER COUNTKEYSINSLOT, MEMORY USAGE): it runs the subcommand,
+// with the checks the server makes before (Exec must be safe on any input).
+// Exec has checked the container's arity, which requires a subcommand.
+func runSubcommand(c *Call) Reply {
+	sub := Lookup(c.Args[0]).LookupSub(c.Args[1])
+	switch {
+	case sub == nil:
+		return ErrUnknownSubcommand(c.Args)
+	case sub.Run == nil:
+		return ErrUnknownCommand(c.Args) // served by the server, as Exec says of such commands
+	case !sub.CheckArity(len(c.Args)):
+		return ErrWrongArity(sub.Name)
+	}
+	return sub.Run(c)
+}
+
 // Commands returns every command in the table, sorted by name.
 func Commands() []*Command {
 	cmds := make([]*Command, 0, len(table))

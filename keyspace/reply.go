@@ -3,6 +3,7 @@ package keyspace
 import (
 	"math"
 	"strconv"
+	"strings"
 )
 
 // Kind is the type of a Reply. The kinds are RESP3's; a RESP2 connection
@@ -188,11 +189,27 @@ func ErrUnknownCommand(args [][]byte) Reply {
 		}
 		shown = append(append(append(shown, '\''), a...), "' "...)
 	}
-	msg := []byte("ERR unknown command '" + string(name) + "', with args beginning with: " + string(shown))
-	for i, c := range msg {
+	return errorLine("ERR unknown command '" + string(name) + "', with args beginning with: " + string(shown))
+}
+
+// ErrUnknownSubcommand returns Redis's reply to an unknown subcommand of the
+// container command args[0]: the subcommand cut at 128 bytes.
+func ErrUnknownSubcommand(args [][]byte) Reply {
+	name := args[1]
+	if len(name) > 128 {
+		name = name[:128]
+	}
+	return errorLine("ERR unknown subcommand '" + string(name) + "'. Try " + strings.ToUpper(string(args[0])) + " HELP.")
+}
+
+// errorLine returns an error reply of msg with CR and LF turned into spaces,
+// as Redis does to an error that quotes arguments, so that it stays one line.
+func errorLine(msg string) Reply {
+	b := []byte(msg)
+	for i, c := range b {
 		if c == '\r' || c == '\n' {
-			msg[i] = ' '
+			b[i] = ' '
 		}
 	}
-	return Error(string(msg))
+	return Error(string(b))
 }

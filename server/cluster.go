@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"strconv"
 	"strings"
 	"time"
@@ -27,39 +26,6 @@ import (
 // they expect. Cluster clients learn the layout from CLUSTER SLOTS, SHARDS
 // and NODES only, so the CLUSTER view is a presentation added beside the
 // standalone one, as the SENTINEL view is.
-
-// clusterSlots is the number of hash slots of a Redis Cluster.
-const clusterSlots = 16384
-
-// crc16 is the CRC-16/XMODEM checksum (polynomial 0x1021, initial value 0)
-// that Redis Cluster hashes keys with.
-func crc16(b []byte) uint16 {
-	var crc uint16
-	for _, c := range b {
-		crc ^= uint16(c) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
-}
-
-// keySlot is the hash slot of a key as Redis's keyHashSlot computes it: if
-// the key has a '{' followed later by a '}' with at least one byte between
-// them, only the bytes between the first '{' and the first '}' after it are
-// hashed (the hash tag); otherwise the whole key is.
-func keySlot(key []byte) int {
-	if open := bytes.IndexByte(key, '{'); open >= 0 {
-		if n := bytes.IndexByte(key[open+1:], '}'); n > 0 {
-			key = key[open+1 : open+1+n]
-		}
-	}
-	return int(crc16(key)) & (clusterSlots - 1)
-}
 
 // clusterNode is a member as the CLUSTER commands present it.
 type clusterNode struct {
@@ -151,13 +117,15 @@ var clusterHandlers = map[string]func(c *conn, args [][]byte){
 	"cluster|slots":   cmdClusterSlots,
 	"cluster|shards":  cmdClusterShards,
 	"cluster|nodes":   cmdClusterNodes,
-	"cluster|keyslot": func(c *conn, args [][]byte) { c.reply(keyspace.Int(int64(keySlot(args[2])))) },
+	"cluster|keyslot": func(c *conn, args [][]byte) { c.reply(keyspace.Int(int64(keyspace.KeySlot(string(args[2]))))) },
 	// Every node serves reads and writes alike, so the modes a cluster
 	// client switches between need no state here.
 	"readonly":  func(c *conn, args [][]byte) { c.reply(keyspace.OK) },
 	"readwrite": func(c *conn, args [][]byte) { c.reply(keyspace.OK) },
 	"asking":    func(c *conn, args [][]byte) { c.reply(keyspace.OK) },
 	"cluster|help": help("CLUSTER",
+		"COUNTKEYSINSLOT <slot>", "    Return the number of keys in <slot>.",
+		"GETKEYSINSLOT <slot> <count>", "    Return key names stored by current node in a slot.",
 		"INFO", "    Return information about the cluster.",
 		"KEYSLOT <key>", "    Return the hash slot for <key>.",
 		"MYID", "    Return the node id.",
@@ -175,11 +143,11 @@ func cmdClusterInfo(c *conn, args [][]byte) {
 	cv := c.clusterView()
 	state, assigned, ok, pfail, size := "fail", 0, 0, 0, 0
 	if m, known := cv.master(); known {
-		assigned, size = clusterSlots, 1
+		assigned, size = keyspace.ClusterSlots, 1
 		if m.failing {
-			pfail = clusterSlots
+			pfail = keyspace.ClusterSlots
 		} else {
-			state, ok = "ok", clusterSlots
+			state, ok = "ok", keyspace.ClusterSlots
 		}
 	}
 	var b strings.Builder
@@ -220,7 +188,7 @@ func cmdClusterSlots(c *conn, args [][]byte) {
 		c.reply(keyspace.Array())
 		return
 	}
-	r := []keyspace.Reply{keyspace.Zero, keyspace.Int(clusterSlots - 1)}
+	r := []keyspace.Reply{keyspace.Zero, keyspace.Int(keyspace.ClusterSlots - 1)}
 	for _, n := range cv.nodes {
 		if n.master || !n.failing {
 			r = append(r, keyspace.Array(keyspace.Bulk(n.host), keyspace.Int(n.portInt()), keyspace.Bulk(n.id), keyspace.Map()))
@@ -257,7 +225,7 @@ func cmdClusterShards(c *conn, args [][]byte) {
 		)
 	}
 	c.reply(keyspace.Array(keyspace.Map(
-		keyspace.Bulk("slots"), keyspace.Array(keyspace.Zero, keyspace.Int(clusterSlots-1)),
+		keyspace.Bulk("slots"), keyspace.Array(keyspace.Zero, keyspace.Int(keyspace.ClusterSlots-1)),
 		keyspace.Bulk("nodes"), keyspace.Array(nodes...),
 	)))
 }
@@ -297,7 +265,7 @@ func cmdClusterNodes(c *conn, args [][]byte) {
 		b.WriteString(n.id + " " + n.host + ":" + strconv.FormatInt(n.portInt(), 10) + "@0 " + strings.Join(flags, ",") + " " +
 			of + " 0 " + pong + " " + strconv.FormatUint(cv.term, 10) + " " + link)
 		if n.master {
-			b.WriteString(" 0-" + strconv.Itoa(clusterSlots-1))
+			b.WriteString(" 0-" + strconv.Itoa(keyspace.ClusterSlots-1))
 		}
 		b.WriteByte('\n')
 	}

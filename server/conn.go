@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -273,11 +272,7 @@ func resolve(args [][]byte) (*keyspace.Command, *keyspace.Reply) {
 	if cmd.Subcommands != nil && len(args) >= 2 {
 		sub := cmd.LookupSub(args[1])
 		if sub == nil {
-			name := args[1]
-			if len(name) > 128 {
-				name = name[:128]
-			}
-			r := keyspace.Error("ERR unknown subcommand '" + string(name) + "'. Try " + strings.ToUpper(string(args[0])) + " HELP.")
+			r := keyspace.ErrUnknownSubcommand(args)
 			return nil, &r
 		}
 		cmd = sub
