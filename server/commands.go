@@ -53,6 +53,10 @@ func init() {
 			"NUMSUB [<channel> ...]", "    Return the number of subscribers of each channel, pattern subscriptions excluded.",
 			"SHARDCHANNELS [<pattern>]", "    Like CHANNELS, for shard channels (SSUBSCRIBE).",
 			"SHARDNUMSUB [<shardchannel> ...]", "    Like NUMSUB, for shard channels."),
+		// Redis's lines, though every element is counted, as SAMPLES 0 asks.
+		"memory|help": help("MEMORY",
+			"USAGE <key> [SAMPLES <count>]", "    Return memory in bytes used by <key> and its value. Nested values are",
+			"    sampled up to <count> times (default: 5, 0 means sample all)."),
 	}
 	for name, h := range clientHandlers {
 		handlers[name] = h
