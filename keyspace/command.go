@@ -119,6 +119,16 @@ func (c *Command) LookupSub(name []byte) *Command {
 	return c.Subcommands[strings.ToLower(string(name))]
 }
 
+// Resolve returns the command that runs args, which c names: c itself, or
+// for a container command its subcommand args[1] (nil if it has none such),
+// as Redis's lookupCommand descends.
+func (c *Command) Resolve(args [][]byte) *Command {
+	if c.Subcommands != nil && len(args) >= 2 {
+		return c.LookupSub(args[1])
+	}
+	return c
+}
+
 // runSubcommand is the Run of a container command whose subcommands read the
 // keyspace (CLUSTER COUNTKEYSINSLOT, MEMORY USAGE): it runs the subcommand,
 // with the checks the server makes before (Exec must be safe on any input).

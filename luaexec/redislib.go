@@ -109,11 +109,10 @@ func (v *vm) scriptArgs(L *lua.LState) ([][]byte, string) {
 // lookupScriptCommand finds a command as Redis's lookupCommand does for
 // scripts, descending into a container command's subcommand.
 func (v *vm) lookupScriptCommand(args [][]byte) *keyspace.Command {
-	cmd := v.commands.lookup(args[0])
-	if cmd != nil && cmd.Subcommands != nil && len(args) >= 2 {
-		return cmd.LookupSub(args[1])
+	if cmd := v.commands.lookup(args[0]); cmd != nil {
+		return cmd.Resolve(args)
 	}
-	return cmd
+	return nil
 }
 
 // commandCache remembers the commands scripts named in lower case, as most

@@ -559,14 +559,20 @@ func unknownOutcome(req *Request, why string) keyspace.Reply {
 	return keyspace.Error("UNKNOWN " + why + "; it may or may not have taken effect")
 }
 
-// readOnly reports whether req certainly does not write, by the command table.
+// readOnly reports whether req certainly does not write, by the command table
+// as Prepare reads it: no command in it (a container's subcommand, as it
+// runs) writes or publishes, and none is a script, whose writes only running
+// it would tell.
 func readOnly(req *Request) bool {
 	if req.WatchKeys != nil {
 		return true
 	}
 	for _, args := range req.Cmds {
 		cmd := keyspace.Lookup(args[0])
-		if cmd == nil || !cmd.Has(keyspace.ReadOnly) || cmd.Has(keyspace.Scripting) {
+		if cmd != nil {
+			cmd = cmd.Resolve(args)
+		}
+		if cmd == nil || cmd.Flags&(keyspace.Write|keyspace.PubSub) != 0 || cmd.Has(keyspace.Scripting) {
 			return false
 		}
 	}

@@ -269,13 +269,9 @@ func resolve(args [][]byte) (*keyspace.Command, *keyspace.Reply) {
 		r := keyspace.ErrUnknownCommand(args)
 		return nil, &r
 	}
-	if cmd.Subcommands != nil && len(args) >= 2 {
-		sub := cmd.LookupSub(args[1])
-		if sub == nil {
-			r := keyspace.ErrUnknownSubcommand(args)
-			return nil, &r
-		}
-		cmd = sub
+	if cmd = cmd.Resolve(args); cmd == nil {
+		r := keyspace.ErrUnknownSubcommand(args)
+		return nil, &r
 	}
 	if !cmd.CheckArity(len(args)) {
 		r := keyspace.ErrWrongArity(cmd.Name)
