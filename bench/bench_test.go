@@ -107,10 +107,33 @@ func TestFlags(t *testing.T) {
 	if cfg.duration != 2*time.Second || cfg.requests != smokePreset.requests {
 		t.Errorf("explicit --duration or --smoke lost: duration %v requests %d", cfg.duration, cfg.requests)
 	}
-	for _, bad := range [][]string{{"--clients", "0"}, {"--systems", "postgres"}, {"--workloads", "lock,nope"}, {"--held", "10"}, {"extra"}} {
+	for _, bad := range [][]string{{"--clients", "0"}, {"--systems", "postgres"}, {"--workloads", "lock,nope"}, {"--held", "10"}, {"--repeat", "0"}, {"extra"}} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("parseFlags(%q) accepted bad input", bad)
 		}
+	}
+}
+
+// TestMedianRun: of three runs and a failed one, the row kept is the run of
+// median throughput, whole, with the others' range in its note; a single run
+// is kept as it is; when every run failed, the first failure stands.
+func TestMedianRun(t *testing.T) {
+	run := func(v float64, p50 time.Duration) row {
+		return row{Workload: "lock", System: "redis", Clients: 50, Value: v, Unit: "ops/s", P50: p50}
+	}
+	failed := row{Workload: "lock", System: "redis", Clients: 50}.failed(errors.New("refused"))
+	got := medianRun([]row{run(30000, 1), failed, run(10000, 3), run(20000, 2)})
+	if got.Value != 20000 || got.P50 != 2 {
+		t.Errorf("median run = %v ops/s p50 %v, want the 20000 ops/s run (p50 2)", got.Value, got.P50)
+	}
+	if want := "median of 3 runs, 10.0k ops/s to 30.0k ops/s; 1 failed"; got.Note != want {
+		t.Errorf("note = %q, want %q", got.Note, want)
+	}
+	if one := run(5, 4); medianRun([]row{one}) != one {
+		t.Errorf("a single run changed: %+v", medianRun([]row{one}))
+	}
+	if got := medianRun([]row{failed, failed}); got.Status != "error" || got.Note != "refused" {
+		t.Errorf("all runs failed: got %+v", got)
 	}
 }
 

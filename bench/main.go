@@ -48,6 +48,7 @@ type config struct {
 	workloads        []string
 	requests         int
 	held             int
+	repeat           int
 	jsonPath         string
 	plotPath         string
 	mdPath           string
@@ -80,6 +81,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&workloadList, "workloads", "all", "`workloads` to run, comma-separated: "+strings.Join(workloadNames(), ","))
 	fs.IntVar(&cfg.requests, "requests", fullPreset.requests, "redis-benchmark requests per test (-n)")
 	fs.IntVar(&cfg.held, "held", fullPreset.held, "held locks at the end of the scale workload")
+	fs.IntVar(&cfg.repeat, "repeat", 1, "measure each point `n` times, the systems taking turns, and keep each system's median run (a busy host moves single runs by a third)")
 	fs.StringVar(&cfg.jsonPath, "json", "", "write the results as JSON to `file`")
 	fs.StringVar(&cfg.plotPath, "plot", "", "write an SVG chart to `file`")
 	fs.StringVar(&cfg.mdPath, "markdown", "", "write the results as Markdown to `file` (bench/RESULTS.md)")
@@ -136,6 +138,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, errors.New("--requests must be positive")
 	case cfg.held < 1000:
 		return nil, errors.New("--held must be at least 1000")
+	case cfg.repeat < 1:
+		return nil, errors.New("--repeat must be at least 1")
 	}
 	return cfg, nil
 }
@@ -271,18 +275,26 @@ func (b *bench) runAll(ctx context.Context, chosen []system, wls []workload) ([]
 			continue
 		}
 		for i, p := range w.points(b) {
-			for _, l := range live {
-				if ctx.Err() != nil {
-					return statuses, rows
-				}
-				if why := w.skip(l.inst); why != "" {
-					if i == 0 {
-						rows = append(rows, row{Workload: w.name, System: l.sys.name}.notApplicable(why))
+			runs := make([][]row, len(live))
+			for round := range b.cfg.repeat {
+				for j, l := range live {
+					if ctx.Err() != nil {
+						return statuses, rows
 					}
-					b.progress.skip(1)
-					continue
+					if why := w.skip(l.inst); why != "" {
+						if i == 0 && round == 0 {
+							rows = append(rows, row{Workload: w.name, System: l.sys.name}.notApplicable(why))
+						}
+						b.progress.skip(1)
+						continue
+					}
+					runs[j] = append(runs[j], p(ctx, b, l.sys, l.inst))
 				}
-				rows = append(rows, p(ctx, b, l.sys, l.inst))
+			}
+			for _, r := range runs {
+				if len(r) > 0 {
+					rows = append(rows, medianRun(r))
+				}
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -95,6 +96,35 @@ func cpuScope(inst *instance, clientsInside bool) string {
 // setting identifies what a row measured, apart from the system.
 func (r row) setting() string {
 	return fmt.Sprintf("%s/c%d/P%d/h%d", r.Workload, r.Clients, r.Pipeline, r.Held)
+}
+
+// medianRun returns, of the runs of one point on one system, the run of
+// median throughput, whole (its latencies and CPU are that run's), noting the
+// range of the others; runs that failed count only when all did.
+func medianRun(runs []row) row {
+	var ok []row
+	for _, r := range runs {
+		if r.Status == "" {
+			ok = append(ok, r)
+		}
+	}
+	if len(ok) == 0 {
+		return runs[0]
+	}
+	if len(runs) == 1 {
+		return ok[0]
+	}
+	slices.SortFunc(ok, func(a, b row) int { return cmp.Compare(a.Value, b.Value) })
+	m := ok[(len(ok)-1)/2]
+	note := fmt.Sprintf("median of %d runs, %s to %s", len(ok), fmtRate(ok[0].Value, m.Unit), fmtRate(ok[len(ok)-1].Value, m.Unit))
+	if failed := len(runs) - len(ok); failed > 0 {
+		note += fmt.Sprintf("; %d failed", failed)
+	}
+	if m.Note != "" {
+		note = m.Note + "; " + note
+	}
+	m.Note = note
+	return m
 }
 
 // setRatios divides each measured row by the row of system base in the same setting.

@@ -58,7 +58,7 @@ func workloads() []workload {
 // stepsOn is how many progress steps w takes on one system.
 func (w workload) stepsOn(b *bench) int {
 	if w.points != nil {
-		return len(w.points(b))
+		return len(w.points(b)) * b.cfg.repeat
 	}
 	return w.steps(b)
 }
