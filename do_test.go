@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/lockserver/lockserver"
+	"github.com/redis/go-redis/v9"
 )
 
 // Do formats every kind of argument it accepts as go-redis does, however
@@ -39,10 +40,47 @@ func TestDoArguments(t *testing.T) {
 }
 
 // BenchmarkDoRedissonCycle is the embedded lock cycle through direct Do
-// calls, as bench's embedded-do system runs it: 50 goroutines, each locking
-// and unlocking its own key with Redisson's scripts. One op is one cycle
-// (an acquire and a release).
+// calls, as bench's embedded-do system runs it.
 func BenchmarkDoRedissonCycle(b *testing.B) {
+	benchRedissonCycles(b, func(s *lockserver.Server, lock, unlock string) cycleFunc {
+		return func(ctx context.Context, key, channel, owner string) error {
+			if v, err := s.Do(ctx, "EVALSHA", lock, 1, key, 30000, owner); v != nil || err != lockserver.ErrNil {
+				return fmt.Errorf("lock: %v, %v", v, err)
+			}
+			if v, err := s.Do(ctx, "EVALSHA", unlock, 2, key, channel, "0", 30000, owner); v != int64(1) || err != nil {
+				return fmt.Errorf("unlock: %v, %v", v, err)
+			}
+			return nil
+		}
+	})
+}
+
+// BenchmarkDialerRedissonCycle is the same cycle through go-redis over the
+// in-memory Dialer, as bench's embedded system runs it.
+func BenchmarkDialerRedissonCycle(b *testing.B) {
+	benchRedissonCycles(b, func(s *lockserver.Server, lock, unlock string) cycleFunc {
+		c := redis.NewClient(&redis.Options{Dialer: s.Dialer(), PoolSize: 50})
+		b.Cleanup(func() { c.Close() })
+		return func(ctx context.Context, key, channel, owner string) error {
+			if err := c.EvalSha(ctx, lock, []string{key}, 30000, owner).Err(); err != redis.Nil {
+				return fmt.Errorf("lock: %v", err)
+			}
+			if v, err := c.EvalSha(ctx, unlock, []string{key, channel}, "0", 30000, owner).Result(); v != int64(1) || err != nil {
+				return fmt.Errorf("unlock: %v, %v", v, err)
+			}
+			return nil
+		}
+	})
+}
+
+// cycleFunc locks key for owner and unlocks it, publishing on channel.
+type cycleFunc func(ctx context.Context, key, channel, owner string) error
+
+// benchRedissonCycles runs 50 goroutines, each locking and unlocking its own
+// key with Redisson's scripts through the cycle newCycle makes for an
+// embedded server with both scripts loaded. One op is one cycle (an acquire
+// and a release).
+func benchRedissonCycles(b *testing.B, newCycle func(s *lockserver.Server, lock, unlock string) cycleFunc) {
 	read := func(name string) string {
 		data, err := os.ReadFile("../shared/scripts/" + name)
 		if err != nil {
@@ -63,7 +101,7 @@ func BenchmarkDoRedissonCycle(b *testing.B) {
 		}
 		return sha.(string)
 	}
-	lock, unlock := load(read("redisson_lock.lua")), load(read("redisson_unlock_v2.lua"))
+	cycle := newCycle(s, load(read("redisson_lock.lua")), load(read("redisson_unlock_v2.lua")))
 	var next atomic.Int64
 	b.SetParallelism(25) // 50 clients on 2 cores
 	b.ReportAllocs()
@@ -73,12 +111,8 @@ func BenchmarkDoRedissonCycle(b *testing.B) {
 		channel := "redisson_lock__channel:{" + key + "}"
 		const owner = "8743c9c0-0795-4907-87fd-6c719a6b4586:1"
 		for pb.Next() {
-			if v, err := s.Do(ctx, "EVALSHA", lock, 1, key, 30000, owner); v != nil || err != lockserver.ErrNil {
-				b.Errorf("lock: %v, %v", v, err)
-				return
-			}
-			if v, err := s.Do(ctx, "EVALSHA", unlock, 2, key, channel, "0", 30000, owner); v != int64(1) || err != nil {
-				b.Errorf("unlock: %v, %v", v, err)
+			if err := cycle(ctx, key, channel, owner); err != nil {
+				b.Error(err)
 				return
 			}
 		}
