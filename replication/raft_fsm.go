@@ -175,6 +175,7 @@ func (s *raftSnapshot) write(w io.Writer) error {
 	return s.sm.write(w)
 }
 
+// Persist writes the snapshot to raft's sink, beside Apply.
 func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
 	bw := bufio.NewWriterSize(sink, 64<<10)
 	err := s.write(bw)
@@ -190,7 +191,7 @@ func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
 
 func (*raftSnapshot) Release() {}
 
-// readSnapshot reads what writeSnapshot wrote into a new state machine.
+// readSnapshot reads what raftSnapshot.write wrote into a new state machine.
 func readSnapshot(br *bufio.Reader, r *Raft) (*StateMachine, map[string]string, uint64, error) {
 	magic := make([]byte, len(snapshotMagic))
 	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != snapshotMagic {

@@ -40,7 +40,7 @@ func (s smSnapshot) write(w io.Writer) error {
 // maxSnapshotScript bounds a script body read from a snapshot.
 const maxSnapshotScript = 1 << 30
 
-// readSnapshot reads what writeSnapshot wrote into sm, which is empty.
+// readSnapshot reads what smSnapshot.write wrote into sm, which is empty.
 func (sm *StateMachine) readSnapshot(br *bufio.Reader) error {
 	n, err := binary.ReadUvarint(br)
 	if err != nil {
