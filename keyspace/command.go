@@ -55,6 +55,11 @@ type Command struct {
 // Has reports whether the command has all of flags f.
 func (c *Command) Has(f Flags) bool { return c.Flags&f == f }
 
+// Writes reports whether the command's row says it may change the keyspace
+// or publish: what a replicated engine must send through its log. A script
+// (Scripting) can do either only as its body says; its row does not tell.
+func (c *Command) Writes() bool { return c.Flags&(Write|PubSub) != 0 }
+
 // CheckArity reports whether n arguments (with the name) suit the command.
 func (c *Command) CheckArity(n int) bool {
 	if c.Arity >= 0 {

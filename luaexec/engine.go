@@ -156,7 +156,7 @@ func (e *Engine) exec(c *keyspace.Call, apply bool) keyspace.Reply {
 // write when their table row says so.
 func (e *Engine) Prepare(cmd *keyspace.Command, args [][]byte) (write bool, errReply *keyspace.Reply) {
 	if !cmd.Has(keyspace.Scripting) {
-		return cmd.Flags&(keyspace.Write|keyspace.PubSub) != 0, nil
+		return cmd.Writes(), nil
 	}
 	p, errReply := e.plan(cmd, args)
 	if errReply != nil {

@@ -572,7 +572,7 @@ func readOnly(req *Request) bool {
 		if cmd != nil {
 			cmd = cmd.Resolve(args)
 		}
-		if cmd == nil || cmd.Flags&(keyspace.Write|keyspace.PubSub) != 0 || cmd.Has(keyspace.Scripting) {
+		if cmd == nil || cmd.Writes() || cmd.Has(keyspace.Scripting) {
 			return false
 		}
 	}
