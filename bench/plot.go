@@ -13,15 +13,15 @@ import (
 // systemColor gives each system one color in every panel; redis-server, the
 // baseline, is the strong orange.
 var systemColor = map[string]string{
-	"embedded":         "#1b9e77",
-	"embedded-do":      "#66c2a5",
-	"lockserver":       "#7570b3",
-	"lockserver-1cpu":  "#b3a6d9",
-	"lockserver-raft3": "#e7298a",
-	"redis":            "#d95f02",
-	"redis-aof":        "#a6761d",
-	"miniredis":        "#8c8c8c",
-	"etcd3":            "#1f78b4",
+	"embedded":           "#1b9e77",
+	"embedded-do":        "#66c2a5",
+	"lockserver":         "#7570b3",
+	"lockserver-allcpus": "#b3a6d9",
+	"lockserver-raft3":   "#e7298a",
+	"redis":              "#d95f02",
+	"redis-aof":          "#a6761d",
+	"miniredis":          "#8c8c8c",
+	"etcd3":              "#1f78b4",
 }
 
 const (

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -68,7 +69,7 @@ func systems() []system {
 		{name: "embedded", about: "lockserver in process; go-redis over the in-memory Dialer (redis-benchmark: its loopback listener)", install: inProcessInstall, start: startEmbedded},
 		{name: "embedded-do", about: "lockserver in process; direct Server.Do calls, no RESP", install: inProcessInstall, start: startEmbeddedDo},
 		{name: "lockserver", about: "lockserver single node, its own process over loopback TCP", install: lockserverBuilt, start: startLockserver(nil)},
-		{name: "lockserver-1cpu", about: "lockserver single node with GOMAXPROCS=1: one core, as redis-server's one thread; on a machine its clients share, it leaves them the other", install: lockserverBuilt, start: startLockserver([]string{"GOMAXPROCS=1"})},
+		{name: "lockserver-allcpus", about: "lockserver single node with --procs set to every CPU: the same as lockserver on a machine of more than two CPUs; on two, lockserver runs on one and leaves the clients the other", install: lockserverBuilt, start: startLockserver([]string{"LOCKSERVER_PROCS=" + strconv.Itoa(runtime.NumCPU())})},
 		{name: "lockserver-raft3", about: "lockserver 3-node Raft cluster with fsync, clients on the leader", install: lockserverBuilt + "; needs the Raft flags (--node-id, --raft-addr, --data-dir, --bootstrap, --join)", start: startLockserverCluster},
 		{name: "redis", about: "redis-server without persistence (--save \"\" --appendonly no): the baseline", install: redisInstall, start: startRedis(false)},
 		{name: "redis-aof", about: "redis-server --appendonly yes --appendfsync always", install: redisInstall, start: startRedis(true)},

@@ -46,12 +46,9 @@ func targets(rows []row) []target {
 	}
 	relative("embedded (in-memory Dialer) >= 5x redis-server, lock cycles at 50 clients", "embedded", "redis", "lock", 50, 0, 5)
 	relative("embedded (direct Do) >= 5x redis-server, lock cycles at 50 clients", "embedded-do", "redis", "lock", 50, 0, 5)
-	// The single node's goals, by default and on one core (GOMAXPROCS=1).
-	for _, single := range []struct{ sys, name string }{{"lockserver", "single node"}, {"lockserver-1cpu", "single node on one core"}} {
-		relative(single.name+" >= 0.8x redis-server, lock cycles at 50 clients", single.sys, "redis", "lock", 50, 0, 0.8)
-		for _, t := range rbTests {
-			relative(single.name+" >= 0.8x redis-server, redis-benchmark "+t.name+" -c 50 -P 1", single.sys, "redis", "rb "+t.name, rbClients, 1, 0.8)
-		}
+	relative("single node >= 0.8x redis-server, lock cycles at 50 clients", "lockserver", "redis", "lock", 50, 0, 0.8)
+	for _, t := range rbTests {
+		relative("single node >= 0.8x redis-server, redis-benchmark "+t.name+" -c 50 -P 1", "lockserver", "redis", "rb "+t.name, rbClients, 1, 0.8)
 	}
 	relative("3-node cluster >= 0.5x redis-server appendfsync always, lock cycles at 50 clients", "lockserver-raft3", "redis-aof", "lock", 50, 0, 0.5)
 	relative("3-node cluster well ahead of etcd 3-node (> 1x), lock cycles at 50 clients", "lockserver-raft3", "etcd3", "lock", 50, 0, 1)

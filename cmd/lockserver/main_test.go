@@ -49,6 +49,7 @@ func TestParseRejectsBadInput(t *testing.T) {
 		{"--proto-max-bulk-len", "12xb"},
 		{"--log-format", "xml"},
 		{"--log-level", "loud"},
+		{"--procs", "-1"},
 		{"stray"},
 		{"--no-such-flag"},
 	} {
@@ -64,6 +65,28 @@ func TestParseRejectsBadInput(t *testing.T) {
 	}
 	if _, err := parse(nil, bad); err == nil || !strings.Contains(err.Error(), "LOCKSERVER_MAX_CLIENTS") {
 		t.Errorf("a bad environment value must be named in the error, got %v", err)
+	}
+}
+
+func TestProcs(t *testing.T) {
+	for _, c := range []struct {
+		flag    int
+		envSet  bool
+		runtime int
+		want    int
+	}{
+		{0, false, 1, 1},  // one CPU
+		{0, false, 2, 1},  // two CPUs: one, beside the clients
+		{0, false, 8, 8},  // more: all of them
+		{0, true, 2, 2},   // GOMAXPROCS=2 asked for two
+		{3, false, 2, 3},  // --procs wins
+		{2, true, 16, 2},  // over GOMAXPROCS too
+		{0, false, 3, 3},  // three CPUs: all
+		{1, false, 64, 1}, // a big machine, told one
+	} {
+		if got := procs(c.flag, c.envSet, c.runtime); got != c.want {
+			t.Errorf("procs(flag %d, GOMAXPROCS set %v, runtime %d) = %d, want %d", c.flag, c.envSet, c.runtime, got, c.want)
+		}
 	}
 }
 
