@@ -1,11 +1,14 @@
 package compat_test
 
 import (
+	"errors"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lockserver/lockserver"
 )
@@ -62,10 +65,15 @@ func (p *pair) SendRawUntilClose(raw string) string {
 // ReadAll reads until the server closes the connection.
 func (c *rawClient) ReadAll() string {
 	c.t.Helper()
+	// A server that never closes fails the test instead of hanging it.
+	c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var b strings.Builder
 	for {
 		line, err := c.rd.ReadString('\n')
 		b.WriteString(line)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			c.t.Errorf("the server did not close the connection (read so far %q)", b.String())
+		}
 		if err != nil {
 			return b.String()
 		}
@@ -248,6 +256,9 @@ func TestDiffClient(t *testing.T) {
 		t.Errorf("killed connection: redis %q, lockserver %q", want, got)
 	}
 	victim = p.another()
+	// A connection is known to the server once it has answered: a dial
+	// returns before the server's accept loop has taken the connection.
+	victim.Do("PING")
 	addr := func(c *rawClient) string { return c.conn.LocalAddr().String() }
 	if got, want := p.ls.Do("CLIENT", "KILL", addr(victim.ls)), p.redis.Do("CLIENT", "KILL", addr(victim.redis)); got != want || got != "+OK\r\n" {
 		t.Errorf("CLIENT KILL addr: redis %q, lockserver %q", want, got)
