@@ -4,24 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/internal/freeport"
 	"github.com/lockserver/lockserver/replication"
 	"github.com/redis/go-redis/v9"
 )
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // member is one embedded cluster member and what it needs to restart.

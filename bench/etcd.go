@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockserver/lockserver/internal/freeport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
@@ -24,11 +25,11 @@ func startEtcd(ctx context.Context, b *bench) (*instance, error) {
 	const members = 3
 	var clientURLs, peerURLs, cluster []string
 	for i := range members {
-		c, err := freeAddr()
+		c, err := freeport.Addr()
 		if err != nil {
 			return nil, err
 		}
-		p, err := freeAddr()
+		p, err := freeport.Addr()
 		if err != nil {
 			return nil, err
 		}

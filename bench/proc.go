@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,25 +79,6 @@ func heapInUse() int64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapAlloc)
-}
-
-// freePort returns a loopback port that was free a moment ago.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// freeAddr returns "127.0.0.1:<free port>".
-func freeAddr() (string, error) {
-	p, err := freePort()
-	if err != nil {
-		return "", err
-	}
-	return "127.0.0.1:" + strconv.Itoa(p), nil
 }
 
 // process is a server the bench started. Its output goes to a log file that is

@@ -14,6 +14,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/internal/freeport"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -160,7 +161,7 @@ func startRedis(durable bool) func(ctx context.Context, b *bench) (*instance, er
 		if err != nil {
 			return nil, err
 		}
-		addr, err := freeAddr()
+		addr, err := freeport.Addr()
 		if err != nil {
 			return nil, err
 		}
@@ -282,7 +283,7 @@ func startLockserverEnv(ctx context.Context, b *bench, env []string) (*instance,
 	if err != nil {
 		return nil, err
 	}
-	addr, err := freeAddr()
+	addr, err := freeport.Addr()
 	if err != nil {
 		return nil, err
 	}
@@ -329,11 +330,11 @@ func startLockserverCluster(ctx context.Context, b *bench) (*instance, error) {
 	const nodes = 3
 	var addrs, raftAddrs, ids []string
 	for i := range nodes {
-		a, err := freeAddr()
+		a, err := freeport.Addr()
 		if err != nil {
 			return nil, err
 		}
-		r, err := freeAddr()
+		r, err := freeport.Addr()
 		if err != nil {
 			return nil, err
 		}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/internal/freeport"
 )
 
 // need returns the path of program, or skips the test (fails it under CI).
@@ -42,15 +43,14 @@ func missing(t testing.TB, why string) {
 	t.Skipf("skipping: %s", why)
 }
 
-// freePort returns a loopback port that was free a moment ago.
+// freePort returns a loopback port that was free a moment ago (see freeport).
 func freePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Port()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // startRedis starts a redis-server without persistence on a free port and

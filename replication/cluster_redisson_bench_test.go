@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/internal/freeport"
 	"github.com/lockserver/lockserver/replication"
 	"github.com/redis/go-redis/v9"
 )
@@ -153,15 +153,6 @@ func startRedissonCluster(b *testing.B) (leader, follower string) {
 	return "", ""
 }
 
-func loopbackAddr(b *testing.B) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // redissonScript loads one of the specification's lock scripts, as a client
 // sends it.
 func redissonScript(b *testing.B, name string) *redis.Script {
@@ -170,4 +161,12 @@ func redissonScript(b *testing.B, name string) *redis.Script {
 		b.Fatalf("the shared lock scripts: %v", err)
 	}
 	return redis.NewScript(strings.TrimSuffix(string(src), "\n"))
+}
+
+func loopbackAddr(b *testing.B) string {
+	addr, err := freeport.Addr()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return addr
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockserver/lockserver/internal/freeport"
 	"github.com/lockserver/lockserver/replication"
 	"github.com/redis/go-redis/v9"
 )
@@ -73,12 +73,11 @@ func (n *node) kill() {
 
 func loopbackAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // eventually retries op, as a client does across an election.

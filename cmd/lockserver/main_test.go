@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,12 +113,7 @@ func TestBinaryServesAndStopsOnSIGTERM(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := loopbackAddr(t)
 
 	cmd := exec.Command(bin, "--log-format", "json")
 	cmd.Env = append(os.Environ(), "LOCKSERVER_ADDR="+addr, "LOCKSERVER_PASSWORD=secret")
