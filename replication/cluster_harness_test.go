@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,7 @@ type testNode struct {
 	id      string
 	trans   *raft.InmemTransport
 	store   *raft.InmemStore // kept across restarts, replaced by a wipe
+	gate    *gatedStore      // in front of store, for tests that stall or fail its writes
 	snaps   *raft.InmemSnapshotStore
 	hub     *recordingHub
 	wallAdd atomic.Int64 // nanoseconds added to this node's wall clock
@@ -86,7 +88,8 @@ func (n *testNode) start(opts RaftOptions) {
 	c.mu.Unlock()
 	opts.NodeID = n.id
 	opts.ClientAddr = n.clientAddr()
-	opts.Transport, opts.LogStore, opts.StableStore, opts.SnapshotStore = n.trans, n.store, n.store, n.snaps
+	n.gate = &gatedStore{LogStore: n.store}
+	opts.Transport, opts.LogStore, opts.StableStore, opts.SnapshotStore = n.trans, n.gate, n.store, n.snaps
 	opts.Peers = &testPeers{from: n}
 	opts.Hub = n.hub
 	opts.Wall = func() time.Time { return time.Now().Add(time.Duration(n.wallAdd.Load())) }
@@ -148,6 +151,15 @@ func (c *testCluster) partition(n *testNode) {
 			o.trans.Disconnect(n.trans.LocalAddr())
 		}
 	}
+}
+
+// cutPair cuts the link between a and b, both ways.
+func (c *testCluster) cutPair(a, b *testNode) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cut[pair(a.id, b.id)] = true
+	a.trans.Disconnect(b.trans.LocalAddr())
+	b.trans.Disconnect(a.trans.LocalAddr())
 }
 
 // heal reconnects every node.
@@ -324,3 +336,51 @@ func lastTime(n *testNode) int64 {
 	defer n.eng.smMu.Unlock()
 	return n.eng.sm.Load().LastTime()
 }
+
+// gatedStore is a node's log store with a gate: while held, writes wait; a
+// dropped write is lost, as one a crash cuts short.
+type gatedStore struct {
+	raft.LogStore
+	mu      sync.Mutex
+	held    chan struct{} // closed to let writes through; nil when open
+	dropped bool
+	waiting atomic.Int32 // writes waiting at the gate
+}
+
+// hold stops writes at the gate.
+func (g *gatedStore) hold() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.held = make(chan struct{})
+}
+
+// release lets the writes through; with drop, they fail unwritten.
+func (g *gatedStore) release(drop bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.dropped = drop
+	if g.held != nil {
+		close(g.held)
+		g.held = nil
+	}
+}
+
+func (g *gatedStore) StoreLogs(logs []*raft.Log) error {
+	g.mu.Lock()
+	held := g.held
+	g.mu.Unlock()
+	if held != nil {
+		g.waiting.Add(1)
+		<-held
+		g.waiting.Add(-1)
+	}
+	g.mu.Lock()
+	dropped := g.dropped
+	g.mu.Unlock()
+	if dropped {
+		return errors.New("the write was lost")
+	}
+	return g.LogStore.StoreLogs(logs)
+}
+
+func (g *gatedStore) StoreLog(l *raft.Log) error { return g.StoreLogs([]*raft.Log{l}) }

@@ -145,6 +145,8 @@ type Raft struct {
 	opts   RaftOptions
 	log    *slog.Logger
 	raft   *raft.Raft
+	node   atomic.Pointer[raft.Raft] // raft, for the log store, which raft calls before NewRaft returns
+	logs   *logStore
 	trans  raft.Transport
 	closer []io.Closer // what NewRaft opened: the bolt store, the TCP transport
 	peers  PeerClient
@@ -198,7 +200,8 @@ type Raft struct {
 
 	waits replicaWaits // the WAITs under way (raft_info.go)
 
-	closed atomic.Bool
+	closed   atomic.Bool
+	failOnce sync.Once // logFailed
 	// ctx ends when the node closes, cutting short calls to other nodes.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -367,7 +370,18 @@ func (r *Raft) open() error {
 	if o.SnapshotStore != nil {
 		snaps = o.SnapshotStore
 	}
-	logs, err := raft.NewLogCache(512, logs)
+	// The leader writes its log in the background (see logStore); raft is
+	// handed a transport that tells followers only of commits this node holds.
+	ls, err := newLogStore(logs, func() bool {
+		node := r.node.Load()
+		return node != nil && node.State() == raft.Leader
+	})
+	if err != nil {
+		return err
+	}
+	r.logs = ls
+	r.closer = append(r.closer, ls) // closed before the store it writes to
+	logs, err = raft.NewLogCache(512, ls)
 	if err != nil {
 		return err
 	}
@@ -395,11 +409,12 @@ func (r *Raft) open() error {
 			}
 		}
 	}
-	node, err := raft.NewRaft(conf, (*fsm)(r), logs, stable, snaps, r.trans)
+	node, err := raft.NewRaft(conf, (*fsm)(r), logs, stable, snaps, newCommitTransport(r.trans, &ls.durable))
 	if err != nil {
 		return err
 	}
 	r.raft = node
+	r.node.Store(node)
 	return nil
 }
 

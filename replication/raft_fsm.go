@@ -25,6 +25,11 @@ func (f *fsm) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
 // appliedLocal), not through raft's futures.
 func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	r := (*Raft)(f)
+	// Nothing is applied before this node has it on disk (see logStore).
+	if err := r.logs.waitDurable(logs[len(logs)-1].Index); err != nil {
+		r.logFailed(err)
+		return make([]any, len(logs))
+	}
 	r.smMu.Lock()
 	defer r.smMu.Unlock()
 	for _, l := range logs {
@@ -95,6 +100,24 @@ func (r *Raft) applyEntry(index uint64, e *logEntry) bool {
 	return e.Kind == kindCommand
 }
 
+// logFailed stops a node whose log could not be written: raft goes on as if
+// the entries were applied, but the state machine must never apply an entry
+// that is not on disk, so the node can only stop and be restarted. Its
+// proposals in flight may still be committed by the others: their outcome is
+// unknown.
+func (r *Raft) logFailed(err error) {
+	r.failOnce.Do(func() {
+		r.log.Error("stopping the node: its raft log could not be written; restart it", "err", err)
+		go r.Close()
+	})
+	r.localMu.Lock()
+	local := append([]*proposal(nil), r.local...)
+	r.localMu.Unlock()
+	for _, p := range local {
+		r.failProposal(p, raft.ErrRaftShutdown)
+	}
+}
+
 // setMember records a node's client address; "" forgets the node.
 func (r *Raft) setMember(id, addr string) {
 	m := maps.Clone(*r.members.Load())
@@ -111,8 +134,13 @@ func (r *Raft) memberAddr(id string) string { return (*r.members.Load())[id] }
 
 // Snapshot freezes the state under the lock, so that Apply waits only for a
 // copy of the key table; raft sorts, encodes and persists it in the background.
+// A node whose log could not be written has skipped entries raft counts as
+// applied (see logFailed): it takes no snapshot, which would name them.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	r := (*Raft)(f)
+	if err := r.logs.failure(); err != nil {
+		return nil, err
+	}
 	r.smMu.Lock()
 	defer r.smMu.Unlock()
 	return r.freeze(), nil
