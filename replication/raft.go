@@ -179,11 +179,15 @@ type Raft struct {
 	pendingProps []*proposal
 	inflight     int
 	// When a batch commits, the next waits until holdFor proposals are pending
-	// or holdTimer fires at holdUntil, whichever comes first (see hold);
-	// holdFor is 0 when nothing is held.
-	holdFor   int
-	holdUntil time.Time
-	holdTimer *time.Timer
+	// or the hold ends (see holdSteps): holdTimer fires at holdUntil, the end
+	// of a step, and the hold goes on for another step if more than holdSeen
+	// proposals are pending by then, until holdEnd. holdFor is 0 when nothing
+	// is held.
+	holdFor            int
+	holdSeen           int
+	holdStep           time.Duration
+	holdUntil, holdEnd time.Time
+	holdTimer          *time.Timer
 	// gathering counts the forwarded batches being submitted: their proposals
 	// wait for one another, to go to the log together (see submitBatch).
 	gathering int
@@ -242,16 +246,27 @@ type logBatch struct {
 // commit, and the clients split into cohorts that alternate between batches,
 // each request waiting about two commits. So the next batch is held until the
 // clients the last one answered have had their turn: until as many proposals
-// are pending as were pending plus were answered, for at most holdMax and a
-// holdDivisor'th of the last commit's time, which bounds what a request that
-// no one follows loses.
+// are pending as were pending plus were answered. How long they take depends
+// on how busy the machine is (on 2 cores shared with 50 clients the last of
+// them came back 0.7 ms after their answers, most of a commit), and a client
+// may not come back at all, so the hold goes in steps (see holdSteps): a
+// holdDivisor'th of the last commit's time, then another each time more
+// proposals arrived during the last, for at most the commit's time and
+// holdMax. A request that no one follows loses one step.
 const (
 	maxInflight     = 1
 	maxBatchEntries = 1024
 	maxBatchBytes   = 1 << 20
-	holdMax         = time.Millisecond
+	holdMax         = 2 * time.Millisecond
 	holdDivisor     = 4
 )
+
+// holdSteps returns the step and the limit of a hold after a batch whose
+// commit took took (see holdDivisor).
+func holdSteps(took time.Duration) (step, limit time.Duration) {
+	limit = min(holdMax, took)
+	return limit / holdDivisor, limit
+}
 
 // readOp is a read that is answered once it has run on the state machine and a
 // VerifyLeader round has covered it, whichever comes last.
@@ -627,23 +642,33 @@ func (r *Raft) holdLocked(b *logBatch) {
 		}
 	}
 	if answered > 0 {
-		r.holdFor = len(r.pendingProps) + answered
-		wait := min(holdMax, time.Since(b.sent)/holdDivisor)
-		r.holdUntil = time.Now().Add(wait)
-		r.holdTimer.Reset(wait)
+		now := time.Now()
+		step, limit := holdSteps(now.Sub(b.sent))
+		r.holdFor, r.holdSeen = len(r.pendingProps)+answered, len(r.pendingProps)
+		r.holdStep, r.holdUntil, r.holdEnd = step, now.Add(step), now.Add(limit)
+		r.holdTimer.Reset(step)
 	}
 	r.sendReadyLocked()
 }
 
-// holdExpired sends the held batch when its time is up. A timer set for an
+// holdExpired ends a step of the hold: it waits another step if proposals
+// arrived during this one, else sends the held batch. A timer set for an
 // earlier hold may fire late: holdUntil tells.
 func (r *Raft) holdExpired() {
 	r.proposeMu.Lock()
 	defer r.proposeMu.Unlock()
-	if r.holdFor > 0 && !time.Now().Before(r.holdUntil) {
-		r.holdFor = 0
-		r.sendReadyLocked()
+	now := time.Now()
+	if r.holdFor == 0 || now.Before(r.holdUntil) {
+		return
 	}
+	if n := len(r.pendingProps); n > r.holdSeen && now.Before(r.holdEnd) {
+		next := min(r.holdStep, r.holdEnd.Sub(now))
+		r.holdSeen, r.holdUntil = n, now.Add(next)
+		r.holdTimer.Reset(next)
+		return
+	}
+	r.holdFor = 0
+	r.sendReadyLocked()
 }
 
 // read runs a read request on the state machine. smMu is held.

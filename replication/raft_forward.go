@@ -133,16 +133,19 @@ func (f *forwarder) loop() {
 	}
 }
 
-// hold waits, as the leader does between its batches (see holdMax), for the
-// clients of the batch just answered to queue their next requests, so that
-// they go in the next batch rather than a round trip after it: until answered
-// more requests are queued than when it began, or a holdDivisor'th of the
-// round trip (took) at most.
+// hold waits, as the leader does between its batches (see holdSteps), for
+// the clients of the batch just answered to queue their next requests, so
+// that they go in the next batch rather than a round trip after it: until
+// answered more requests are queued than when it began, or until a step of
+// the hold passes with no request queued, at most the round trip (took).
 func (f *forwarder) hold(answered int, took time.Duration) {
 	f.mu.Lock()
-	want := len(f.queue) + answered
+	seen := len(f.queue)
 	f.mu.Unlock()
-	timer := time.NewTimer(min(holdMax, took/holdDivisor))
+	want := seen + answered
+	step, limit := holdSteps(took)
+	end := time.Now().Add(limit)
+	timer := time.NewTimer(step)
 	defer timer.Stop()
 	for {
 		f.mu.Lock()
@@ -154,7 +157,12 @@ func (f *forwarder) hold(answered int, took time.Duration) {
 		select {
 		case <-f.wake:
 		case <-timer.C:
-			return
+			now := time.Now()
+			if n <= seen || !now.Before(end) {
+				return
+			}
+			seen = n
+			timer.Reset(min(step, end.Sub(now)))
 		case <-f.r.stop:
 			return
 		}
