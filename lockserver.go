@@ -83,6 +83,7 @@ type Server struct {
 	engine replication.Engine
 	ln     net.Listener
 	done   chan error
+	fault  <-chan error // a member's (see Fault); nil for a standalone server
 
 	closeOnce sync.Once
 	closeErr  error
@@ -115,7 +116,7 @@ func Open(opts Options) (*Server, error) {
 			}
 			return nil, err
 		}
-		s.engine = engine
+		s.engine, s.fault = engine, engine.Fault()
 	}
 	s.srv = server.New(server.Config{
 		Engine:     s.engine,
@@ -213,6 +214,12 @@ func (s *Server) Do(ctx context.Context, args ...any) (any, error) {
 	}
 	return fromReply(s.srv.Do(ctx, 0, argv))
 }
+
+// Fault receives the error that stopped a cluster member on its own: its
+// Raft log could not be written to disk. The member then answers no more
+// commands; Close it and exit, for a supervisor to restart the process from
+// its data directory. A standalone server never sends.
+func (s *Server) Fault() <-chan error { return s.fault }
 
 // Close stops accepting connections, lets open connections finish the commands
 // they have read, closes them, and stops the engine. Later calls return what

@@ -205,7 +205,8 @@ type Raft struct {
 	waits replicaWaits // the WAITs under way (raft_info.go)
 
 	closed   atomic.Bool
-	failOnce sync.Once // logFailed
+	failOnce sync.Once  // logFailed
+	fault    chan error // see Fault
 	// ctx ends when the node closes, cutting short calls to other nodes.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -295,6 +296,7 @@ func NewRaft(opts RaftOptions) (*Raft, error) {
 		waiter:   newQueue[*logBatch](),
 		verifier: newQueue[*readOp](),
 		stop:     make(chan struct{}),
+		fault:    make(chan error, 1),
 
 		unreachable: map[string]bool{},
 	}
@@ -918,6 +920,11 @@ func (r *Raft) leadershipLoop() {
 
 // Now returns the log clock's time: on a follower, the leader's time line.
 func (r *Raft) Now() int64 { return r.clock.Now() }
+
+// Fault receives the error that stopped the node on its own: its raft log
+// could not be written (see logFailed). The node is then closing; the
+// process that runs it should exit, to be restarted.
+func (r *Raft) Fault() <-chan error { return r.fault }
 
 // Close stops the node. Requests in flight are answered (UNKNOWN for writes
 // whose outcome is not known); the stores and transport are closed.

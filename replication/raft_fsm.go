@@ -108,6 +108,7 @@ func (r *Raft) applyEntry(index uint64, e *logEntry) bool {
 func (r *Raft) logFailed(err error) {
 	r.failOnce.Do(func() {
 		r.log.Error("stopping the node: its raft log could not be written; restart it", "err", err)
+		r.fault <- err
 		go r.Close()
 	})
 	r.localMu.Lock()

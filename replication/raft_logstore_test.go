@@ -100,6 +100,14 @@ func TestClusterLogWriteFailureStopsTheNode(t *testing.T) {
 	l.gate.release(true)
 	wantErrPrefix(t, "the SET whose write failed", req.Wait(t.Context()), "UNKNOWN", "ERR the node is shutting down")
 	c.eventually("the node to stop", func() bool { return l.eng.closed.Load() })
+	select {
+	case err := <-l.eng.Fault():
+		if err == nil {
+			t.Error("Fault received nil")
+		}
+	default:
+		t.Error("the failed node reported no fault")
+	}
 	wantReply(t, "k on the failed node", localGet(l, "k"), keyspace.Bulk("v1"))
 	if _, err := (*fsm)(l.eng).Snapshot(); err == nil {
 		t.Error("the failed node took a snapshot of a state that skipped entries")

@@ -216,9 +216,14 @@ func run(args []string, stderr io.Writer) error {
 		return err
 	}
 	log.Info("lockserver ready", "addr", s.Addr(), "pid", os.Getpid(), "procs", runtime.GOMAXPROCS(0))
-	<-ctx.Done()
-	log.Info("shutting down")
-	if err := s.Close(); err != nil {
+	var fault error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case fault = <-s.Fault():
+		log.Error("shutting down: the node failed", "err", fault)
+	}
+	if err := errors.Join(fault, s.Close()); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	log.Info("stopped")
