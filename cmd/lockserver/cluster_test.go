@@ -100,13 +100,7 @@ func eventually(t *testing.T, what string, op func() error) {
 // any node survives SIGKILL of the leader; the killed node restarts from its
 // data directory; a node whose data directory is wiped rejoins with --join.
 func TestBinaryCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	bin := filepath.Join(t.TempDir(), "lockserver")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 	var nodes []*node
 	var peers []string
 	for i := range 3 {

@@ -103,9 +103,10 @@ func TestParseSize(t *testing.T) {
 	}
 }
 
-// TestBinaryServesAndStopsOnSIGTERM builds the binary, runs it, talks to it and
-// checks that SIGTERM stops it cleanly (exit status 0, "stopped" logged).
-func TestBinaryServesAndStopsOnSIGTERM(t *testing.T) {
+// buildBinary builds the binary into a temporary directory; with -short the
+// test that needs it is skipped.
+func buildBinary(t *testing.T) string {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
@@ -113,6 +114,13 @@ func TestBinaryServesAndStopsOnSIGTERM(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
+	return bin
+}
+
+// TestBinaryServesAndStopsOnSIGTERM builds the binary, runs it, talks to it and
+// checks that SIGTERM stops it cleanly (exit status 0, "stopped" logged).
+func TestBinaryServesAndStopsOnSIGTERM(t *testing.T) {
+	bin := buildBinary(t)
 	addr := loopbackAddr(t)
 
 	cmd := exec.Command(bin, "--log-format", "json")

@@ -1,0 +1,97 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A member whose disk fills stops: the write in flight gets UNKNOWN, the
+// process logs the write error and exits with status 1, and once restarted
+// with room it has every write it acknowledged. The disk is a small tmpfs,
+// which only root can mount.
+func TestBinaryExitsWhenItsDiskIsFull(t *testing.T) {
+	bin := buildBinary(t)
+	disk := t.TempDir()
+	if err := syscall.Mount("tmpfs", disk, "tmpfs", 0, "size=4m"); err != nil {
+		t.Skipf("needs a small tmpfs to fill, which takes root: mount: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(disk, syscall.MNT_DETACH) })
+	logs, err := os.Create(filepath.Join(t.TempDir(), "n1.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{id: "n1", addr: loopbackAddr(t), raftAddr: loopbackAddr(t), dir: filepath.Join(disk, "data"), log: logs}
+	n.args = []string{"--addr", n.addr, "--node-id", n.id, "--raft-addr", n.raftAddr, "--data-dir", n.dir, "--bootstrap", n.id + "=" + n.raftAddr}
+	n.start(t, bin)
+	t.Cleanup(n.kill)
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(logs.Name())
+			t.Logf("log:\n%s", b)
+		}
+	})
+	ctx := context.Background()
+	eventually(t, "a leader", func() error { return n.rdb.Set(ctx, "first", "1", 0).Err() })
+
+	// 100 values of 200 kB cannot fit in 4 MB.
+	value := strings.Repeat("v", 200<<10)
+	acked := []string{"first"}
+	var failed error
+	for i := 0; i < 100 && failed == nil; i++ {
+		key := fmt.Sprint("k", i)
+		if failed = n.rdb.Set(ctx, key, value, 0).Err(); failed == nil {
+			acked = append(acked, key)
+		}
+	}
+	if failed == nil || !strings.HasPrefix(failed.Error(), "UNKNOWN") {
+		t.Fatalf("the SET that filled the disk: %v, want UNKNOWN", failed)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- n.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+			t.Fatalf("exit: %v, want status 1", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the node did not exit within 15s of its failed write")
+	}
+	n.rdb.Close()
+	n.cmd = nil
+	if b, _ := os.ReadFile(logs.Name()); !strings.Contains(string(b), "no space left on device") {
+		t.Errorf("the log does not say why the node stopped:\n%s", b)
+	}
+
+	if err := syscall.Mount("tmpfs", disk, "tmpfs", syscall.MS_REMOUNT, "size=64m"); err != nil {
+		t.Fatal(err)
+	}
+	n.start(t, bin)
+	eventually(t, "the restarted node", func() error { return n.rdb.Ping(ctx).Err() })
+	for _, key := range acked {
+		want := int64(len(value))
+		if key == "first" {
+			want = 1
+		}
+		eventually(t, "acknowledged "+key, func() error {
+			got, err := n.rdb.StrLen(ctx, key).Result()
+			if err == nil && got != want {
+				return fmt.Errorf("STRLEN %s = %d, want %d", key, got, want)
+			}
+			return err
+		})
+	}
+	if len(acked) < 2 {
+		t.Errorf("only %d write fit before the disk filled; the check of what survives is thin", len(acked))
+	}
+}
