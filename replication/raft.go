@@ -635,7 +635,7 @@ func (r *Raft) flushLocked() {
 }
 
 // holdLocked starts the next batch once the clients that batch b answered
-// on this node have had their turn to join it (see holdMax), or at once if
+// on this node have had their turn to join it (see holdSteps), or at once if
 // it answered none. proposeMu is held.
 func (r *Raft) holdLocked(b *logBatch) {
 	answered := 0
