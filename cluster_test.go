@@ -14,15 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	addr, err := freeport.Addr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
 // member is one embedded cluster member and what it needs to restart.
 type member struct {
 	opts lockserver.Options
@@ -55,9 +46,9 @@ func startMembers(t *testing.T, password string) []*member {
 	var ms []*member
 	for i := range 3 {
 		id := fmt.Sprint("m", i+1)
-		peers = append(peers, replication.Peer{ID: id, RaftAddr: freeAddr(t)})
+		peers = append(peers, replication.Peer{ID: id, RaftAddr: freeport.MustAddr(t)})
 		ms = append(ms, &member{opts: lockserver.Options{
-			Addr: freeAddr(t), Password: password,
+			Addr: freeport.MustAddr(t), Password: password,
 			Cluster: lockserver.ClusterOptions{NodeID: id, RaftAddr: peers[i].RaftAddr, DataDir: t.TempDir()},
 		}})
 	}
@@ -190,7 +181,7 @@ func TestClusterCommandNeedsAuth(t *testing.T) {
 
 // A member needs a client address the others can reach.
 func TestClusterMemberNeedsClientAddress(t *testing.T) {
-	_, err := lockserver.Open(lockserver.Options{Addr: "-", Cluster: lockserver.ClusterOptions{NodeID: "a", RaftAddr: freeAddr(t)}})
+	_, err := lockserver.Open(lockserver.Options{Addr: "-", Cluster: lockserver.ClusterOptions{NodeID: "a", RaftAddr: freeport.MustAddr(t)}})
 	if err == nil || !strings.Contains(err.Error(), "AdvertiseAddr") {
 		t.Fatalf("Open of a member without a listener = %v, want an error about AdvertiseAddr", err)
 	}

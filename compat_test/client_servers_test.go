@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/internal/freeport"
 	"github.com/lockserver/lockserver/replication"
 	"github.com/redis/go-redis/v9"
 )
@@ -79,8 +79,8 @@ func startCluster(t *testing.T) *cluster {
 	var peers []replication.Peer
 	addrs := make([]string, 3)
 	for i := range 3 {
-		addrs[i] = "127.0.0.1:" + strconv.Itoa(freePort(t))
-		peers = append(peers, replication.Peer{ID: fmt.Sprint("c", i+1), RaftAddr: "127.0.0.1:" + strconv.Itoa(freePort(t))})
+		addrs[i] = freeport.MustAddr(t)
+		peers = append(peers, replication.Peer{ID: fmt.Sprint("c", i+1), RaftAddr: freeport.MustAddr(t)})
 	}
 	c := &cluster{leader: -1}
 	for i := range 3 {

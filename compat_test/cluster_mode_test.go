@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/internal/freeport"
 )
 
 // The CLUSTER commands of lockserver against real redis-servers in cluster
@@ -31,7 +32,7 @@ func startRedisCluster(t *testing.T, n int) []string {
 	t.Helper()
 	var addrs, buses []string
 	for range n {
-		bus := strconv.Itoa(freePort(t))
+		bus := strconv.Itoa(freeport.MustPort(t))
 		// The announced ip makes a lone node report 127.0.0.1 rather than
 		// "" (it learns its own address from the other nodes otherwise).
 		addrs = append(addrs, startRedis(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",

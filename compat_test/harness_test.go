@@ -43,21 +43,11 @@ func missing(t testing.TB, why string) {
 	t.Skipf("skipping: %s", why)
 }
 
-// freePort returns a loopback port that was free a moment ago (see freeport).
-func freePort(t testing.TB) int {
-	t.Helper()
-	p, err := freeport.Port()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // startRedis starts a redis-server without persistence on a free port and
 // returns its address. Extra arguments are passed as configuration ("--maxmemory", "1mb").
 func startRedis(t testing.TB, extra ...string) string {
 	t.Helper()
-	port := freePort(t)
+	port := freeport.MustPort(t)
 	args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
 		"--appendonly", "no", "--dir", t.TempDir()}, extra...)
 	return runRedis(t, port, args...)

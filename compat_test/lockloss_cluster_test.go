@@ -9,13 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/lockserver/lockserver/internal/freeport"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 )
@@ -56,8 +56,6 @@ func buildLockserver(t *testing.T) string {
 	return bin
 }
 
-func loopback(t testing.TB) string { return "127.0.0.1:" + strconv.Itoa(freePort(t)) }
-
 // startProcCluster starts three nodes bootstrapped as one cluster. Each
 // node's --bootstrap names the others' Raft proxies and its --advertise-addr
 // its own client proxy, so all traffic between nodes crosses the faultNet.
@@ -68,7 +66,7 @@ func startProcCluster(t *testing.T, bin string, fnet *faultNet) *procCluster {
 	var voters []string
 	clientProxy := map[string]string{}
 	for i := range 3 {
-		n := &procNode{id: fmt.Sprint("n", i+1), addr: loopback(t), raftAddr: loopback(t), dir: t.TempDir()}
+		n := &procNode{id: fmt.Sprint("n", i+1), addr: freeport.MustAddr(t), raftAddr: freeport.MustAddr(t), dir: t.TempDir()}
 		n.logPath = filepath.Join(logs, n.id+".log")
 		n.admin = redis.NewClient(&redis.Options{
 			Addr: n.addr, MaxRetries: -1, DialerRetries: 1, DialTimeout: 300 * time.Millisecond,

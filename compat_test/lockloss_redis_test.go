@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockserver/lockserver/internal/freeport"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -52,7 +53,7 @@ type redisProc struct {
 func startRedisProc(t *testing.T, extra ...string) *redisProc {
 	t.Helper()
 	bin := need(t, "redis-server")
-	addr := loopback(t)
+	addr := freeport.MustAddr(t)
 	_, port, _ := net.SplitHostPort(addr)
 	dir := t.TempDir()
 	log, err := os.Create(filepath.Join(dir, "redis.log"))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/internal/freeport"
 )
 
 // The SENTINEL commands of a lockserver cluster against real Sentinels:
@@ -131,7 +132,7 @@ func maskValue(s, field string) string {
 func startSentinelProc(t *testing.T, masterAddr string) string {
 	t.Helper()
 	host, port, _ := net.SplitHostPort(masterAddr)
-	mine := freePort(t)
+	mine := freeport.MustPort(t)
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "sentinel.conf")
 	body := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor mymaster %s %s 2\n"+

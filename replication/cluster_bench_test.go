@@ -103,7 +103,7 @@ func reportLockOps(b *testing.B, lat [][]time.Duration, elapsed time.Duration) {
 func startTCPCluster(tb testing.TB, size int) []*Raft {
 	var peers []Peer
 	for i := range size {
-		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: freeAddr(tb)})
+		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: freeport.MustAddr(tb)})
 	}
 	nodes := make([]*Raft, size)
 	for i, p := range peers {
@@ -117,16 +117,6 @@ func startTCPCluster(tb testing.TB, size int) []*Raft {
 		tb.Cleanup(func() { n.Close() })
 	}
 	return nodes
-}
-
-// freeAddr returns a loopback address with a port that was free a moment ago
-// (see freeport).
-func freeAddr(tb testing.TB) string {
-	addr, err := freeport.Addr()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return addr
 }
 
 // BenchmarkSnapshotPause measures how long taking a snapshot holds the state

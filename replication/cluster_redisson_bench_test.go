@@ -108,8 +108,8 @@ func startRedissonCluster(b *testing.B) (leader, follower string) {
 	var opts []lockserver.Options
 	for i := range 3 {
 		id := fmt.Sprint("m", i+1)
-		peers = append(peers, replication.Peer{ID: id, RaftAddr: loopbackAddr(b)})
-		opts = append(opts, lockserver.Options{Addr: loopbackAddr(b), Cluster: lockserver.ClusterOptions{
+		peers = append(peers, replication.Peer{ID: id, RaftAddr: freeport.MustAddr(b)})
+		opts = append(opts, lockserver.Options{Addr: freeport.MustAddr(b), Cluster: lockserver.ClusterOptions{
 			NodeID: id, RaftAddr: peers[i].RaftAddr, DataDir: b.TempDir(),
 		}})
 	}
@@ -161,12 +161,4 @@ func redissonScript(b *testing.B, name string) *redis.Script {
 		b.Fatalf("the shared lock scripts: %v", err)
 	}
 	return redis.NewScript(strings.TrimSuffix(string(src), "\n"))
-}
-
-func loopbackAddr(b *testing.B) string {
-	addr, err := freeport.Addr()
-	if err != nil {
-		b.Fatal(err)
-	}
-	return addr
 }

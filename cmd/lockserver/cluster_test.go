@@ -71,15 +71,6 @@ func (n *node) kill() {
 	}
 }
 
-func loopbackAddr(t *testing.T) string {
-	t.Helper()
-	addr, err := freeport.Addr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
 // eventually retries op, as a client does across an election.
 func eventually(t *testing.T, what string, op func() error) {
 	t.Helper()
@@ -104,7 +95,7 @@ func TestBinaryCluster(t *testing.T) {
 	var nodes []*node
 	var peers []string
 	for i := range 3 {
-		n := &node{id: fmt.Sprint("n", i+1), addr: loopbackAddr(t), raftAddr: loopbackAddr(t), dir: t.TempDir()}
+		n := &node{id: fmt.Sprint("n", i+1), addr: freeport.MustAddr(t), raftAddr: freeport.MustAddr(t), dir: t.TempDir()}
 		log, err := os.Create(filepath.Join(t.TempDir(), n.id+".log"))
 		if err != nil {
 			t.Fatal(err)

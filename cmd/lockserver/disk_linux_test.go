@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lockserver/lockserver/internal/freeport"
 )
 
 // A member whose disk fills stops: the write in flight gets UNKNOWN, the
@@ -30,7 +32,7 @@ func TestBinaryExitsWhenItsDiskIsFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &node{id: "n1", addr: loopbackAddr(t), raftAddr: loopbackAddr(t), dir: filepath.Join(disk, "data"), log: logs}
+	n := &node{id: "n1", addr: freeport.MustAddr(t), raftAddr: freeport.MustAddr(t), dir: filepath.Join(disk, "data"), log: logs}
 	n.args = []string{"--addr", n.addr, "--node-id", n.id, "--raft-addr", n.raftAddr, "--data-dir", n.dir, "--bootstrap", n.id + "=" + n.raftAddr}
 	n.start(t, bin)
 	t.Cleanup(n.kill)

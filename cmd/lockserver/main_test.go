@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockserver/lockserver/internal/freeport"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -121,7 +122,7 @@ func buildBinary(t *testing.T) string {
 // checks that SIGTERM stops it cleanly (exit status 0, "stopped" logged).
 func TestBinaryServesAndStopsOnSIGTERM(t *testing.T) {
 	bin := buildBinary(t)
-	addr := loopbackAddr(t)
+	addr := freeport.MustAddr(t)
 
 	cmd := exec.Command(bin, "--log-format", "json")
 	cmd.Env = append(os.Environ(), "LOCKSERVER_ADDR="+addr, "LOCKSERVER_PASSWORD=secret")

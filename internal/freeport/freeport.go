@@ -44,7 +44,7 @@ func Port() (int, error) {
 		if next++; next >= low {
 			next = low - span
 		}
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		ln, err := net.Listen("tcp", loopback(p))
 		if err == nil {
 			ln.Close()
 			return p, nil
@@ -59,7 +59,31 @@ func Addr() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), nil
+	return loopback(p), nil
+}
+
+func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// Fataler is what MustPort and MustAddr need of a test; testing.TB has it.
+type Fataler interface {
+	Helper()
+	Fatal(args ...any)
+}
+
+// MustPort is Port for a test, which fails if no port is free.
+func MustPort(t Fataler) int {
+	t.Helper()
+	p, err := Port()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// MustAddr is Addr for a test, which fails if no port is free.
+func MustAddr(t Fataler) string {
+	t.Helper()
+	return loopback(MustPort(t))
 }
 
 // ephemeralLow reads the first port of the kernel's ephemeral range; Linux's

@@ -28,11 +28,13 @@ func TestPort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("listen on %s: %v", addr, err)
+	for _, addr := range []string{addr, MustAddr(t)} {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatalf("listen on %s: %v", addr, err)
+		}
+		ln.Close()
 	}
-	ln.Close()
 }
 
 // A port that is taken is skipped.
