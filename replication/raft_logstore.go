@@ -100,7 +100,7 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	if background {
 		return nil
 	}
-	return s.waitLocked(logs[len(logs)-1].Index)
+	return s.waitLocked(logs[len(logs)-1].Index, true)
 }
 
 // usable returns why the store takes nothing more, if it does not. mu is held.
@@ -121,10 +121,10 @@ func (s *logStore) failure() error {
 	return s.err
 }
 
-// waitLocked waits until the entries up to index are durable, the queue
-// drained. mu is held.
-func (s *logStore) waitLocked(index uint64) error {
-	for len(s.queue)+len(s.writing) > 0 || s.durable.Load() < index {
+// waitLocked waits until the entries up to index are durable and, with
+// drain, nothing is queued or being written. mu is held.
+func (s *logStore) waitLocked(index uint64, drain bool) error {
+	for s.durable.Load() < index || drain && len(s.queue)+len(s.writing) > 0 {
 		if err := s.usable(); err != nil {
 			return err
 		}
@@ -142,13 +142,7 @@ func (s *logStore) waitDurable(index uint64) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for s.durable.Load() < index {
-		if err := s.usable(); err != nil {
-			return err
-		}
-		s.changed.Wait()
-	}
-	return nil
+	return s.waitLocked(index, false)
 }
 
 // write is the writer: it writes what is queued, in order, as one batch.
@@ -227,7 +221,7 @@ func (s *logStore) DeleteRange(min, max uint64) error {
 	s.mu.Lock()
 	for _, q := range [2][]*raft.Log{s.writing, s.queue} {
 		if len(q) > 0 && q[0].Index <= max {
-			if err := s.waitLocked(0); err != nil {
+			if err := s.waitLocked(0, true); err != nil {
 				s.mu.Unlock()
 				return err
 			}
