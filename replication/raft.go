@@ -179,15 +179,12 @@ type Raft struct {
 	pendingProps []*proposal
 	inflight     int
 	// When a batch commits, the next waits until holdFor proposals are pending
-	// or the hold ends (see holdSteps): holdTimer fires at holdUntil, the end
-	// of a step, and the hold goes on for another step if more than holdSeen
-	// proposals are pending by then, until holdEnd. holdFor is 0 when nothing
-	// is held.
-	holdFor            int
-	holdSeen           int
-	holdStep           time.Duration
-	holdUntil, holdEnd time.Time
-	holdTimer          *time.Timer
+	// or the hold ends: holdTimer fires at holdUntil, the end of one of its
+	// steps (see steppedHold). holdFor is 0 when nothing is held.
+	holdFor   int
+	hold      steppedHold
+	holdUntil time.Time
+	holdTimer *time.Timer
 	// gathering counts the forwarded batches being submitted: their proposals
 	// wait for one another, to go to the log together (see submitBatch).
 	gathering int
@@ -251,7 +248,7 @@ type logBatch struct {
 // are pending as were pending plus were answered. How long they take depends
 // on how busy the machine is (on 2 cores shared with 50 clients the last of
 // them came back 0.7 ms after their answers, most of a commit), and a client
-// may not come back at all, so the hold goes in steps (see holdSteps): a
+// may not come back at all, so the hold goes in steps (see steppedHold): a
 // holdDivisor'th of the last commit's time, then another each time more
 // proposals arrived during the last, for at most the commit's time and
 // holdMax. A request that no one follows loses one step.
@@ -263,11 +260,29 @@ const (
 	holdDivisor     = 4
 )
 
-// holdSteps returns the step and the limit of a hold after a batch whose
-// commit took took (see holdDivisor).
-func holdSteps(took time.Duration) (step, limit time.Duration) {
-	limit = min(holdMax, took)
-	return limit / holdDivisor, limit
+// steppedHold is a hold after a batch (see holdDivisor): it goes on a step at
+// a time while proposals keep arriving, up to its end.
+type steppedHold struct {
+	step time.Duration
+	seen int // proposals pending when the last step began
+	end  time.Time
+}
+
+// newHold starts a hold at now, after a batch whose commit took took, with
+// seen proposals pending. Its first step is h.step.
+func newHold(now time.Time, took time.Duration, seen int) steppedHold {
+	limit := min(holdMax, took)
+	return steppedHold{step: limit / holdDivisor, seen: seen, end: now.Add(limit)}
+}
+
+// next ends a step at now with n proposals pending: it returns how long the
+// next step lasts, or 0 when none arrived during this one or the hold is over.
+func (h *steppedHold) next(now time.Time, n int) time.Duration {
+	if n <= h.seen || !now.Before(h.end) {
+		return 0
+	}
+	h.seen = n
+	return min(h.step, h.end.Sub(now))
 }
 
 // readOp is a read that is answered once it has run on the state machine and a
@@ -635,7 +650,7 @@ func (r *Raft) flushLocked() {
 }
 
 // holdLocked starts the next batch once the clients that batch b answered
-// on this node have had their turn to join it (see holdSteps), or at once if
+// on this node have had their turn to join it (see steppedHold), or at once if
 // it answered none. proposeMu is held.
 func (r *Raft) holdLocked(b *logBatch) {
 	answered := 0
@@ -646,10 +661,10 @@ func (r *Raft) holdLocked(b *logBatch) {
 	}
 	if answered > 0 {
 		now := time.Now()
-		step, limit := holdSteps(now.Sub(b.sent))
-		r.holdFor, r.holdSeen = len(r.pendingProps)+answered, len(r.pendingProps)
-		r.holdStep, r.holdUntil, r.holdEnd = step, now.Add(step), now.Add(limit)
-		r.holdTimer.Reset(step)
+		r.holdFor = len(r.pendingProps) + answered
+		r.hold = newHold(now, now.Sub(b.sent), len(r.pendingProps))
+		r.holdUntil = now.Add(r.hold.step)
+		r.holdTimer.Reset(r.hold.step)
 	}
 	r.sendReadyLocked()
 }
@@ -664,9 +679,8 @@ func (r *Raft) holdExpired() {
 	if r.holdFor == 0 || now.Before(r.holdUntil) {
 		return
 	}
-	if n := len(r.pendingProps); n > r.holdSeen && now.Before(r.holdEnd) {
-		next := min(r.holdStep, r.holdEnd.Sub(now))
-		r.holdSeen, r.holdUntil = n, now.Add(next)
+	if next := r.hold.next(now, len(r.pendingProps)); next > 0 {
+		r.holdUntil = now.Add(next)
 		r.holdTimer.Reset(next)
 		return
 	}

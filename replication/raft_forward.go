@@ -133,7 +133,7 @@ func (f *forwarder) loop() {
 	}
 }
 
-// hold waits, as the leader does between its batches (see holdSteps), for
+// hold waits, as the leader does between its batches (see steppedHold), for
 // the clients of the batch just answered to queue their next requests, so
 // that they go in the next batch rather than a round trip after it: until
 // answered more requests are queued than when it began, or until a step of
@@ -143,9 +143,8 @@ func (f *forwarder) hold(answered int, took time.Duration) {
 	seen := len(f.queue)
 	f.mu.Unlock()
 	want := seen + answered
-	step, limit := holdSteps(took)
-	end := time.Now().Add(limit)
-	timer := time.NewTimer(step)
+	h := newHold(time.Now(), took, seen)
+	timer := time.NewTimer(h.step)
 	defer timer.Stop()
 	for {
 		f.mu.Lock()
@@ -157,12 +156,11 @@ func (f *forwarder) hold(answered int, took time.Duration) {
 		select {
 		case <-f.wake:
 		case <-timer.C:
-			now := time.Now()
-			if n <= seen || !now.Before(end) {
+			next := h.next(time.Now(), n)
+			if next == 0 {
 				return
 			}
-			seen = n
-			timer.Reset(min(step, end.Sub(now)))
+			timer.Reset(next)
 		case <-f.r.stop:
 			return
 		}
