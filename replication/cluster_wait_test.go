@@ -176,3 +176,20 @@ func TestClusterWaitJoined(t *testing.T) {
 	wantCount(t, "WAIT 3 0 with four members", count, err, 3)
 	wantReply(t, "GET k on the new member after WAIT", localGet(n4, "k"), keyspace.Bulk("v"))
 }
+
+// A node whose raft has shut down counts no replicas for WAIT. Raft clears
+// its leader then, and the node, seeing no leader, used to count itself as
+// one: a WAIT 3 on a closing leader of three could end satisfied, not
+// closed.
+func TestReplicaSetOfAShutDownNode(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	replicasRegistered(c, l, 2)
+	if err := l.eng.raft.Shutdown().Error(); err != nil {
+		t.Fatal(err)
+	}
+	c.eventually("raft to clear its leader", func() bool { return l.eng.leaderID() == "" })
+	if set := l.eng.replicaSet(); len(set) != 0 {
+		t.Fatalf("replica set of a shut-down node: %+v", set)
+	}
+}

@@ -214,8 +214,14 @@ func (r *Raft) replicaSet() []replicaMember {
 	if cf.Error() != nil {
 		return nil
 	}
+	// A node shutting down replicates to no one; raft has cleared its leader
+	// by then, which would make it count itself as a follower below.
+	state := r.raft.State()
+	if state == raft.Shutdown {
+		return nil
+	}
 	leader := r.leaderID()
-	if r.raft.State() == raft.Leader {
+	if state == raft.Leader {
 		leader = r.opts.NodeID
 	}
 	var set []replicaMember
