@@ -1,12 +1,12 @@
 package luaexec
 
 import (
-	"container/list"
 	"crypto/sha1"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/ast"
@@ -254,6 +254,7 @@ type compiled struct {
 	// keys and argv are fn's aliases of KEYS and ARGV, nil when the script
 	// reads neither: each run points them to its tables.
 	keys, argv *lua.Upvalue
+	used       atomic.Uint64 // the cache's epoch when it was last used
 }
 
 // compileScript checks and compiles a script body as EVAL and SCRIPT LOAD do.
@@ -280,24 +281,33 @@ func compileScript(sha, body string) (*compiled, string) {
 // compiled forms, which is not: a miss recompiles, with the same result on
 // every node. Both are keyed by the SHA1 in lower-case hex. It is safe for
 // concurrent use, so that Prepare may run beside Exec.
+//
+// Every EVALSHA looks its script up twice (Prepare and Exec), often on two
+// cores at once, so lookups share a read lock and, once a script's use is
+// recorded, write nothing: a shared LRU list rewritten on every lookup made
+// the two cores wait for each other's cache lines. Recency is kept in epochs
+// instead: each compile stamps its script with a new epoch and starts another
+// for the uses after it, so uses between two compiles count as one moment. A
+// full cache evicts the script with the oldest stamp, found by a scan, which
+// is small beside the compile that caused it.
 type scriptCache struct {
-	mu       sync.Mutex
+	mu       sync.RWMutex
 	bodies   map[string]string
 	max      int
-	lru      *list.List // of *compiled, most recent first
-	compiled map[string]*list.Element
+	compiled map[string]*compiled
+	epoch    uint64 // the stamp of uses now; advanced under the write lock
 }
 
 func newScriptCache(max int) *scriptCache {
-	return &scriptCache{bodies: make(map[string]string), max: max, lru: list.New(), compiled: make(map[string]*list.Element)}
+	return &scriptCache{bodies: make(map[string]string), max: max, compiled: make(map[string]*compiled)}
 }
 
 // lookup returns the body of the script whose SHA1 is sha, in hex of either
 // case, and its compiled form when it is at hand: what every EVALSHA needs,
-// under one lock and without allocating.
+// under one read lock and without allocating.
 func (c *scriptCache) lookup(sha []byte) (body string, s *compiled, ok bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	key := sha
 	if body, ok = c.bodies[string(key)]; !ok {
 		// Clients send lower case; try upper case only when that fails.
@@ -316,11 +326,17 @@ func (c *scriptCache) lookup(sha []byte) (body string, s *compiled, ok bool) {
 			return "", nil, false
 		}
 	}
-	if el, found := c.compiled[string(key)]; found {
-		c.lru.MoveToFront(el)
-		s = el.Value.(*compiled)
+	if s = c.compiled[string(key)]; s != nil {
+		c.touch(s)
 	}
 	return body, s, true
+}
+
+// touch records a use of s in the current epoch. mu is held, at least for reading.
+func (c *scriptCache) touch(s *compiled) {
+	if s.used.Load() != c.epoch {
+		s.used.Store(c.epoch)
+	}
 }
 
 func (c *scriptCache) add(sha, body string) {
@@ -332,33 +348,40 @@ func (c *scriptCache) add(sha, body string) {
 func (c *scriptCache) flush() {
 	c.mu.Lock()
 	c.bodies = make(map[string]string)
-	c.lru.Init()
-	c.compiled = make(map[string]*list.Element)
+	c.compiled = make(map[string]*compiled)
 	c.mu.Unlock()
 }
 
 // get returns the compiled form of a body, compiling it on a miss.
 func (c *scriptCache) get(sha, body string) (*compiled, string) {
-	c.mu.Lock()
-	if el, ok := c.compiled[sha]; ok {
-		c.lru.MoveToFront(el)
-		c.mu.Unlock()
-		return el.Value.(*compiled), ""
+	c.mu.RLock()
+	if s := c.compiled[sha]; s != nil {
+		c.touch(s)
+		c.mu.RUnlock()
+		return s, ""
 	}
-	c.mu.Unlock()
+	c.mu.RUnlock()
 	s, msg := compileScript(sha, body)
 	if s == nil {
 		return nil, msg
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if el, ok := c.compiled[sha]; ok { // compiled meanwhile by another caller
-		return el.Value.(*compiled), ""
+	if old := c.compiled[sha]; old != nil { // compiled meanwhile by another caller
+		return old, ""
 	}
-	c.compiled[sha] = c.lru.PushFront(s)
-	for c.lru.Len() > c.max {
-		old := c.lru.Remove(c.lru.Back()).(*compiled)
-		delete(c.compiled, old.sha)
+	s.used.Store(c.epoch + 1)
+	c.epoch += 2
+	c.compiled[sha] = s
+	if len(c.compiled) > c.max {
+		// Every other script's stamp is older than s's: s is never evicted.
+		var oldest *compiled
+		for _, o := range c.compiled {
+			if oldest == nil || o.used.Load() < oldest.used.Load() {
+				oldest = o
+			}
+		}
+		delete(c.compiled, oldest.sha)
 	}
 	return s, ""
 }

@@ -331,8 +331,41 @@ func TestCompiledCacheBound(t *testing.T) {
 			}
 		}
 	}
-	if n := h.e.cache.lru.Len(); n != 2 {
+	if n := len(h.e.cache.compiled); n != 2 {
 		t.Fatalf("%d compiled scripts kept, want 2", n)
+	}
+}
+
+// A full cache evicts the compiled script used least recently, counting the
+// uses between two compiles as one moment.
+func TestCompiledCacheEvictsTheLeastRecent(t *testing.T) {
+	h := newHarness(t, Options{CompiledScripts: 2})
+	a, b, c, d := "return 'a'", "return 'b'", "return 'c'", "return 'd'"
+	kept := func() string {
+		var names []string
+		for _, s := range []string{a, b, c, d} {
+			if h.e.cache.compiled[sha1hex(s)] != nil {
+				names = append(names, s[len(s)-2:len(s)-1])
+			}
+		}
+		return strings.Join(names, "")
+	}
+	h.eval(a)
+	h.eval(b)
+	h.eval(a) // a used after b was compiled
+	h.eval(c) // evicts b
+	if got := kept(); got != "ac" {
+		t.Fatalf("after a, b, a, c: kept %q, want \"ac\"", got)
+	}
+	h.eval(d) // a was last used before c was compiled: evicts a
+	if got := kept(); got != "cd" {
+		t.Fatalf("after d: kept %q, want \"cd\"", got)
+	}
+	// EVALSHA of a cached script counts as a use, as EVAL does.
+	h.do("EVALSHA", sha1hex(c), "0")
+	h.eval(a) // evicts d
+	if got := kept(); got != "ac" {
+		t.Fatalf("after EVALSHA c, a: kept %q, want \"ac\"", got)
 	}
 }
 
