@@ -18,7 +18,7 @@ func cmdPublish(c *Call) Reply {
 		return Zero
 	}
 	sharded := c.Args[0][0] == 's' || c.Args[0][0] == 'S'
-	n := c.Pub.Publish(string(c.Args[1]), string(c.Args[2]), sharded)
+	n := c.Pub.Publish(c.Args[1], c.Args[2], sharded)
 	if _, shared := c.Pub.(replicated); shared && c.Script {
 		return Zero
 	}

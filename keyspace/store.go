@@ -80,9 +80,11 @@ func (t valueType) name() string {
 func live(deadline, now int64) bool { return deadline == 0 || deadline > now }
 
 // Publisher delivers PUBLISH and SPUBLISH messages. Publish returns the number of
-// subscribers that received the message.
+// subscribers that received the message. It must not keep channel or message,
+// which are the command's arguments: it copies what it delivers, so that a
+// message nobody hears costs nothing.
 type Publisher interface {
-	Publish(channel, message string, sharded bool) int64
+	Publish(channel, message []byte, sharded bool) int64
 }
 
 // Call is one command execution: the arguments, the database it addresses, and

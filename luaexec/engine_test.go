@@ -231,8 +231,8 @@ func TestDenyOOM(t *testing.T) {
 
 type recorder struct{ msgs []string }
 
-func (r *recorder) Publish(channel, message string, sharded bool) int64 {
-	r.msgs = append(r.msgs, channel+"="+message)
+func (r *recorder) Publish(channel, message []byte, sharded bool) int64 {
+	r.msgs = append(r.msgs, string(channel)+"="+string(message))
 	return 1
 }
 

@@ -290,11 +290,11 @@ type hubChannel struct {
 	sharded bool
 }
 
-func (h *recordingHub) Publish(channel, message string, sharded bool) int64 {
+func (h *recordingHub) Publish(channel, message []byte, sharded bool) int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.msgs = append(h.msgs, channel+":"+message)
-	return h.subs[hubChannel{channel, sharded}]
+	h.msgs = append(h.msgs, string(channel)+":"+string(message))
+	return h.subs[hubChannel{string(channel), sharded}]
 }
 
 // subscribe makes n subscribers listen on channel, a shard channel if

@@ -39,39 +39,36 @@ func NewHub() *Hub {
 // Publish delivers message to the subscribers of channel on this node and
 // returns how many deliveries it made: a client subscribed to the channel and
 // to a matching pattern receives it twice and counts twice, as in Redis.
-// Sharded messages (SPUBLISH) go to SSUBSCRIBE subscribers only.
-func (h *Hub) Publish(channel, message string, sharded bool) int64 {
+// Sharded messages (SPUBLISH) go to SSUBSCRIBE subscribers only. The message
+// is copied only when someone is to receive it.
+func (h *Hub) Publish(channel, message []byte, sharded bool) int64 {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	var n int64
-	if sharded {
-		if subs := h.shards[channel]; len(subs) > 0 {
-			msg := keyspace.Reply{Kind: keyspace.KindPush, Elems: []keyspace.Reply{
-				keyspace.Bulk("smessage"), keyspace.Bulk(channel), keyspace.Bulk(message)}}
-			for c := range subs {
-				c.deliver(msg)
-				n++
-			}
+	deliver := func(subs map[*conn]struct{}, kind ...string) {
+		elems := make([]keyspace.Reply, 0, len(kind)+2)
+		for _, k := range kind {
+			elems = append(elems, keyspace.Bulk(k))
 		}
-		return n
-	}
-	if subs := h.channels[channel]; len(subs) > 0 {
-		msg := keyspace.Reply{Kind: keyspace.KindPush, Elems: []keyspace.Reply{
-			keyspace.Bulk("message"), keyspace.Bulk(channel), keyspace.Bulk(message)}}
+		elems = append(elems, keyspace.Bulk(string(channel)), keyspace.Bulk(string(message)))
+		msg := keyspace.Reply{Kind: keyspace.KindPush, Elems: elems}
 		for c := range subs {
 			c.deliver(msg)
 			n++
 		}
 	}
-	for pattern, ps := range h.patterns {
-		if !keyspace.GlobMatch(ps.pattern, channel) {
-			continue
+	if sharded {
+		if subs := h.shards[string(channel)]; len(subs) > 0 {
+			deliver(subs, "smessage")
 		}
-		msg := keyspace.Reply{Kind: keyspace.KindPush, Elems: []keyspace.Reply{
-			keyspace.Bulk("pmessage"), keyspace.Bulk(pattern), keyspace.Bulk(channel), keyspace.Bulk(message)}}
-		for c := range ps.conns {
-			c.deliver(msg)
-			n++
+		return n
+	}
+	if subs := h.channels[string(channel)]; len(subs) > 0 {
+		deliver(subs, "message")
+	}
+	for pattern, ps := range h.patterns {
+		if len(ps.conns) > 0 && keyspace.GlobMatch(ps.pattern, string(channel)) {
+			deliver(ps.conns, "pmessage", pattern)
 		}
 	}
 	return n

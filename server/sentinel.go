@@ -113,7 +113,7 @@ func (s *Server) leaderChanged(l replication.Leader) {
 	}
 	fromHost, fromPort := splitAddr(from)
 	toHost, toPort := splitAddr(to)
-	s.hub.Publish("+switch-master", st.name+" "+fromHost+" "+fromPort+" "+toHost+" "+toPort, false)
+	s.hub.Publish([]byte("+switch-master"), []byte(st.name+" "+fromHost+" "+fromPort+" "+toHost+" "+toPort), false)
 }
 
 // splitAddr splits a client address into host and port. An address that is
