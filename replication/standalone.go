@@ -2,8 +2,6 @@ package replication
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,43 +17,15 @@ type StandaloneOptions struct {
 }
 
 // Standalone is the engine of a single node without a log: it applies every
-// write at once, stamped by the log clock, one request at a time.
-//
-// Requests submitted while another runs are not left to fight over a mutex:
-// on a busy machine every hand-over of a contended lock parks one goroutine
-// and wakes another, and the state machine sat idle between its users about a
-// quarter of the time. The goroutine that finds the engine idle becomes the
-// runner instead: it runs its own request, then those queued meanwhile, in the
-// order they were queued, while their submitters wait for their replies (flat
-// combining). The state machine stays with one goroutine, hot in one core's
-// cache, while the submitters do the rest of their work beside it. A runner
-// that has run runBudget queued requests hands what is left to a new
-// goroutine and returns to its caller, so that no caller waits long for
-// others' requests.
+// write at once, under one mutex, stamped by the log clock.
 type Standalone struct {
-	mu    sync.Mutex // the state machine: held by the runner while it runs, and by a sweep
+	mu    sync.Mutex
 	sm    *StateMachine
 	clock *Clock
 	hub   keyspace.Publisher
 	stop  chan struct{}
 	wg    sync.WaitGroup
-
-	qmu     sync.Mutex
-	running bool     // a runner is at work; guarded by qmu
-	queue   []queued // requests submitted while running, in order; guarded by qmu
-	spare   []queued // the runner's other queue buffer, swapped with queue
 }
-
-// queued is a request that waits for the runner.
-type queued struct {
-	req   *Request
-	write bool
-	now   int64
-}
-
-// runBudget bounds the queued requests one runner runs before it hands the
-// rest to a new goroutine.
-const runBudget = 256
 
 // NewStandalone returns a running standalone engine.
 func NewStandalone(opts StandaloneOptions) *Standalone {
@@ -70,93 +40,30 @@ func NewStandalone(opts StandaloneOptions) *Standalone {
 	return s
 }
 
-// Submit runs req at once when no other request runs, else queues it for the
-// runner (see Standalone). Prepare runs beside the runner, and Apply orders
-// entry times itself, so that the clients of a busy node wait for each other
-// as little as possible.
+// Submit runs req at once. Only running it holds the lock: Prepare is safe
+// beside it, and Apply orders entry times itself, so that the clients of a
+// busy node wait for each other as little as possible.
 func (s *Standalone) Submit(req *Request) {
-	q := queued{req: req}
-	if req.WatchKeys == nil {
-		var errReply *keyspace.Reply
-		q.write, errReply = s.sm.Prepare(req)
-		if errReply != nil {
-			// A NOSCRIPT may only mean that a SCRIPT LOAD queued before req has
-			// not run yet: the state machine decides when req's turn comes.
-			if !strings.HasPrefix(errReply.Str, "NOSCRIPT") {
-				req.resolve(*errReply)
-				return
-			}
-			q.write = true
-		}
-		q.now = s.clock.Now()
-	}
-	s.qmu.Lock()
-	if s.running {
-		req.start()
-		s.queue = append(s.queue, q)
-		s.qmu.Unlock()
+	if req.WatchKeys != nil {
+		s.mu.Lock()
+		req.resolve(versionsReply(s.sm.Versions(req.DB, req.WatchKeys)))
+		s.mu.Unlock()
 		return
 	}
-	s.running = true
-	s.qmu.Unlock()
+	write, errReply := s.sm.Prepare(req)
+	if errReply != nil {
+		req.resolve(*errReply)
+		return
+	}
+	now := s.clock.Now()
 	s.mu.Lock()
-	req.resolve(s.exec(q))
-	s.runQueued()
-}
-
-// runQueued runs the queued requests in order until none is left or the
-// budget is spent, then stops being the runner or hands the rest to a new
-// goroutine. mu is held, and released on return.
-func (s *Standalone) runQueued() {
-	ran := 0
-	for {
-		s.qmu.Lock()
-		batch := s.queue
-		if len(batch) == 0 {
-			s.running = false
-			s.qmu.Unlock()
-			s.mu.Unlock()
-			return
-		}
-		if ran >= runBudget {
-			s.qmu.Unlock()
-			s.mu.Unlock()
-			go func() {
-				s.mu.Lock()
-				s.runQueued()
-			}()
-			return
-		}
-		s.queue, s.spare = s.spare[:0], nil
-		s.qmu.Unlock()
-		for i, q := range batch {
-			q.req.reply = s.exec(q)
-			close(q.req.done)
-			batch[i] = queued{}
-		}
-		ran += len(batch)
-		s.spare = batch[:0]
+	defer s.mu.Unlock()
+	if !write {
+		req.resolve(s.sm.Read(req.DB, req.Cmds, req.Multi, req.Watch, now))
+		return
 	}
-}
-
-// exec runs one request on the state machine. mu is held. A panic, which
-// would be a bug, fails this request only: the runner goes on with the
-// others, which are not its caller's.
-func (s *Standalone) exec(q queued) (reply keyspace.Reply) {
-	defer func() {
-		if p := recover(); p != nil {
-			reply = keyspace.Error(fmt.Sprintf("ERR internal error: %v", p))
-		}
-	}()
-	req := q.req
-	switch {
-	case req.WatchKeys != nil:
-		return versionsReply(s.sm.Versions(req.DB, req.WatchKeys))
-	case !q.write:
-		return s.sm.Read(req.DB, req.Cmds, req.Multi, req.Watch, q.now)
-	}
-	e := Entry{Time: q.now, DB: req.DB, Cmds: req.Cmds, Multi: req.Multi, Watch: req.Watch, OOM: req.OverMemory}
-	return s.sm.Apply(&e, s.hub)
+	e := Entry{Time: now, DB: req.DB, Cmds: req.Cmds, Multi: req.Multi, Watch: req.Watch, OOM: req.OverMemory}
+	req.resolve(s.sm.Apply(&e, s.hub))
 }
 
 // Now returns the log clock's time.
