@@ -171,6 +171,26 @@ func (s *logStore) write() {
 	}
 }
 
+// unwritten returns the indexes of the first and last entries not yet
+// written (being written, then queued: they follow one another), if any. mu
+// is held.
+func (s *logStore) unwritten() (first, last uint64, ok bool) {
+	if len(s.writing)+len(s.queue) == 0 {
+		return 0, 0, false
+	}
+	if len(s.writing) > 0 {
+		first = s.writing[0].Index
+	} else {
+		first = s.queue[0].Index
+	}
+	if n := len(s.queue); n > 0 {
+		last = s.queue[n-1].Index
+	} else {
+		last = s.writing[len(s.writing)-1].Index
+	}
+	return first, last, true
+}
+
 // GetLog reads an entry, queued or durable.
 func (s *logStore) GetLog(index uint64, l *raft.Log) error {
 	s.mu.Lock()
@@ -193,22 +213,16 @@ func (s *logStore) FirstIndex() (uint64, error) {
 	if err != nil || first != 0 {
 		return first, err
 	}
-	for _, q := range [2][]*raft.Log{s.writing, s.queue} {
-		if len(q) > 0 {
-			return q[0].Index, nil
-		}
-	}
-	return 0, nil
+	first, _, _ = s.unwritten()
+	return first, nil
 }
 
 // LastIndex returns the last index in the log, queued entries included.
 func (s *logStore) LastIndex() (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, q := range [2][]*raft.Log{s.queue, s.writing} {
-		if n := len(q); n > 0 {
-			return q[n-1].Index, nil
-		}
+	if _, last, ok := s.unwritten(); ok {
+		return last, nil
 	}
 	return s.LogStore.LastIndex()
 }
@@ -219,13 +233,10 @@ func (s *logStore) LastIndex() (uint64, error) {
 // that reaches a queued entry does.
 func (s *logStore) DeleteRange(min, max uint64) error {
 	s.mu.Lock()
-	for _, q := range [2][]*raft.Log{s.writing, s.queue} {
-		if len(q) > 0 && q[0].Index <= max {
-			if err := s.waitLocked(0, true); err != nil {
-				s.mu.Unlock()
-				return err
-			}
-			break
+	if first, _, ok := s.unwritten(); ok && first <= max {
+		if err := s.waitLocked(0, true); err != nil {
+			s.mu.Unlock()
+			return err
 		}
 	}
 	s.mu.Unlock()
