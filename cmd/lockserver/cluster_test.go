@@ -51,6 +51,31 @@ type node struct {
 	rdb                     *redis.Client
 }
 
+// newNode prepares member id, with its data in dir: free ports, and a log file
+// that a failed test prints. The process is killed when the test ends.
+func newNode(t *testing.T, id, dir string) *node {
+	t.Helper()
+	log, err := os.Create(filepath.Join(t.TempDir(), id+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{id: id, addr: freeport.MustAddr(t), raftAddr: freeport.MustAddr(t), dir: dir, log: log}
+	t.Cleanup(func() {
+		n.kill()
+		if t.Failed() {
+			b, _ := os.ReadFile(log.Name())
+			t.Logf("%s log:\n%s", id, b)
+		}
+	})
+	return n
+}
+
+// member sets n's arguments: its addresses and data directory, then how it
+// finds the cluster (--bootstrap or --join and its value).
+func (n *node) member(how ...string) {
+	n.args = append([]string{"--addr", n.addr, "--node-id", n.id, "--raft-addr", n.raftAddr, "--data-dir", n.dir}, how...)
+}
+
 func (n *node) start(t *testing.T, bin string) {
 	t.Helper()
 	n.cmd = exec.Command(bin, n.args...)
@@ -95,28 +120,14 @@ func TestBinaryCluster(t *testing.T) {
 	var nodes []*node
 	var peers []string
 	for i := range 3 {
-		n := &node{id: fmt.Sprint("n", i+1), addr: freeport.MustAddr(t), raftAddr: freeport.MustAddr(t), dir: t.TempDir()}
-		log, err := os.Create(filepath.Join(t.TempDir(), n.id+".log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.log = log
+		n := newNode(t, fmt.Sprint("n", i+1), t.TempDir())
 		nodes = append(nodes, n)
 		peers = append(peers, n.id+"="+n.raftAddr)
 	}
 	for _, n := range nodes {
-		n.args = []string{"--addr", n.addr, "--node-id", n.id, "--raft-addr", n.raftAddr, "--data-dir", n.dir, "--bootstrap", strings.Join(peers, ",")}
+		n.member("--bootstrap", strings.Join(peers, ","))
 		n.start(t, bin)
-		t.Cleanup(n.kill)
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, n := range nodes {
-				b, _ := os.ReadFile(n.log.Name())
-				t.Logf("%s log:\n%s", n.id, b)
-			}
-		}
-	})
 	ctx := context.Background()
 	leader := func() *node {
 		var l *node
@@ -184,7 +195,7 @@ func TestBinaryCluster(t *testing.T) {
 	if err := os.RemoveAll(w.dir); err != nil {
 		t.Fatal(err)
 	}
-	w.args = []string{"--addr", w.addr, "--node-id", w.id, "--raft-addr", w.raftAddr, "--data-dir", w.dir, "--join", via.addr}
+	w.member("--join", via.addr)
 	w.start(t, bin)
 	eventually(t, "the wiped node serves the lock again", func() error {
 		v, err := w.rdb.Get(ctx, "lock").Result()

@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/lockserver/lockserver/internal/freeport"
 )
 
 // A member whose disk fills stops: the write in flight gets UNKNOWN, the
@@ -28,20 +26,9 @@ func TestBinaryExitsWhenItsDiskIsFull(t *testing.T) {
 		t.Skipf("needs a small tmpfs to fill, which takes root: mount: %v", err)
 	}
 	t.Cleanup(func() { syscall.Unmount(disk, syscall.MNT_DETACH) })
-	logs, err := os.Create(filepath.Join(t.TempDir(), "n1.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &node{id: "n1", addr: freeport.MustAddr(t), raftAddr: freeport.MustAddr(t), dir: filepath.Join(disk, "data"), log: logs}
-	n.args = []string{"--addr", n.addr, "--node-id", n.id, "--raft-addr", n.raftAddr, "--data-dir", n.dir, "--bootstrap", n.id + "=" + n.raftAddr}
+	n := newNode(t, "n1", filepath.Join(disk, "data"))
+	n.member("--bootstrap", n.id+"="+n.raftAddr)
 	n.start(t, bin)
-	t.Cleanup(n.kill)
-	t.Cleanup(func() {
-		if t.Failed() {
-			b, _ := os.ReadFile(logs.Name())
-			t.Logf("log:\n%s", b)
-		}
-	})
 	ctx := context.Background()
 	eventually(t, "a leader", func() error { return n.rdb.Set(ctx, "first", "1", 0).Err() })
 
@@ -71,7 +58,7 @@ func TestBinaryExitsWhenItsDiskIsFull(t *testing.T) {
 	}
 	n.rdb.Close()
 	n.cmd = nil
-	if b, _ := os.ReadFile(logs.Name()); !strings.Contains(string(b), "no space left on device") {
+	if b, _ := os.ReadFile(n.log.Name()); !strings.Contains(string(b), "no space left on device") {
 		t.Errorf("the log does not say why the node stopped:\n%s", b)
 	}
 
