@@ -386,7 +386,12 @@ func (r *Raft) open() error {
 			return fmt.Errorf("open raft.db: %w", err)
 		}
 		r.closer = append(r.closer, bolt)
-		logs, stable = bolt, bolt
+		j, err := openJournal(filepath.Join(o.DataDir, "raft.journal"), bolt, defaultJournalSize, defaultFlushAt)
+		if err != nil {
+			return err
+		}
+		r.closer = append(r.closer, j) // closed before bolt, which it flushes to
+		logs, stable = j, bolt
 		if snaps, err = raft.NewFileSnapshotStoreWithLogger(o.DataDir, 2, hl); err != nil {
 			return err
 		}

@@ -22,7 +22,7 @@ import (
 func TestBinaryExitsWhenItsDiskIsFull(t *testing.T) {
 	bin := buildBinary(t)
 	disk := t.TempDir()
-	if err := syscall.Mount("tmpfs", disk, "tmpfs", 0, "size=4m"); err != nil {
+	if err := syscall.Mount("tmpfs", disk, "tmpfs", 0, "size=16m"); err != nil {
 		t.Skipf("needs a small tmpfs to fill, which takes root: mount: %v", err)
 	}
 	t.Cleanup(func() { syscall.Unmount(disk, syscall.MNT_DETACH) })
@@ -32,7 +32,7 @@ func TestBinaryExitsWhenItsDiskIsFull(t *testing.T) {
 	ctx := context.Background()
 	eventually(t, "a leader", func() error { return n.rdb.Set(ctx, "first", "1", 0).Err() })
 
-	// 100 values of 200 kB cannot fit in 4 MB.
+	// 100 values of 200 kB cannot fit in 16 MB (the raft journal takes 4).
 	value := strings.Repeat("v", 200<<10)
 	acked := []string{"first"}
 	var failed error

@@ -1,0 +1,436 @@
+package replication
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// journal makes raft log entries durable with one write and one fdatasync,
+// in front of the bolt store, which then takes them in batches off the path
+// of a commit.
+//
+// A bolt commit syncs twice, its pages and then its meta page, so that a
+// crash between the two leaves the previous commit intact: written straight
+// to bolt, every entry a follower acknowledged, and every batch the leader
+// counted itself for, waited for both. The journal is a file of fixed size,
+// filled with zeros when it is created, whose records are written in place
+// one after another: a sync then carries the record and no file metadata
+// (size, block allocation), 139 us against 313 us for bolt's two on the
+// bench machine's disk, for 10 kB. The entries stay in memory until a
+// flusher has written them to bolt, every flushAt entries: one bolt commit
+// for several of raft's batches.
+//
+// When the next record would not fit, or raft deletes entries, everything is
+// flushed and the journal starts over at its beginning with a new
+// generation, before bolt deletes anything: a crash in between leaves the
+// log as it was before the delete, which raft had not yet acted on.
+//
+// A record is its length and CRC-32C, then its generation and entries.
+// Reading at open goes from the beginning for as long as records check out
+// and share the first one's generation (random, so that no stale record of an
+// earlier pass can continue the current one); a record torn by a crash ends
+// the reading, and it held nothing raft was told was stored. What is read is
+// written to bolt before raft starts.
+type journal struct {
+	raft.LogStore // bolt: the entries flushed
+
+	flushAt int // pending entries that start a flush
+
+	wmu sync.Mutex // the file: held by whoever writes it
+	f   *os.File
+	cap int64  // the file's size
+	off int64  // where the next record goes; under wmu
+	gen uint64 // the current pass's generation; under wmu
+	buf []byte // the record being written; under wmu
+
+	mu       sync.Mutex
+	changed  *sync.Cond  // pending, flushing, err or closed changed
+	pending  []*raft.Log // journaled, not yet flushed, in order
+	flushing int         // how many of pending (the first) are being flushed
+	err      error       // a flush that failed: nothing more is stored
+	closed   bool
+	done     chan struct{} // closed when the flusher has ended
+}
+
+const (
+	journalRecordHeader = 4 + 4 // length, CRC-32C of the body
+	journalBodyHeader   = 8 + 4 // generation, number of entries
+	journalEntryHeader  = 8 + 8 + 1 + 8 + 4 + 4
+	// defaultJournalSize holds about 450 batches of 45 Redisson commands.
+	defaultJournalSize = 4 << 20
+	// defaultFlushAt keeps each flush short. A node runs on one P on a small
+	// machine, and a flush's bolt transaction is work that does not yield:
+	// at 50 lock clients, flushing every 256 entries measured p999 10 ms,
+	// every 1024 25 ms and every 2048 26-42 ms, at the same throughput.
+	defaultFlushAt = 256
+)
+
+var crc32c = crc32.MakeTable(crc32.Castagnoli)
+
+// openJournal opens (or creates, size bytes long) the journal at path in
+// front of store, writes to store what the journal holds that store does
+// not, and starts the flusher.
+func openJournal(path string, store raft.LogStore, size int64, flushAt int) (*journal, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	j := &journal{LogStore: store, flushAt: flushAt, f: f, done: make(chan struct{})}
+	j.changed = sync.NewCond(&j.mu)
+	if err := j.open(size); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("raft journal %s: %w", path, err)
+	}
+	go j.flusher()
+	return j, nil
+}
+
+// open fills the file to size, replays it into the store and starts a pass.
+func (j *journal) open(size int64) error {
+	st, err := j.f.Stat()
+	if err != nil {
+		return err
+	}
+	j.cap = st.Size()
+	if j.cap < size {
+		zeros := make([]byte, 1<<20)
+		for j.cap < size {
+			n := min(int64(len(zeros)), size-j.cap)
+			if _, err := j.f.WriteAt(zeros[:n], j.cap); err != nil {
+				return err
+			}
+			j.cap += n
+		}
+		if err := j.f.Sync(); err != nil {
+			return err
+		}
+		if err := syncDir(filepath.Dir(j.f.Name())); err != nil {
+			return err
+		}
+	}
+	data := make([]byte, j.cap)
+	if _, err := io.ReadFull(io.NewSectionReader(j.f, 0, j.cap), data); err != nil {
+		return err
+	}
+	logs, err := j.replay(data)
+	if err != nil {
+		return err
+	}
+	if len(logs) > 0 {
+		if err := j.LogStore.StoreLogs(logs); err != nil {
+			return err
+		}
+	}
+	return j.restart()
+}
+
+// replay returns the entries of the journal's current pass that the store
+// does not hold, in order.
+func (j *journal) replay(data []byte) ([]*raft.Log, error) {
+	last, err := j.LogStore.LastIndex()
+	if err != nil {
+		return nil, err
+	}
+	base := last + 1 // the index of logs[0]
+	var logs []*raft.Log
+	var gen uint64
+	for off := 0; off+journalRecordHeader <= len(data); {
+		n := int(binary.LittleEndian.Uint32(data[off:]))
+		if n < journalBodyHeader || n > len(data)-off-journalRecordHeader {
+			break
+		}
+		body := data[off+journalRecordHeader : off+journalRecordHeader+n]
+		if crc32.Checksum(body, crc32c) != binary.LittleEndian.Uint32(data[off+4:]) {
+			break
+		}
+		if g := binary.LittleEndian.Uint64(body); off == 0 {
+			gen = g
+		} else if g != gen {
+			break
+		}
+		entries, err := decodeJournalEntries(body[8:])
+		if err != nil {
+			return nil, fmt.Errorf("record at %d: %w", off, err)
+		}
+		for _, l := range entries {
+			if l.Index < base {
+				continue // flushed before the crash
+			}
+			if i := l.Index - base; i < uint64(len(logs)) {
+				logs = logs[:i] // written again: the later record holds
+			}
+			if l.Index != base+uint64(len(logs)) {
+				return nil, fmt.Errorf("record at %d: entry %d follows %d", off, l.Index, base+uint64(len(logs))-1)
+			}
+			logs = append(logs, l)
+		}
+		off += journalRecordHeader + n
+	}
+	return logs, nil
+}
+
+// StoreLog stores one entry; see StoreLogs.
+func (j *journal) StoreLog(l *raft.Log) error { return j.StoreLogs([]*raft.Log{l}) }
+
+// StoreLogs makes logs durable in the journal, or in the store when they do
+// not follow the last entry or could never fit in the journal.
+func (j *journal) StoreLogs(logs []*raft.Log) error {
+	if len(logs) == 0 {
+		return nil
+	}
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
+	j.mu.Lock()
+	err := j.err
+	j.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	last, err := j.LastIndex()
+	if err != nil {
+		return err
+	}
+	rec := j.encode(logs)
+	if logs[0].Index != last+1 || int64(len(rec)) > j.cap-journalRecordHeader-journalBodyHeader {
+		if err := j.flushAll(); err != nil {
+			return err
+		}
+		if err := j.restart(); err != nil {
+			return err
+		}
+		return j.LogStore.StoreLogs(logs)
+	}
+	if j.off+int64(len(rec)) > j.cap {
+		if err := j.flushAll(); err != nil {
+			return err
+		}
+		if err := j.restart(); err != nil {
+			return err
+		}
+		rec = j.encode(logs) // in the new generation
+	}
+	if err := j.write(rec); err != nil {
+		return err
+	}
+	j.mu.Lock()
+	j.pending = append(j.pending, logs...)
+	if len(j.pending)-j.flushing >= j.flushAt {
+		j.changed.Broadcast()
+	}
+	j.mu.Unlock()
+	return nil
+}
+
+// write writes rec at the end of the current pass and syncs it. wmu is held.
+func (j *journal) write(rec []byte) error {
+	if _, err := j.f.WriteAt(rec, j.off); err != nil {
+		return err
+	}
+	if err := fdatasync(j.f); err != nil {
+		return err
+	}
+	j.off += int64(len(rec))
+	return nil
+}
+
+// restart begins a new pass at the start of the file with a record of no
+// entries, once every entry is in the store. wmu is held.
+func (j *journal) restart() error {
+	j.gen = randomUint64()
+	j.off = 0
+	return j.write(j.encode(nil))
+}
+
+// encode returns the record of logs in the current generation, in j.buf.
+// wmu is held.
+func (j *journal) encode(logs []*raft.Log) []byte {
+	b := append(j.buf[:0], make([]byte, journalRecordHeader)...)
+	b = binary.LittleEndian.AppendUint64(b, j.gen)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(logs)))
+	for _, l := range logs {
+		b = binary.LittleEndian.AppendUint64(b, l.Index)
+		b = binary.LittleEndian.AppendUint64(b, l.Term)
+		b = append(b, byte(l.Type))
+		b = binary.LittleEndian.AppendUint64(b, uint64(l.AppendedAt.UnixNano()))
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(l.Data)))
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(l.Extensions)))
+		b = append(b, l.Data...)
+		b = append(b, l.Extensions...)
+	}
+	body := b[journalRecordHeader:]
+	binary.LittleEndian.PutUint32(b, uint32(len(body)))
+	binary.LittleEndian.PutUint32(b[4:], crc32.Checksum(body, crc32c))
+	j.buf = b
+	return b
+}
+
+var errJournalShort = errors.New("entries run past the record")
+
+// decodeJournalEntries reads the entries of a record's body after its
+// generation.
+func decodeJournalEntries(b []byte) ([]*raft.Log, error) {
+	if len(b) < 4 {
+		return nil, errJournalShort
+	}
+	n := binary.LittleEndian.Uint32(b)
+	b = b[4:]
+	if uint64(n) > uint64(len(b)/journalEntryHeader) {
+		return nil, errJournalShort
+	}
+	logs := make([]*raft.Log, n)
+	for i := range logs {
+		if len(b) < journalEntryHeader {
+			return nil, errJournalShort
+		}
+		l := &raft.Log{
+			Index:      binary.LittleEndian.Uint64(b),
+			Term:       binary.LittleEndian.Uint64(b[8:]),
+			Type:       raft.LogType(b[16]),
+			AppendedAt: time.Unix(0, int64(binary.LittleEndian.Uint64(b[17:]))),
+		}
+		data, ext := uint64(binary.LittleEndian.Uint32(b[25:])), uint64(binary.LittleEndian.Uint32(b[29:]))
+		b = b[journalEntryHeader:]
+		if data+ext > uint64(len(b)) {
+			return nil, errJournalShort
+		}
+		if data > 0 {
+			l.Data = b[:data:data]
+		}
+		if ext > 0 {
+			l.Extensions = b[data : data+ext : data+ext]
+		}
+		b = b[data+ext:]
+		logs[i] = l
+	}
+	return logs, nil
+}
+
+// flusher writes pending entries to the store, flushAt or more at a time.
+func (j *journal) flusher() {
+	defer close(j.done)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for {
+		for !j.closed && (j.flushing > 0 || len(j.pending) < j.flushAt) {
+			j.changed.Wait()
+		}
+		if j.closed {
+			return
+		}
+		if j.flushLocked() != nil {
+			return
+		}
+	}
+}
+
+// flushLocked writes every pending entry to the store; mu is held, and let
+// go meanwhile. Another flush must not be under way.
+func (j *journal) flushLocked() error {
+	if j.err != nil || len(j.pending) == 0 {
+		return j.err
+	}
+	batch := j.pending
+	j.flushing = len(batch)
+	j.mu.Unlock()
+	err := j.LogStore.StoreLogs(batch)
+	j.mu.Lock()
+	if err != nil {
+		j.err = fmt.Errorf("replication: flush the raft journal: %w", err)
+	} else {
+		j.pending = append([]*raft.Log(nil), j.pending[len(batch):]...)
+	}
+	j.flushing = 0
+	j.changed.Broadcast()
+	return j.err
+}
+
+// flushAll waits for the flusher and writes the rest of the pending entries
+// to the store. wmu is held, so that nothing is added meanwhile.
+func (j *journal) flushAll() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for j.flushing > 0 {
+		j.changed.Wait()
+	}
+	return j.flushLocked()
+}
+
+// GetLog reads an entry, pending or flushed.
+func (j *journal) GetLog(index uint64, l *raft.Log) error {
+	j.mu.Lock()
+	if n := len(j.pending); n > 0 && j.pending[0].Index <= index && index <= j.pending[n-1].Index {
+		*l = *j.pending[index-j.pending[0].Index]
+		j.mu.Unlock()
+		return nil
+	}
+	j.mu.Unlock()
+	return j.LogStore.GetLog(index, l)
+}
+
+// FirstIndex returns the first entry's index, 0 with none.
+func (j *journal) FirstIndex() (uint64, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	first, err := j.LogStore.FirstIndex()
+	if err == nil && first == 0 && len(j.pending) > 0 {
+		first = j.pending[0].Index
+	}
+	return first, err
+}
+
+// LastIndex returns the last entry's index, 0 with none.
+func (j *journal) LastIndex() (uint64, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if n := len(j.pending); n > 0 {
+		return j.pending[n-1].Index, nil
+	}
+	return j.LogStore.LastIndex()
+}
+
+// DeleteRange deletes entries min to max, inclusive. Everything goes to the
+// store first and the journal starts over, so that reading it after a crash
+// cannot bring deleted entries back.
+func (j *journal) DeleteRange(min, max uint64) error {
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
+	if err := j.flushAll(); err != nil {
+		return err
+	}
+	if err := j.restart(); err != nil {
+		return err
+	}
+	return j.LogStore.DeleteRange(min, max)
+}
+
+// Close stops the flusher, writes the pending entries to the store and
+// closes the file; the store stays open.
+func (j *journal) Close() error {
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
+	j.mu.Lock()
+	j.closed = true
+	j.changed.Broadcast()
+	j.mu.Unlock()
+	<-j.done
+	return errors.Join(j.flushAll(), j.f.Close())
+}
+
+// syncDir makes a file created in dir durable in it.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -1,0 +1,233 @@
+package replication
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+)
+
+// journalDir is a data directory: a bolt store and the journal in front of it.
+type journalDir struct {
+	t        *testing.T
+	dir      string
+	size     int64
+	flushAt  int
+	bolt     *raftboltdb.BoltStore
+	j        *journal
+	appended time.Time
+}
+
+func newJournalDir(t *testing.T, size int64, flushAt int) *journalDir {
+	d := &journalDir{t: t, dir: t.TempDir(), size: size, flushAt: flushAt, appended: time.Unix(1700000000, 123)}
+	d.open()
+	t.Cleanup(func() {
+		if d.j != nil {
+			d.crash()
+		}
+	})
+	return d
+}
+
+func (d *journalDir) open() {
+	d.t.Helper()
+	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(d.dir, "raft.db")})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	j, err := openJournal(filepath.Join(d.dir, "raft.journal"), bolt, d.size, d.flushAt)
+	if err != nil {
+		bolt.Close()
+		d.t.Fatal(err)
+	}
+	d.bolt, d.j = bolt, j
+}
+
+// crash stops the journal as a crash would: what is pending is not flushed,
+// and the file keeps what was written to it.
+func (d *journalDir) crash() {
+	j := d.j
+	j.mu.Lock()
+	j.closed = true
+	j.changed.Broadcast()
+	j.mu.Unlock()
+	<-j.done
+	j.f.Close()
+	d.bolt.Close()
+	d.j, d.bolt = nil, nil
+}
+
+func (d *journalDir) restart() {
+	d.crash()
+	d.open()
+}
+
+// entry is the entry at index in term, with data that names both.
+func (d *journalDir) entry(index, term uint64, size int) *raft.Log {
+	unit := fmt.Sprintf("%d/%d;", index, term)
+	data := bytes.Repeat([]byte(unit), 1+size/len(unit))[:size]
+	return &raft.Log{Index: index, Term: term, Type: raft.LogCommand, Data: data, Extensions: []byte{byte(index)}, AppendedAt: d.appended}
+}
+
+// store stores entries from..to of term, count at a time.
+func (d *journalDir) store(from, to, term uint64, count, size int) {
+	d.t.Helper()
+	for i := from; i <= to; {
+		var batch []*raft.Log
+		for ; i <= to && len(batch) < count; i++ {
+			batch = append(batch, d.entry(i, term, size))
+		}
+		if err := d.j.StoreLogs(batch); err != nil {
+			d.t.Fatalf("StoreLogs %d..%d: %v", batch[0].Index, batch[len(batch)-1].Index, err)
+		}
+	}
+}
+
+// want checks that the log holds exactly entries first..last of term, with
+// size bytes of data each: through the journal, then in bolt after a crash.
+func (d *journalDir) want(first, last, term uint64, size int) {
+	d.t.Helper()
+	d.check("through the journal", d.j, first, last, term, size)
+	d.restart() // reading the journal back writes it to bolt
+	d.check("in bolt after a crash", d.bolt, first, last, term, size)
+}
+
+func (d *journalDir) check(where string, s raft.LogStore, first, last, term uint64, size int) {
+	d.t.Helper()
+	gotFirst, err1 := s.FirstIndex()
+	gotLast, err2 := s.LastIndex()
+	if gotFirst != first || gotLast != last || err1 != nil || err2 != nil {
+		d.t.Fatalf("%s: entries %d..%d (%v, %v), want %d..%d", where, gotFirst, gotLast, err1, err2, first, last)
+	}
+	for i := first; i <= last; i++ {
+		var got raft.Log
+		if err := s.GetLog(i, &got); err != nil {
+			d.t.Fatalf("%s: entry %d: %v", where, i, err)
+		}
+		want := d.entry(i, term, size)
+		if got.Index != i || got.Term != term || got.Type != want.Type || !bytes.Equal(got.Data, want.Data) ||
+			!bytes.Equal(got.Extensions, want.Extensions) || !got.AppendedAt.Equal(d.appended) {
+			d.t.Fatalf("%s: entry %d is %+v, want %+v", where, i, got, *want)
+		}
+	}
+	var got raft.Log
+	if err := s.GetLog(last+1, &got); !errors.Is(err, raft.ErrLogNotFound) {
+		d.t.Fatalf("%s: entry %d, past the last: %+v, %v", where, last+1, got, err)
+	}
+}
+
+// Entries the journal took survive a crash before the flusher wrote them to
+// bolt, and are read back into bolt at open.
+func TestJournalKeepsWhatItTookThroughACrash(t *testing.T) {
+	d := newJournalDir(t, 1<<20, 1<<20) // never flushes on its own
+	d.store(1, 100, 3, 7, 200)
+	if last, _ := d.bolt.LastIndex(); last != 0 {
+		t.Fatalf("bolt holds entries up to %d before any flush", last)
+	}
+	d.want(1, 100, 3, 200)
+	// The journal started over after reading: a second crash loses nothing
+	// and brings nothing back twice.
+	d.store(101, 110, 3, 5, 200)
+	d.want(1, 110, 3, 200)
+}
+
+// A record torn by a crash (a sector of it not written) ends the reading:
+// the entries before it are kept, its own are not.
+func TestJournalStopsAtATornRecord(t *testing.T) {
+	d := newJournalDir(t, 1<<20, 1<<20)
+	d.store(1, 30, 2, 10, 100)
+	d.j.wmu.Lock()
+	torn := d.j.off
+	d.j.wmu.Unlock()
+	d.store(31, 40, 2, 10, 100)
+	d.crash()
+	path := filepath.Join(d.dir, "raft.journal")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[torn+200] ^= 0xff
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.open()
+	d.want(1, 30, 2, 100)
+}
+
+// A journal far smaller than the log starts over many times; each time it
+// first flushes to bolt, so nothing is lost, and the records of earlier
+// passes left beyond the current one are not read as part of it.
+func TestJournalStartsOverWhenFull(t *testing.T) {
+	d := newJournalDir(t, 8<<10, 1<<20) // a few records per pass
+	d.store(1, 500, 4, 9, 150)
+	st, err := os.Stat(filepath.Join(d.dir, "raft.journal"))
+	if err != nil || st.Size() != 8<<10 {
+		t.Fatalf("the journal is %v bytes (%v), want %d", st.Size(), err, 8<<10)
+	}
+	d.want(1, 500, 4, 150)
+}
+
+// Deleted entries stay deleted after a crash, though the journal had them:
+// raft deletes a suffix that conflicts with a new leader's log, and a prefix
+// once a snapshot covers it.
+func TestJournalDeletedEntriesDoNotComeBack(t *testing.T) {
+	d := newJournalDir(t, 1<<20, 1<<20)
+	d.store(1, 20, 1, 4, 64)
+	if err := d.j.DeleteRange(11, 20); err != nil {
+		t.Fatal(err)
+	}
+	d.want(1, 10, 1, 64)
+	// The new leader's entries take the deleted indexes, in its term.
+	if err := d.j.DeleteRange(1, 10); err != nil {
+		t.Fatal(err)
+	}
+	d.store(11, 25, 2, 5, 64)
+	d.want(11, 25, 2, 64)
+}
+
+// The flusher writes entries to bolt in the background, and reads see every
+// entry wherever it is meanwhile.
+func TestJournalFlushesToBolt(t *testing.T) {
+	d := newJournalDir(t, 1<<20, 16)
+	d.store(1, 200, 5, 3, 80)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if last, _ := d.bolt.LastIndex(); last >= 200-16 {
+			break
+		}
+		if time.Now().After(deadline) {
+			last, _ := d.bolt.LastIndex()
+			t.Fatalf("bolt holds entries up to %d, want at least %d", last, 200-16)
+		}
+	}
+	d.want(1, 200, 5, 80)
+}
+
+// Entries that could never fit in the journal, and entries that do not follow
+// the last one (after a snapshot, on an emptied log), go to bolt directly.
+func TestJournalWritesTheUnjournalableToBolt(t *testing.T) {
+	d := newJournalDir(t, 8<<10, 1<<20)
+	d.store(1, 5, 1, 5, 100)
+	d.store(6, 6, 1, 1, 16<<10) // bigger than the journal
+	if last, _ := d.bolt.LastIndex(); last != 6 {
+		t.Fatalf("bolt holds entries up to %d after a too-big entry, want 6", last)
+	}
+	d.store(7, 9, 1, 3, 100)
+	var got raft.Log
+	if err := d.j.GetLog(6, &got); err != nil || len(got.Data) != 16<<10 {
+		t.Fatalf("the big entry: %d bytes, %v", len(got.Data), err)
+	}
+
+	e := newJournalDir(t, 8<<10, 1<<20)
+	e.store(50, 52, 7, 3, 100) // an empty log, continued at 50
+	if last, _ := e.bolt.LastIndex(); last != 52 {
+		t.Fatalf("bolt holds entries up to %d after entries that start a log at 50, want 52", last)
+	}
+	e.store(53, 60, 7, 4, 100)
+	e.want(50, 60, 7, 100)
+}
