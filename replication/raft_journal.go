@@ -200,26 +200,24 @@ func (j *journal) StoreLogs(logs []*raft.Log) error {
 	if err != nil {
 		return err
 	}
-	rec := j.encode(logs)
-	if logs[0].Index != last+1 || int64(len(rec)) > j.cap-journalRecordHeader-journalBodyHeader {
+	size := int64(journalRecordHeader + journalBodyHeader)
+	for _, l := range logs {
+		size += int64(journalEntryHeader + len(l.Data) + len(l.Extensions))
+	}
+	// A new pass starts with a record of no entries.
+	fits := size <= j.cap-journalRecordHeader-journalBodyHeader
+	if logs[0].Index != last+1 || !fits || j.off+size > j.cap {
 		if err := j.flushAll(); err != nil {
 			return err
 		}
 		if err := j.restart(); err != nil {
 			return err
 		}
-		return j.LogStore.StoreLogs(logs)
-	}
-	if j.off+int64(len(rec)) > j.cap {
-		if err := j.flushAll(); err != nil {
-			return err
+		if logs[0].Index != last+1 || !fits {
+			return j.LogStore.StoreLogs(logs)
 		}
-		if err := j.restart(); err != nil {
-			return err
-		}
-		rec = j.encode(logs) // in the new generation
 	}
-	if err := j.write(rec); err != nil {
+	if err := j.write(j.encode(logs)); err != nil {
 		return err
 	}
 	j.mu.Lock()
@@ -254,7 +252,7 @@ func (j *journal) restart() error {
 // encode returns the record of logs in the current generation, in j.buf.
 // wmu is held.
 func (j *journal) encode(logs []*raft.Log) []byte {
-	b := append(j.buf[:0], make([]byte, journalRecordHeader)...)
+	b := append(j.buf[:0], 0, 0, 0, 0, 0, 0, 0, 0) // length and CRC, below
 	b = binary.LittleEndian.AppendUint64(b, j.gen)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(logs)))
 	for _, l := range logs {
