@@ -96,6 +96,24 @@ func (n *node) kill() {
 	}
 }
 
+// startCluster starts three members of a new cluster, each with its own
+// data directory.
+func startCluster(t *testing.T, bin string) []*node {
+	t.Helper()
+	var nodes []*node
+	var peers []string
+	for i := range 3 {
+		n := newNode(t, fmt.Sprint("n", i+1), t.TempDir())
+		nodes = append(nodes, n)
+		peers = append(peers, n.id+"="+n.raftAddr)
+	}
+	for _, n := range nodes {
+		n.member("--bootstrap", strings.Join(peers, ","))
+		n.start(t, bin)
+	}
+	return nodes
+}
+
 // eventually retries op, as a client does across an election.
 func eventually(t *testing.T, what string, op func() error) {
 	t.Helper()
@@ -117,17 +135,7 @@ func eventually(t *testing.T, what string, op func() error) {
 // data directory; a node whose data directory is wiped rejoins with --join.
 func TestBinaryCluster(t *testing.T) {
 	bin := buildBinary(t)
-	var nodes []*node
-	var peers []string
-	for i := range 3 {
-		n := newNode(t, fmt.Sprint("n", i+1), t.TempDir())
-		nodes = append(nodes, n)
-		peers = append(peers, n.id+"="+n.raftAddr)
-	}
-	for _, n := range nodes {
-		n.member("--bootstrap", strings.Join(peers, ","))
-		n.start(t, bin)
-	}
+	nodes := startCluster(t, bin)
 	ctx := context.Background()
 	leader := func() *node {
 		var l *node
@@ -223,17 +231,7 @@ func TestBinaryCluster(t *testing.T) {
 // yet in bolt (see replication's journal), and are read back at restart.
 func TestBinaryClusterKeepsAcknowledgedWritesWhenEveryMemberIsKilled(t *testing.T) {
 	bin := buildBinary(t)
-	var nodes []*node
-	var peers []string
-	for i := range 3 {
-		n := newNode(t, fmt.Sprint("n", i+1), t.TempDir())
-		nodes = append(nodes, n)
-		peers = append(peers, n.id+"="+n.raftAddr)
-	}
-	for _, n := range nodes {
-		n.member("--bootstrap", strings.Join(peers, ","))
-		n.start(t, bin)
-	}
+	nodes := startCluster(t, bin)
 	ctx := context.Background()
 	eventually(t, "a leader", func() error { return nodes[0].rdb.Set(ctx, "ready", "1", 0).Err() })
 
