@@ -231,3 +231,62 @@ func TestJournalWritesTheUnjournalableToBolt(t *testing.T) {
 	e.store(53, 60, 7, 4, 100)
 	e.want(50, 60, 7, 100)
 }
+
+// While entries are stored, flushed and compacted (raft deletes a prefix
+// after each snapshot), every index from FirstIndex to LastIndex reads back
+// as stored, and neither bound moves backwards.
+func TestJournalReadsWhileStoringFlushingAndCompacting(t *testing.T) {
+	d := newJournalDir(t, 64<<10, 8) // starts over every few dozen batches
+	const last, keep = 3000, 200
+	stored := make(chan uint64) // the writer waits for each check
+	go func() {
+		defer close(stored)
+		for i := uint64(1); i <= last; i += 5 {
+			if err := d.j.StoreLogs([]*raft.Log{d.entry(i, 1, 40), d.entry(i+1, 1, 40), d.entry(i+2, 1, 40), d.entry(i+3, 1, 40), d.entry(i+4, 1, 40)}); err != nil {
+				t.Error(err)
+				return
+			}
+			stored <- i + 4
+			if i%500 == 1 && i > keep {
+				if err := d.j.DeleteRange(1, i-keep); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	}()
+	var prevFirst, prevLast uint64
+	var failed error // reported once the writer has stopped
+	for top := range stored {
+		if failed == nil {
+			prevFirst, prevLast, failed = d.checkWhileStoring(top, keep, prevFirst, prevLast)
+		}
+	}
+	if failed != nil {
+		t.Fatal(failed)
+	}
+	d.want(prevFirst, last, 1, 40)
+}
+
+// checkWhileStoring is one check of TestJournalReadsWhileStoringFlushingAndCompacting,
+// once entries up to top are stored: the writer is then at most one batch
+// and one deletion ahead, so entries from top-keep/2 on are still there; the
+// first may be gone.
+func (d *journalDir) checkWhileStoring(top, keep, prevFirst, prevLast uint64) (first, last uint64, err error) {
+	first, err1 := d.j.FirstIndex()
+	last, err2 := d.j.LastIndex()
+	if err1 != nil || err2 != nil || first < prevFirst || last < prevLast || last < top {
+		return 0, 0, fmt.Errorf("after storing up to %d: entries %d..%d (%v, %v), before %d..%d", top, first, last, err1, err2, prevFirst, prevLast)
+	}
+	for _, i := range []uint64{first, max(first, top-min(top, keep/2)), top} {
+		var got raft.Log
+		err := d.j.GetLog(i, &got)
+		if i == first && errors.Is(err, raft.ErrLogNotFound) {
+			continue
+		}
+		if want := d.entry(i, 1, 40); err != nil || got.Index != i || !bytes.Equal(got.Data, want.Data) {
+			return 0, 0, fmt.Errorf("entry %d of %d..%d read back as %+v, %v", i, first, top, got, err)
+		}
+	}
+	return first, last, nil
+}
