@@ -19,11 +19,24 @@ func submitTo(n *testNode, multi bool, cmds ...[]string) *Request {
 }
 
 // holdFSM stops n's state machine from applying entries until the returned
-// function, or the end of the test, lets it go on.
-func holdFSM(t *testing.T, n *testNode) (release func()) {
+// function, or the end of the test, lets it go on. It first waits until every
+// node knows every member's client address: a member registers its own in
+// the log after it starts, and on a busy machine that entry could otherwise
+// come in behind the hold, and the requests of the test queue behind it.
+func (c *testCluster) holdFSM(n *testNode) (release func()) {
+	c.eventually("every member registered on every node", func() bool {
+		for _, m := range c.nodes {
+			for _, o := range c.nodes {
+				if m.eng.memberAddr(o.id) != o.clientAddr() {
+					return false
+				}
+			}
+		}
+		return true
+	})
 	n.eng.smMu.Lock()
 	release = sync.OnceFunc(n.eng.smMu.Unlock)
-	t.Cleanup(release)
+	c.t.Cleanup(release)
 	return release
 }
 
@@ -104,7 +117,7 @@ func TestClusterPublishThroughFollowerEitherOrder(t *testing.T) {
 	wantReply(t, "SET through the follower", do(f, 0, "SET", "k", "v"), keyspace.OK)
 
 	// The leader answers first: the follower's FSM waits.
-	release := holdFSM(t, f)
+	release := c.holdFSM(f)
 	req := submitTo(f, false, []string{"PUBLISH", "ch", "leader first"})
 	c.eventually("the leader's answer", func() bool { return f.eng.fwd.waiting.Load() == 1 })
 	if req.Ready() {
@@ -114,7 +127,7 @@ func TestClusterPublishThroughFollowerEitherOrder(t *testing.T) {
 	wantReply(t, "PUBLISH answered by the leader first", waitReply(req), keyspace.Int(3))
 
 	// The follower applies first: the leader's FSM waits.
-	release = holdFSM(t, l)
+	release = c.holdFSM(l)
 	req = submitTo(f, false, []string{"PUBLISH", "ch", "follower first"})
 	c.eventually("the follower's own apply", req.Ready)
 	release()
@@ -138,7 +151,7 @@ func TestClusterRelayedRequestReusedAfterItsAnswer(t *testing.T) {
 	f.hub.subscribe("ch", false, 3)
 	wantReply(t, "SET through the follower", do(f, 0, "SET", "k", "v"), keyspace.OK)
 
-	release := holdFSM(t, l)
+	release := c.holdFSM(l)
 	req := submitTo(f, false, []string{"PUBLISH", "ch", "m"})
 	c.eventually("the follower's own apply", req.Ready)
 	wantReply(t, "PUBLISH", waitReply(req), keyspace.Int(3))
@@ -179,7 +192,7 @@ func TestClusterRelayedPublishNotAppliedHere(t *testing.T) {
 	wantReply(t, "PUBLISH whose index this node passed", waitReply(now), keyspace.Int(0))
 
 	// Answered at an index this node reaches later, while its FSM waits.
-	release := holdFSM(t, f)
+	release := c.holdFSM(f)
 	for i := range 3 {
 		wantReply(t, "SET on the leader", do(l, 0, "SET", "k", fmt.Sprint(i)), keyspace.OK)
 	}
