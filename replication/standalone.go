@@ -32,6 +32,9 @@ type StandaloneOptions struct {
 // same trade: lock cycles 447k -> 495k, SET NX PX 720k -> 663k, hot-key locks
 // 155k -> 123k; most likely a goroutine that releases a hot lock and at once
 // takes it again now queues behind the others, where the mutex let it through.
+// Queued submitters that yield (runtime.Gosched, up to 16 times) before they
+// park took lock cycles further, 402k -> 528k, and changed nothing else:
+// SET NX PX 657k -> 604k (p99 0.23 -> 2.3 ms), hot-key locks 141k -> 120k.
 type Standalone struct {
 	mu    sync.Mutex
 	sm    *StateMachine
