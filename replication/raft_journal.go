@@ -205,15 +205,15 @@ func (j *journal) StoreLogs(logs []*raft.Log) error {
 		size += int64(journalEntryHeader + len(l.Data) + len(l.Extensions))
 	}
 	// A new pass starts with a record of no entries.
-	fits := size <= j.cap-journalRecordHeader-journalBodyHeader
-	if logs[0].Index != last+1 || !fits || j.off+size > j.cap {
+	direct := logs[0].Index != last+1 || size > j.cap-journalRecordHeader-journalBodyHeader
+	if direct || j.off+size > j.cap {
 		if err := j.flushAll(); err != nil {
 			return err
 		}
 		if err := j.restart(); err != nil {
 			return err
 		}
-		if logs[0].Index != last+1 || !fits {
+		if direct {
 			return j.LogStore.StoreLogs(logs)
 		}
 	}
@@ -366,8 +366,8 @@ func (j *journal) flushAll() error {
 // GetLog reads an entry, pending or flushed.
 func (j *journal) GetLog(index uint64, l *raft.Log) error {
 	j.mu.Lock()
-	if n := len(j.pending); n > 0 && j.pending[0].Index <= index && index <= j.pending[n-1].Index {
-		*l = *j.pending[index-j.pending[0].Index]
+	if e := entryAt(j.pending, index); e != nil {
+		*l = *e
 		j.mu.Unlock()
 		return nil
 	}
@@ -416,12 +416,17 @@ func (j *journal) DeleteRange(min, max uint64) error {
 func (j *journal) Close() error {
 	j.wmu.Lock()
 	defer j.wmu.Unlock()
+	j.stopFlusher()
+	return errors.Join(j.flushAll(), j.f.Close())
+}
+
+// stopFlusher ends the flusher, after the flush it may be making.
+func (j *journal) stopFlusher() {
 	j.mu.Lock()
 	j.closed = true
 	j.changed.Broadcast()
 	j.mu.Unlock()
 	<-j.done
-	return errors.Join(j.flushAll(), j.f.Close())
 }
 
 // syncDir makes a file created in dir durable in it.

@@ -52,13 +52,8 @@ func (d *journalDir) open() {
 // crash stops the journal as a crash would: what is pending is not flushed,
 // and the file keeps what was written to it.
 func (d *journalDir) crash() {
-	j := d.j
-	j.mu.Lock()
-	j.closed = true
-	j.changed.Broadcast()
-	j.mu.Unlock()
-	<-j.done
-	j.f.Close()
+	d.j.stopFlusher()
+	d.j.f.Close()
 	d.bolt.Close()
 	d.j, d.bolt = nil, nil
 }

@@ -195,14 +195,23 @@ func (s *logStore) unwritten() (first, last uint64, ok bool) {
 func (s *logStore) GetLog(index uint64, l *raft.Log) error {
 	s.mu.Lock()
 	for _, q := range [2][]*raft.Log{s.queue, s.writing} {
-		if n := len(q); n > 0 && q[0].Index <= index && index <= q[n-1].Index {
-			*l = *q[index-q[0].Index]
+		if e := entryAt(q, index); e != nil {
+			*l = *e
 			s.mu.Unlock()
 			return nil
 		}
 	}
 	s.mu.Unlock()
 	return s.LogStore.GetLog(index, l)
+}
+
+// entryAt returns the entry at index in run, entries of consecutive indexes,
+// or nil when run does not reach it.
+func entryAt(run []*raft.Log, index uint64) *raft.Log {
+	if n := len(run); n > 0 && run[0].Index <= index && index <= run[n-1].Index {
+		return run[index-run[0].Index]
+	}
+	return nil
 }
 
 // FirstIndex returns the first index in the log, queued entries included.
