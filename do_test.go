@@ -59,7 +59,7 @@ func BenchmarkDoRedissonCycle(b *testing.B) {
 // in-memory Dialer, as bench's embedded system runs it.
 func BenchmarkDialerRedissonCycle(b *testing.B) {
 	benchRedissonCycles(b, func(s *lockserver.Server, lock, unlock string) cycleFunc {
-		c := redis.NewClient(&redis.Options{Dialer: s.Dialer(), PoolSize: 50})
+		c := redis.NewClient(&redis.Options{Dialer: s.Dialer(), PoolSize: 50, Protocol: 2, DisableIdentity: true, MaxRetries: -1})
 		b.Cleanup(func() { c.Close() })
 		return func(ctx context.Context, key, channel, owner string) error {
 			if err := c.EvalSha(ctx, lock, []string{key}, 30000, owner).Err(); err != redis.Nil {

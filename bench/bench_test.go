@@ -192,6 +192,29 @@ func TestRatiosAndTargets(t *testing.T) {
 	}
 }
 
+// A target through go-redis that go-redis with no server behind it misses
+// too is out of reach, not merely not met.
+func TestTargetOutOfTheClientsReach(t *testing.T) {
+	const goal = "embedded (in-memory Dialer) >= 5x redis-server, lock cycles at 50 clients"
+	for _, c := range []struct {
+		alone float64
+		want  string
+	}{{0, "not met"}, {450000, "out of reach"}, {550000, "not met"}} {
+		rows := []row{
+			{Workload: "lock", System: "redis", Clients: 50, Value: 100000, Unit: "ops/s"},
+			{Workload: "lock", System: "embedded", Clients: 50, Value: 200000, Unit: "ops/s"},
+		}
+		if c.alone > 0 {
+			rows = append(rows, row{Workload: "lock", System: "go-redis-alone", Clients: 50, Value: c.alone, Unit: "ops/s"})
+		}
+		for _, tg := range targets(rows) {
+			if tg.Goal == goal && tg.Status != c.want {
+				t.Errorf("go-redis alone at %.0f ops/s: %q (%s), want %q", c.alone, tg.Status, tg.Measured, c.want)
+			}
+		}
+	}
+}
+
 func TestPlotIsWellFormedSVG(t *testing.T) {
 	rep := &report{Date: "2026-01-01 00:00 UTC", Command: "go run ./bench --smoke & <check escaping>"}
 	for _, sys := range []string{"embedded", "redis", "etcd3"} {

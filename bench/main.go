@@ -281,7 +281,7 @@ func (b *bench) runAll(ctx context.Context, chosen []system, wls []workload) ([]
 					if ctx.Err() != nil {
 						return statuses, rows
 					}
-					if why := w.skip(l.inst); why != "" {
+					if why := w.skipOn(l.inst); why != "" {
 						if i == 0 && round == 0 {
 							rows = append(rows, row{Workload: w.name, System: l.sys.name}.notApplicable(why))
 						}
@@ -304,7 +304,7 @@ func (b *bench) runAll(ctx context.Context, chosen []system, wls []workload) ([]
 			if w.sequence == nil || ctx.Err() != nil {
 				continue
 			}
-			if why := w.skip(l.inst); why != "" {
+			if why := w.skipOn(l.inst); why != "" {
 				rows = append(rows, row{Workload: w.name, System: l.sys.name}.notApplicable(why))
 				b.progress.skip(w.steps(b))
 				continue

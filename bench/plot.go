@@ -15,6 +15,7 @@ import (
 var systemColor = map[string]string{
 	"embedded":           "#1b9e77",
 	"embedded-do":        "#66c2a5",
+	"go-redis-alone":     "#bdbdbd",
 	"lockserver":         "#7570b3",
 	"lockserver-allcpus": "#b3a6d9",
 	"lockserver-raft3":   "#e7298a",

@@ -198,7 +198,8 @@ type systemStatus struct {
 }
 
 // target is one of the issues' goals, shown beside what this run measured.
-// Nothing is asserted: Status is "met", "not met" or "not measured".
+// Nothing is asserted: Status is "met", "not met", "not measured", or "out
+// of reach" when even the client alone, with no server, does not meet it.
 type target struct {
 	Goal     string `json:"goal"`
 	Measured string `json:"measured"`

@@ -49,7 +49,9 @@ type instance struct {
 	// sameServerAs names the row that already measures this server for
 	// workloads that do not depend on how clients reach it.
 	sameServerAs string
-	stop         func()
+	// only names the workloads the system can run, when not all.
+	only []string
+	stop func()
 }
 
 // skipError means a system cannot run here; its text says why and how to fix it.
@@ -68,6 +70,7 @@ const (
 func systems() []system {
 	return []system{
 		{name: "embedded", about: "lockserver in process; go-redis over the in-memory Dialer (redis-benchmark: its loopback listener)", install: inProcessInstall, start: startEmbedded},
+		{name: "go-redis-alone", about: "go-redis over an in-memory connection that answers at once with no server behind it: the client's own cost, the most the embedded row could reach", install: inProcessInstall, start: startGoRedisAlone},
 		{name: "embedded-do", about: "lockserver in process; direct Server.Do calls, no RESP", install: inProcessInstall, start: startEmbeddedDo},
 		{name: "lockserver", about: "lockserver single node, its own process over loopback TCP", install: lockserverBuilt, start: startLockserver(nil)},
 		{name: "lockserver-allcpus", about: "lockserver single node with --procs set to every CPU: the same as lockserver on a machine of more than two CPUs; on two, lockserver runs on one and leaves the clients the other", install: lockserverBuilt, start: startLockserver([]string{"LOCKSERVER_PROCS=" + strconv.Itoa(runtime.NumCPU())})},

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +37,14 @@ type workload struct {
 	sequence func(ctx context.Context, b *bench, sys system, inst *instance) []row
 	// steps is how many progress steps it takes on one system.
 	steps func(b *bench) int
+}
+
+// skipOn says why w cannot run on inst, or "" if it can.
+func (w workload) skipOn(inst *instance) string {
+	if inst.only != nil && !slices.Contains(inst.only, w.name) {
+		return "runs only " + strings.Join(inst.only, " and ")
+	}
+	return w.skip(inst)
 }
 
 // point measures one setting of a workload on one system.
