@@ -172,10 +172,15 @@ func (s *Server) Addr() string {
 
 // Dialer returns a dial function for go-redis's Options.Dialer that connects to
 // this server in memory, with no socket. Network and address are ignored.
+// Commands run in the goroutine that writes them, before the write returns,
+// so no goroutine hand-over stands between a command and its reply. A reply
+// the server has not given by the connection's write deadline (go-redis's
+// WriteTimeout, 3 s by default) is an error reply instead, as with any wait
+// the server gives up on: for a write, its outcome is unknown.
 func (s *Server) Dialer() func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		client, srv := memPipe()
-		s.srv.ServeConn(srv)
+		client.(*memConn).served = s.srv.ServeInline(srv)
 		return client, nil
 	}
 }

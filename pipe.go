@@ -6,12 +6,17 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/lockserver/lockserver/server"
 )
 
 // memPipe returns the two ends of an in-memory connection. Unlike net.Pipe, a
 // write never waits for the reader: each direction is an unbounded buffer, so
 // a client can send a pipeline of any length while the server, which writes
-// replies before it reads more, is still answering the first commands.
+// replies before it reads more, is still answering the first commands. The
+// Dialer's client end hands what it writes to the server to run at once
+// instead (served); the buffer towards the server then carries only its
+// closing, which a command that blocks watches for.
 func memPipe() (client, server net.Conn) {
 	a, b := newPipeBuf(), newPipeBuf()
 	return &memConn{r: a, w: b, local: memAddr("client"), remote: memAddr("lockserver")},
@@ -43,6 +48,10 @@ func (p *pipeBuf) close() {
 }
 
 type memConn struct {
+	// served, on the client's end, runs what the client writes in the
+	// client's goroutine, before Write returns; the replies arrive in r. It
+	// is nil on the server's end, and when the server refused the connection.
+	served        *server.Inline
 	r, w          *pipeBuf
 	local, remote net.Addr
 	readDeadline  deadline
@@ -157,6 +166,12 @@ func (c *memConn) Write(b []byte) (int, error) {
 	if !deadline.IsZero() && !time.Now().Before(deadline) {
 		return 0, os.ErrDeadlineExceeded
 	}
+	if c.served != nil {
+		if err := c.served.Feed(b, deadline); err != nil {
+			return 0, io.ErrClosedPipe
+		}
+		return len(b), nil
+	}
 	c.w.mu.Lock()
 	if c.w.closed {
 		c.w.mu.Unlock()
@@ -172,6 +187,9 @@ func (c *memConn) Write(b []byte) (int, error) {
 func (c *memConn) Close() error {
 	c.r.close()
 	c.w.close()
+	if c.served != nil {
+		c.served.Hangup()
+	}
 	return nil
 }
 

@@ -86,6 +86,16 @@ type conn struct {
 	// read error that ended it if any; the reader takes them first (see block).
 	ahead    []byte
 	aheadErr error
+
+	// inline: the connection is served by feed, in its client's goroutine,
+	// rather than by serve (see Inline). feedMu is held by feed, and ended
+	// says, under it, that the connection has ended.
+	inline bool
+	feedMu sync.Mutex
+	ended  bool
+	// deadline, during a feed, is when its client stops waiting (its write
+	// deadline): a reply not ready by then is answered with an error instead.
+	deadline time.Time
 }
 
 // slot is one reply of a batch: ready, or pending in the engine.
@@ -145,6 +155,11 @@ func (s connSource) Read(b []byte) (int, error) {
 func (c *conn) block(wait func(ctx context.Context)) {
 	ctx, end := context.WithCancelCause(c.ctx)
 	defer end(nil)
+	if !c.deadline.IsZero() {
+		var stop context.CancelFunc
+		ctx, stop = context.WithDeadline(ctx, c.deadline)
+		defer stop()
+	}
 	c.unblock.Store(&end)
 	defer c.unblock.Store(nil)
 	var stopping atomic.Bool
@@ -188,27 +203,90 @@ func (c *conn) serve() {
 		}
 		c.close()
 	}()
-	for {
-		for !c.quit {
-			args, err := c.rd.next()
-			if err != nil {
-				c.finish()
-				c.readFailed(err)
-				return
-			}
-			if args == nil {
-				break
-			}
-			c.exec(args)
-		}
-		if !c.finish() || c.quit || c.closing.Load() {
-			return
-		}
+	for c.runBuffered() {
 		if err := c.rd.fill(); err != nil {
 			c.readFailed(err)
 			return
 		}
 	}
+}
+
+// runBuffered runs the complete commands read so far and writes their
+// replies. It reports whether the connection goes on.
+func (c *conn) runBuffered() bool {
+	for !c.quit {
+		args, err := c.rd.next()
+		if err != nil {
+			c.finish()
+			c.readFailed(err)
+			return false
+		}
+		if args == nil {
+			break
+		}
+		c.exec(args)
+	}
+	return c.finish() && !c.quit && !c.closing.Load()
+}
+
+// feed serves an inline connection: it runs the commands in b as serve runs
+// what it reads. The reader takes b through c.ahead, as it takes what arrived
+// while a command blocked. Waits end at deadline, if it is not zero.
+func (c *conn) feed(b []byte, deadline time.Time) error {
+	c.feedMu.Lock()
+	c.deadline = deadline
+	defer func() {
+		c.deadline = time.Time{}
+		if r := recover(); r != nil {
+			c.srv.log.Error("connection failed", "client", c.addr, "panic", r, "stack", string(debug.Stack()))
+			c.end()
+		}
+		c.ahead = nil
+		c.feedMu.Unlock()
+		// A hangup that found feedMu held left the ending to this feed.
+		if c.closing.Load() {
+			c.hangup()
+		}
+	}()
+	if c.ended || c.closing.Load() {
+		c.end()
+		return net.ErrClosed
+	}
+	// Capped, so that what block appends cannot reach into the caller's array.
+	c.ahead = b[:len(b):len(b)]
+	for len(c.ahead) > 0 || c.aheadErr != nil {
+		if err := c.rd.fill(); err != nil {
+			c.readFailed(err)
+			c.end()
+			return nil
+		}
+		if !c.runBuffered() {
+			c.end()
+			return nil
+		}
+	}
+	return nil
+}
+
+// hangup ends an inline connection: now, or, when a feed is running, when it
+// returns (closing tells it to; a command blocking it ends).
+func (c *conn) hangup() {
+	c.closing.Store(true)
+	c.cancel()
+	if c.feedMu.TryLock() {
+		c.end()
+		c.feedMu.Unlock()
+	}
+}
+
+// end ends an inline connection once, with feedMu held.
+func (c *conn) end() {
+	if c.ended {
+		return
+	}
+	c.ended = true
+	c.close()
+	c.srv.forget(c)
 }
 
 // readFailed answers a protocol error as Redis does (an error reply, then the
@@ -248,12 +326,22 @@ func (c *conn) kill() {
 	c.gone = true
 	c.omu.Unlock()
 	c.nc.Close()
+	if c.inline {
+		// Not here: the caller may hold the hub's lock, which ending takes.
+		go c.hangup()
+	}
 }
 
 // shutdown asks the connection to stop after the commands it has read: the
 // blocked read returns at once and serve finishes the batch, with grace to
 // write its replies.
 func (c *conn) shutdown(grace time.Duration) {
+	if c.inline {
+		// It has read nothing that a feed is not running. Not here: Close
+		// holds the server's lock, which ending takes.
+		go c.hangup()
+		return
+	}
 	c.closing.Store(true)
 	c.cancel()
 	c.nc.SetReadDeadline(time.Now())
@@ -407,7 +495,7 @@ func (c *conn) reply(r keyspace.Reply) {
 func (c *conn) render(s *slot) {
 	r := s.reply
 	if !s.ready {
-		r = s.req.Wait(c.srv.ctx)
+		r = c.wait(&s.req)
 		if s.then != nil {
 			r = s.then(c, s, r)
 		}
@@ -419,6 +507,17 @@ func (c *conn) render(s *slot) {
 		c.write1(r)
 	}
 	c.recycle(s)
+}
+
+// wait returns the reply to a submitted request once the engine has it, or
+// an error when the server closes or the client of a feed stops waiting.
+func (c *conn) wait(req *replication.Request) keyspace.Reply {
+	if c.deadline.IsZero() || req.Ready() {
+		return req.Wait(c.srv.ctx)
+	}
+	ctx, cancel := context.WithDeadline(c.srv.ctx, c.deadline)
+	defer cancel()
+	return req.Wait(ctx)
 }
 
 // drain writes the pending replies, waiting for each in turn.

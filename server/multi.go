@@ -129,7 +129,7 @@ func watchDone(c *conn, s *slot, r keyspace.Reply) keyspace.Reply {
 		deadlines.Cmds[i] = [][]byte{[]byte("pexpiretime"), []byte(k)}
 	}
 	c.srv.engine.Submit(&deadlines)
-	d := deadlines.Wait(c.srv.ctx)
+	d := c.wait(&deadlines)
 	if d.Kind != keyspace.KindArray {
 		return d
 	}
@@ -193,7 +193,7 @@ func cmdExec(c *conn, args [][]byte) {
 		s.req.Watch = append(s.req.Watch, w.Watch)
 	}
 	c.srv.engine.Submit(&s.req)
-	r := s.req.Wait(c.srv.ctx)
+	r := c.wait(&s.req)
 	c.recycle(s)
 	if r.Kind != keyspace.KindArray {
 		c.reply(r) // WATCH failed (a null array), or the transaction was refused

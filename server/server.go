@@ -161,40 +161,86 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
-// ServeConn serves one connection in a new goroutine. It is how the in-memory
-// dialer reaches the server without a socket.
+// ServeConn serves one connection in a new goroutine.
 func (s *Server) ServeConn(nc net.Conn) {
+	c := s.admit(nc)
+	if c == nil {
+		return
+	}
+	go func() {
+		c.serve()
+		s.forget(c)
+	}()
+}
+
+// Inline is a connection served in its client's goroutine: Feed runs what
+// the client writes, and writes the replies to the connection, before it
+// returns, so no goroutine of the server waits for the client in between
+// (two goroutine hand-overs per command spared). The in-memory Dialer uses it.
+type Inline struct{ c *conn }
+
+// ServeInline registers nc as a connection served by Feed. It returns nil
+// when the server refuses it (closed, or at maxclients), having written the
+// error to nc and closed it as ServeConn does.
+func (s *Server) ServeInline(nc net.Conn) *Inline {
+	c := s.admit(nc)
+	if c == nil {
+		return nil
+	}
+	c.inline = true
+	return &Inline{c}
+}
+
+// Feed runs the complete commands in b (what the client wrote; a command it
+// ends only partly waits for the next Feed) and writes their replies, in
+// order, to the connection. A reply the engine has not given by deadline (the
+// client's, when not zero) is an error reply instead, saying that the outcome
+// is unknown, as a reply the server waited too long for is. Feed returns
+// net.ErrClosed, having run nothing, when the connection has ended; a QUIT or
+// protocol error in b ends it after its replies are written. Feed keeps
+// nothing of b.
+func (in *Inline) Feed(b []byte, deadline time.Time) error { return in.c.feed(b, deadline) }
+
+// Hangup ends the connection when its client closes it: at once, or after
+// the Feed running now.
+func (in *Inline) Hangup() { in.c.hangup() }
+
+// admit registers a new connection, or refuses it as Redis does (one error
+// line, then close) and returns nil.
+func (s *Server) admit(nc net.Conn) *conn {
 	s.stats.connections.Add(1)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		nc.Close()
-		return
+		return nil
 	}
 	if int64(len(s.conns)) >= s.maxClients.Load() {
 		s.mu.Unlock()
 		s.stats.rejected.Add(1)
-		// As Redis does: one error line, then close. A short deadline keeps a
-		// client that does not read from holding this goroutine.
+		// A short deadline keeps a client that does not read from holding
+		// this goroutine.
 		nc.SetWriteDeadline(time.Now().Add(time.Second))
 		nc.Write([]byte("-ERR max number of clients reached\r\n"))
 		nc.Close()
-		return
+		return nil
 	}
 	c := newConn(s, nc)
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
-		c.serve()
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.stats.commands.Add(c.commands.Load())
-		s.stats.netIn.Add(c.rd.total.Load())
-		s.stats.netOut.Add(c.written.Load())
-		s.mu.Unlock()
-	}()
+	return c
+}
+
+// forget removes a connection that has ended, adding its counts to INFO's.
+func (s *Server) forget(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.stats.commands.Add(c.commands.Load())
+	s.stats.netIn.Add(c.rd.total.Load())
+	s.stats.netOut.Add(c.written.Load())
+	s.mu.Unlock()
+	s.wg.Done()
 }
 
 // shutdownGrace is how long Close lets a connection write its last replies to
