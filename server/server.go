@@ -157,12 +157,12 @@ func (s *Server) Serve(ln net.Listener) error {
 			continue
 		}
 		backoff = 0
-		s.ServeConn(nc)
+		s.serveConn(nc)
 	}
 }
 
-// ServeConn serves one connection in a new goroutine.
-func (s *Server) ServeConn(nc net.Conn) {
+// serveConn serves one connection in a new goroutine.
+func (s *Server) serveConn(nc net.Conn) {
 	c := s.admit(nc)
 	if c == nil {
 		return
@@ -181,7 +181,7 @@ type Inline struct{ c *conn }
 
 // ServeInline registers nc as a connection served by Feed. It returns nil
 // when the server refuses it (closed, or at maxclients), having written the
-// error to nc and closed it as ServeConn does.
+// error to nc and closed it as Serve does.
 func (s *Server) ServeInline(nc net.Conn) *Inline {
 	c := s.admit(nc)
 	if c == nil {
