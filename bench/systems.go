@@ -225,11 +225,15 @@ func pingReady(addr string) func(context.Context) error {
 	}
 }
 
-// usedMemory reads used_memory from INFO memory, as Redis reports it. When
-// the server does not report it, fallback measures instead (fallbackHow says
-// how); with no fallback the missing field is an error.
+// usedMemory reads used_memory from INFO memory, as Redis reports it, after
+// MEMORY PURGE: lockserver's used_memory is the live heap at the end of the
+// last garbage collection, which PURGE makes now (redis-server's is its
+// allocator's count, which PURGE leaves). When the server does not report
+// it, fallback measures instead (fallbackHow says how); with no fallback the
+// missing field is an error.
 func usedMemory(ctx context.Context, c respClient, fallback func() (int64, error), fallbackHow string) (int64, string, error) {
 	defer c.close()
+	c.do(ctx, "MEMORY", "PURGE") // an error is for INFO to show: miniredis has neither
 	v, err := c.do(ctx, "INFO", "memory")
 	if err == nil {
 		s, _ := v.(string)

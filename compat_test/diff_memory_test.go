@@ -74,9 +74,11 @@ func TestDiffMemory(t *testing.T) {
 	})
 	p.Do("MEMORY", "USAGE", "brief")
 
-	// The subcommands that report on Redis's allocator do not exist, with
-	// Redis's error for an unknown one.
-	for _, sub := range []string{"DOCTOR", "STATS", "MALLOC-STATS", "PURGE"} {
+	// PURGE answers as Redis's does; the subcommands that report on Redis's
+	// allocator do not exist, with Redis's error for an unknown one.
+	p.Do("MEMORY", "PURGE")
+	p.Do("MEMORY", "PURGE", "now")
+	for _, sub := range []string{"DOCTOR", "STATS", "MALLOC-STATS"} {
 		want := "-ERR unknown subcommand '" + sub + "'. Try MEMORY HELP.\r\n"
 		if got := p.ls.Do("MEMORY", sub); got != want {
 			t.Errorf("MEMORY %s: %q, want %q", sub, got, want)
@@ -89,7 +91,7 @@ func TestDiffMemory(t *testing.T) {
 	keep := true // the title line; then a subcommand's line and its indented ones
 	for _, l := range redisHelp.elems {
 		if !strings.HasPrefix(l.str, " ") && !strings.HasPrefix(l.str, "MEMORY ") {
-			keep = strings.HasPrefix(l.str, "USAGE ") || l.str == "HELP"
+			keep = strings.HasPrefix(l.str, "USAGE ") || l.str == "PURGE" || l.str == "HELP"
 		}
 		if keep {
 			want = append(want, string(l.typ)+l.str)
