@@ -184,7 +184,9 @@ func (c *testCluster) leader() *testNode {
 	c.eventually("a leader", func() bool {
 		found = nil
 		for _, n := range c.nodes {
-			if n.eng != nil && n.eng.raft.State() == raft.Leader && !c.isolated(n) {
+			// A closed engine is no leader, though its raft may say so
+			// until its Shutdown, which Close waits for, has finished.
+			if n.eng != nil && !n.eng.closed.Load() && n.eng.raft.State() == raft.Leader && !c.isolated(n) {
 				if found != nil {
 					return false
 				}
