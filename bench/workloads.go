@@ -60,7 +60,7 @@ func workloads() []workload {
 			skip: respSkip, points: setnxPoints},
 		{name: "redis-benchmark", about: "(c) redis-benchmark -c 50 SET, GET and EVALSHA of redisson_lock.lua, at -P 1 and -P 16; latency as it reports (p50, p99; no p999)",
 			skip: redisBenchmarkSkip, points: redisBenchmarkPoints},
-		{name: "held", about: "(d) memory per held Redisson lock (hash, 1 h lease), and lock-cycle throughput at 50 clients as held locks grow",
+		{name: "held", about: "(d) memory per held Redisson lock (hash, 1 h lease; used_memory from INFO before and after loading them, each read after MEMORY PURGE), and lock-cycle throughput at 50 clients as held locks grow",
 			skip: heldSkip, sequence: runHeld, steps: func(b *bench) int { return 2 * len(heldSteps(b.cfg.held)) }},
 	}
 }
