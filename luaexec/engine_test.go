@@ -1,6 +1,7 @@
 package luaexec
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -366,6 +367,62 @@ func TestCompiledCacheEvictsTheLeastRecent(t *testing.T) {
 	h.eval(a) // evicts d
 	if got := kept(); got != "ac" {
 		t.Fatalf("after EVALSHA c, a: kept %q, want \"ac\"", got)
+	}
+}
+
+// The scripts lookups find without a lock (ready) are exactly some that are
+// loaded and compiled: a compile alone (an EVAL prepared, not yet applied)
+// does not put one there, SCRIPT FLUSH empties it, and an eviction takes its
+// script out. Otherwise EVALSHA would find a script the replicated state
+// does not hold, on some nodes and not others.
+func TestLockFreeLookupsFollowTheCache(t *testing.T) {
+	h := newHarness(t, Options{CompiledScripts: 2})
+	ready := func() string {
+		var names []string
+		for _, s := range *h.e.cache.ready.Load() {
+			names = append(names, s.body[len(s.body)-2:len(s.body)-1])
+		}
+		slices.Sort(names)
+		return strings.Join(names, "")
+	}
+	evalsha := func(body string) string { return show(h.do("EVALSHA", sha1hex(body), "0")) }
+	a, b, c := "return 'a'", "return 'b'", "return 'c'"
+
+	// Compiled by an EVAL's Prepare, not loaded: not there, and NOSCRIPT.
+	prepared := [][]byte{[]byte("EVAL"), []byte(a), []byte("0")}
+	h.e.Prepare(keyspace.Lookup(prepared[0]), prepared)
+	if got := ready(); got != "" {
+		t.Fatalf("after a Prepare of EVAL a: ready %q, want none", got)
+	}
+	if got := evalsha(a); !strings.Contains(got, "NOSCRIPT") {
+		t.Fatalf("EVALSHA of a script only prepared: %s, want NOSCRIPT", got)
+	}
+
+	// Loaded and then found: there, and the lock-free path answers.
+	h.eval(a)
+	evalsha(a)
+	h.eval(b) // a compile: later uses are more recent than a's
+	evalsha(b)
+	if got := ready(); got != "ab" {
+		t.Fatalf("after EVAL and EVALSHA of a and b: ready %q, want \"ab\"", got)
+	}
+	if got := evalsha(b); got != show(keyspace.Bulk("b")) {
+		t.Fatalf("EVALSHA b: %s", got)
+	}
+
+	// A third compile evicts the least recent, a, from ready too.
+	h.eval(c)
+	if got := ready(); got != "b" {
+		t.Fatalf("after c evicted a: ready %q, want \"b\"", got)
+	}
+
+	// SCRIPT FLUSH: nothing is found, by either path.
+	h.do("SCRIPT", "FLUSH")
+	if got := ready(); got != "" {
+		t.Fatalf("after SCRIPT FLUSH: ready %q, want none", got)
+	}
+	if got := evalsha(b); !strings.Contains(got, "NOSCRIPT") {
+		t.Fatalf("EVALSHA after SCRIPT FLUSH: %s, want NOSCRIPT", got)
 	}
 }
 
