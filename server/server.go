@@ -163,7 +163,7 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // serveConn serves one connection in a new goroutine.
 func (s *Server) serveConn(nc net.Conn) {
-	c := s.admit(nc)
+	c := s.admit(nc, false)
 	if c == nil {
 		return
 	}
@@ -183,11 +183,10 @@ type Inline struct{ c *conn }
 // when the server refuses it (closed, or at maxclients), having written the
 // error to nc and closed it as Serve does.
 func (s *Server) ServeInline(nc net.Conn) *Inline {
-	c := s.admit(nc)
+	c := s.admit(nc, true)
 	if c == nil {
 		return nil
 	}
-	c.inline = true
 	return &Inline{c}
 }
 
@@ -205,9 +204,9 @@ func (in *Inline) Feed(b []byte, deadline time.Time) error { return in.c.feed(b,
 // the Feed running now.
 func (in *Inline) Hangup() { in.c.hangup() }
 
-// admit registers a new connection, or refuses it as Redis does (one error
-// line, then close) and returns nil.
-func (s *Server) admit(nc net.Conn) *conn {
+// admit registers a new connection, served inline or by serve, or refuses it
+// as Redis does (one error line, then close) and returns nil.
+func (s *Server) admit(nc net.Conn, inline bool) *conn {
 	s.stats.connections.Add(1)
 	s.mu.Lock()
 	if s.closed {
@@ -226,6 +225,7 @@ func (s *Server) admit(nc net.Conn) *conn {
 		return nil
 	}
 	c := newConn(s, nc)
+	c.inline = inline // before Close can see c
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
