@@ -252,6 +252,14 @@ type logBatch struct {
 // holdDivisor'th of the last commit's time, then another each time more
 // proposals arrived during the last, for at most the commit's time and
 // holdMax. A request that no one follows loses one step.
+const (
+	maxInflight     = 1
+	maxBatchEntries = 1024
+	maxBatchBytes   = 1 << 20
+	holdMax         = 2 * time.Millisecond
+	holdDivisor     = 4
+)
+
 // logCacheEntries is how many recent log entries a node keeps in memory
 // for followers' replication and its own applying. An entry is a batch of up
 // to maxBatchBytes, so the cache's bound in bytes is this many megabytes;
@@ -261,14 +269,6 @@ type logBatch struct {
 // the same lock throughput at 16 to 256 clients, p99 at 50 clients 5.3 ms
 // against 4.5 (a smaller heap collects more often).
 const logCacheEntries = 64
-
-const (
-	maxInflight     = 1
-	maxBatchEntries = 1024
-	maxBatchBytes   = 1 << 20
-	holdMax         = 2 * time.Millisecond
-	holdDivisor     = 4
-)
 
 // steppedHold is a hold after a batch (see holdDivisor): it goes on a step at
 // a time while proposals keep arriving, up to its end.
