@@ -88,6 +88,15 @@ func (r *Request) Ready() bool {
 	}
 }
 
+// start readies r for an asynchronous reply.
+func (r *Request) start() { r.done = make(chan struct{}) }
+
+// finish answers a request that start readied for an asynchronous reply.
+func (r *Request) finish(reply keyspace.Reply) {
+	r.reply = reply
+	close(r.done)
+}
+
 // resolve sets the reply of a request that completes at Submit.
 func (r *Request) resolve(reply keyspace.Reply) {
 	r.reply = reply

@@ -515,7 +515,7 @@ func (r *Raft) Submit(req *Request) {
 // and the other node tries the new leader.
 func (r *Raft) submit(req *Request, forwarded bool) {
 	if r.closed.Load() {
-		r.finish(req, keyspace.Error(errClosed))
+		req.finish(keyspace.Error(errClosed))
 		return
 	}
 	var prepared, write bool
@@ -526,7 +526,7 @@ func (r *Raft) submit(req *Request, forwarded bool) {
 		if (!forwarded && r.fwd.busy()) || !r.leadingLocked() {
 			r.proposeMu.Unlock()
 			if forwarded {
-				r.finish(req, keyspace.Error(errTryAgain))
+				req.finish(keyspace.Error(errTryAgain))
 			} else {
 				r.fwd.enqueue(req)
 			}
@@ -539,7 +539,7 @@ func (r *Raft) submit(req *Request, forwarded bool) {
 		r.proposeMu.Unlock()
 		var errReply *keyspace.Reply
 		if write, errReply = r.prepare(req); errReply != nil {
-			r.finish(req, *errReply)
+			req.finish(*errReply)
 			return
 		}
 		prepared = true
@@ -733,7 +733,7 @@ func (r *Raft) appliedLocal(seq uint64, reply keyspace.Reply) {
 	}
 	r.localMu.Unlock()
 	if done != nil {
-		r.finish(done, reply)
+		done.finish(reply)
 	}
 	for _, rd := range reads {
 		r.readRan(rd, r.read(rd.req))
@@ -824,7 +824,7 @@ func (r *Raft) failProposal(p *proposal, err error) {
 		r.readRan(rd, keyspace.Error(errTryAgain))
 	}
 	if resolve {
-		r.finish(p.req, reply)
+		p.req.finish(reply)
 	}
 }
 
@@ -875,16 +875,10 @@ func (r *Raft) readVerified(rd *readOp, fail string) {
 
 func (r *Raft) answerRead(rd *readOp) {
 	if rd.fail != "" {
-		r.finish(rd.req, keyspace.Error(rd.fail))
+		rd.req.finish(keyspace.Error(rd.fail))
 		return
 	}
-	r.finish(rd.req, rd.reply)
-}
-
-// finish answers a request started by Submit.
-func (r *Raft) finish(req *Request, reply keyspace.Reply) {
-	req.reply = reply
-	close(req.done)
+	rd.req.finish(rd.reply)
 }
 
 // sweepLoop reclaims expired keys on this node at the time of the last applied
@@ -977,9 +971,6 @@ func (r *Raft) closeStores() error {
 	r.closer = nil
 	return errors.Join(errs...)
 }
-
-// start readies req for an asynchronous reply.
-func (req *Request) start() { req.done = make(chan struct{}) }
 
 // isClusterCommand reports whether req is a LOCKSERVER command, which the node
 // that receives it serves itself.

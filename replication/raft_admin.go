@@ -62,50 +62,50 @@ const adminTimeout = 30 * time.Second
 func (r *Raft) clusterCommand(req *Request) {
 	args := req.Cmds[0]
 	if len(args) < 2 {
-		r.finish(req, keyspace.ErrWrongArity("lockserver"))
+		req.finish(keyspace.ErrWrongArity("lockserver"))
 		return
 	}
 	sub := strings.ToLower(string(args[1]))
 	n, known := clusterSubcommands[sub]
 	switch {
 	case !known:
-		r.finish(req, keyspace.Error("ERR unknown subcommand '"+string(args[1])+"'. Try LOCKSERVER HELP."))
+		req.finish(keyspace.Error("ERR unknown subcommand '" + string(args[1]) + "'. Try LOCKSERVER HELP."))
 	case n != len(args):
-		r.finish(req, keyspace.ErrWrongArity("lockserver|"+sub))
+		req.finish(keyspace.ErrWrongArity("lockserver|" + sub))
 	case sub == "forward":
 		r.serveForward(req, args[2])
 	case sub == "status":
-		r.finish(req, r.Status().reply())
+		req.finish(r.Status().reply())
 	case sub == "members":
 		st := r.Status()
 		members := make([]keyspace.Reply, len(st.Members))
 		for i, m := range st.Members {
 			members[i] = m.reply(m.ID == st.LeaderID)
 		}
-		r.finish(req, keyspace.Array(members...))
+		req.finish(keyspace.Array(members...))
 	case sub == "leader":
 		st := r.Status()
 		if st.LeaderID == "" {
-			r.finish(req, keyspace.Null)
+			req.finish(keyspace.Null)
 			return
 		}
-		r.finish(req, keyspace.Map(keyspace.Bulk("id"), keyspace.Bulk(st.LeaderID), keyspace.Bulk("client"), keyspace.Bulk(st.LeaderAddr)))
+		req.finish(keyspace.Map(keyspace.Bulk("id"), keyspace.Bulk(st.LeaderID), keyspace.Bulk("client"), keyspace.Bulk(st.LeaderAddr)))
 	case sub == "applied":
-		r.finish(req, keyspace.Bulk(strconv.FormatUint(r.applied.Load(), 10)))
+		req.finish(keyspace.Bulk(strconv.FormatUint(r.applied.Load(), 10)))
 	case sub == "acked":
 		if target, ok := r.ackedIndex(); ok {
-			r.finish(req, keyspace.Bulk(strconv.FormatUint(target, 10)))
+			req.finish(keyspace.Bulk(strconv.FormatUint(target, 10)))
 			// The members learn that target is committed from the next append.
 			r.sendCommitIndex()
 		} else {
-			r.finish(req, keyspace.Error(errTryAgain))
+			req.finish(keyspace.Error(errTryAgain))
 		}
 	case sub == "help":
-		r.finish(req, keyspace.BulkArray(strings.Split(clusterHelp, "\n")))
+		req.finish(keyspace.BulkArray(strings.Split(clusterHelp, "\n")))
 	default:
 		// The rest wait for Raft: answer from a goroutine, as the engine does
 		// every request, so that the connection is not held.
-		go func() { r.finish(req, r.clusterChange(sub, args)) }()
+		go func() { req.finish(r.clusterChange(sub, args)) }()
 	}
 }
 

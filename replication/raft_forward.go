@@ -92,7 +92,7 @@ func (f *forwarder) enqueue(req *Request) {
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
-		f.r.finish(req, keyspace.Error(errClosed))
+		req.finish(keyspace.Error(errClosed))
 		return
 	}
 	f.queue = append(f.queue, req)
@@ -183,7 +183,7 @@ func (f *forwarder) close() {
 	f.relayMu.Unlock()
 	for _, rl := range left {
 		if !rl.answered { // not expected: send answers its whole batch
-			f.r.finish(rl.req, keyspace.Error(errUnknownClose))
+			rl.req.finish(keyspace.Error(errUnknownClose))
 			continue
 		}
 		f.skipped(rl)
@@ -231,7 +231,7 @@ func (f *forwarder) send(batch []*Request) {
 			case abandoned:
 				r.log.Warn("gave up on a forwarded batch: another node leads now", "leader", leader, "addr", addr)
 				for _, req := range f.owned(batch, seqs) {
-					r.finish(req, unknownOutcome(req, "leader "+leader+" was replaced before it answered"))
+					req.finish(unknownOutcome(req, "leader "+leader+" was replaced before it answered"))
 				}
 				return
 			case errors.As(err, &rerr):
@@ -242,7 +242,7 @@ func (f *forwarder) send(batch []*Request) {
 			default:
 				r.log.Warn("forwarding to the leader failed after sending", "leader", leader, "addr", addr, "err", err)
 				for _, req := range f.owned(batch, seqs) {
-					r.finish(req, unknownOutcome(req, "the connection to the leader failed after the command was forwarded"))
+					req.finish(unknownOutcome(req, "the connection to the leader failed after the command was forwarded"))
 				}
 				return
 			}
@@ -316,17 +316,17 @@ func (f *forwarder) answer(batch []*Request, seqs []uint64, res string) {
 	if err != nil {
 		f.r.log.Error("bad reply to a forwarded batch", "err", err)
 		for _, req := range f.owned(batch, seqs) {
-			f.r.finish(req, unknownOutcome(req, "the leader's reply could not be read"))
+			req.finish(unknownOutcome(req, "the leader's reply could not be read"))
 		}
 		return
 	}
 	for i, req := range batch {
 		switch {
 		case seqs == nil || seqs[i] == 0:
-			f.r.finish(req, replies[i])
+			req.finish(replies[i])
 		case replies[i].Kind == keyspace.KindError: // nothing was applied
 			if rl := f.claim(seqs[i]); rl != nil {
-				f.r.finish(rl.req, replies[i])
+				rl.req.finish(replies[i])
 			}
 		default:
 			f.awaitApply(seqs[i], replies[i], leaderApplied)
@@ -336,7 +336,7 @@ func (f *forwarder) answer(batch []*Request, seqs []uint64, res string) {
 
 func (f *forwarder) finishAll(batch []*Request, reply keyspace.Reply) {
 	for _, req := range batch {
-		f.r.finish(req, reply)
+		req.finish(reply)
 	}
 }
 
@@ -491,7 +491,7 @@ func (f *forwarder) awaitApply(seq uint64, reply keyspace.Reply, leaderApplied u
 // entry. The FSM calls it.
 func (f *forwarder) appliedHere(seq uint64, reply keyspace.Reply) {
 	if rl := f.claim(seq); rl != nil {
-		f.r.finish(rl.req, reply)
+		rl.req.finish(reply)
 	}
 }
 
@@ -520,7 +520,7 @@ func (f *forwarder) passed(applied uint64) {
 // this node's subscribers, which have received nothing.
 func (f *forwarder) skipped(rl *relayed) {
 	if rl != nil {
-		f.r.finish(rl.req, withoutDeliveries(rl.req, rl.leaderReply))
+		rl.req.finish(withoutDeliveries(rl.req, rl.leaderReply))
 	}
 }
 
@@ -620,14 +620,14 @@ func (r *Raft) submitBatch(batch []*Request) bool {
 func (r *Raft) serveForward(req *Request, payload []byte) {
 	batch, err := decodeRequests(payload)
 	if err != nil {
-		r.finish(req, keyspace.Error("ERR "+err.Error()))
+		req.finish(keyspace.Error("ERR " + err.Error()))
 		return
 	}
 	for _, in := range batch {
 		in.start()
 	}
 	if !r.submitBatch(batch) {
-		r.finish(req, keyspace.Error(errTryAgain))
+		req.finish(keyspace.Error(errTryAgain))
 		return
 	}
 	go func() {
@@ -648,7 +648,7 @@ func (r *Raft) serveForward(req *Request, payload []byte) {
 			r.smMu.Unlock()
 			r.sendCommitIndex()
 		}
-		r.finish(req, keyspace.Bulk(string(encodeForwardReply(applied, replies))))
+		req.finish(keyspace.Bulk(string(encodeForwardReply(applied, replies))))
 	}()
 }
 

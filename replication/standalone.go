@@ -192,8 +192,7 @@ func (s *Standalone) runQueued() int {
 	s.waiting.Store(0)
 	s.qmu.Unlock()
 	for i, q := range batch {
-		q.req.reply = s.exec(q)
-		close(q.req.done)
+		q.req.finish(s.exec(q))
 		batch[i] = queued{}
 	}
 	s.spare = batch[:0]
