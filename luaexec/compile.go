@@ -330,7 +330,7 @@ func (c *scriptCache) promote(s *compiled) {
 
 // lookup returns the body of the script whose SHA1 is sha, in hex of either
 // case, and its compiled form when it is at hand: what every EVALSHA needs,
-// under one read lock and without allocating.
+// without allocating, and for a script in ready without a lock.
 func (c *scriptCache) lookup(sha []byte) (body string, s *compiled, ok bool) {
 	if s := (*c.ready.Load())[string(sha)]; s != nil {
 		c.touch(s)

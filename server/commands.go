@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -354,7 +353,6 @@ const RedisVersion = "7.0.15"
 // heap at the end of the last collection, is then exact: the bench reads it
 // after one, rather than a figure as old as the last collection.
 func cmdMemoryPurge(c *conn, args [][]byte) {
-	debug.FreeOSMemory()
-	c.srv.mem.sampled.Store(0)
+	c.srv.mem.purge()
 	c.reply(keyspace.OK)
 }

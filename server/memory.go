@@ -2,6 +2,7 @@ package server
 
 import (
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"sync"
 	"sync/atomic"
@@ -100,6 +101,13 @@ func (m *memory) sample() {
 	if used > m.peak.Load() {
 		m.peak.Store(used)
 	}
+}
+
+// purge collects garbage, returns what it frees to the OS, and drops the
+// sample, so that the next reading is the live heap of now.
+func (m *memory) purge() {
+	debug.FreeOSMemory()
+	m.sampled.Store(0)
 }
 
 // setLimit changes maxmemory and takes a fresh sample, so that the next
