@@ -199,7 +199,7 @@ func (c *conn) block(wait func(ctx context.Context)) {
 func (c *conn) serve() {
 	defer func() {
 		if r := recover(); r != nil {
-			c.srv.log.Error("connection failed", "client", c.addr, "panic", r, "stack", string(debug.Stack()))
+			c.failed(r)
 		}
 		c.close()
 	}()
@@ -209,6 +209,12 @@ func (c *conn) serve() {
 			return
 		}
 	}
+}
+
+// failed logs a panic recovered while serving the connection, which then
+// ends: a bug in one command ends its client's connection only.
+func (c *conn) failed(r any) {
+	c.srv.log.Error("connection failed", "client", c.addr, "panic", r, "stack", string(debug.Stack()))
 }
 
 // runBuffered runs the complete commands read so far and writes their
@@ -238,7 +244,7 @@ func (c *conn) feed(b []byte, deadline time.Time) error {
 	defer func() {
 		c.deadline = time.Time{}
 		if r := recover(); r != nil {
-			c.srv.log.Error("connection failed", "client", c.addr, "panic", r, "stack", string(debug.Stack()))
+			c.failed(r)
 			c.end()
 		}
 		c.ahead = nil

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -92,7 +93,7 @@ func (c *client) do(t testing.TB, line string) string {
 // every other connection goes on, and the server logs the panic.
 func TestPanicEndsOneConnection(t *testing.T) {
 	log := &panicLog{}
-	_, addr := newTestServer(t, Config{Logger: slog.New(log)})
+	s, addr := newTestServer(t, Config{Logger: slog.New(log)})
 	a, b := dial(t, addr), dial(t, addr)
 	if got := a.do(t, "PING"); got != "+PONG\r\n" {
 		t.Fatalf("PING = %q", got)
@@ -112,6 +113,22 @@ func TestPanicEndsOneConnection(t *testing.T) {
 	}
 	if log.count() != 1 {
 		t.Errorf("%d panics logged, want 1", log.count())
+	}
+
+	// The same on a connection served in its client's goroutine: the feed
+	// returns, the connection has ended, the panic is logged.
+	in := s.ServeInline(&fakeConn{r: strings.NewReader("")})
+	if err := in.Feed([]byte("ECHO boom\r\n"), time.Time{}); err != nil {
+		t.Fatalf("the feed that panicked: %v", err)
+	}
+	if err := in.Feed([]byte("PING\r\n"), time.Time{}); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("a feed after the panic: %v, want net.ErrClosed", err)
+	}
+	if got := b.do(t, "PING"); got != "+PONG\r\n" {
+		t.Errorf("another connection after the inline panic: PING = %q", got)
+	}
+	if log.count() != 2 {
+		t.Errorf("%d panics logged, want 2", log.count())
 	}
 }
 
