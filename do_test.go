@@ -3,13 +3,13 @@ package lockserver_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/internal/lockscripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -82,11 +82,11 @@ type cycleFunc func(ctx context.Context, key, channel, owner string) error
 // and a release).
 func benchRedissonCycles(b *testing.B, newCycle func(s *lockserver.Server, lock, unlock string) cycleFunc) {
 	read := func(name string) string {
-		data, err := os.ReadFile("../shared/scripts/" + name)
+		src, err := lockscripts.Source(name)
 		if err != nil {
-			b.Skipf("the specification's lock scripts are not beside the project: %v", err)
+			b.Fatal(err)
 		}
-		return strings.TrimSuffix(string(data), "\n")
+		return src
 	}
 	s, err := lockserver.Open(lockserver.Options{Addr: "-"})
 	if err != nil {

@@ -3,20 +3,17 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/internal/lockscripts"
 	"github.com/redis/go-redis/v9"
 )
 
-// scripts are the lock scripts the workloads send, read from shared/scripts
-// beside the project root so that the bench sends exactly what the
+// scripts are the lock scripts the workloads send, the specification's
+// (internal/lockscripts), so that the bench sends exactly what the
 // compatibility tests check.
 type scripts struct {
-	dir              string
 	lock, unlock     *script // redisson_lock.lua, redisson_unlock_v2.lua
 	compareAndDelete *script // compare_and_delete.lua
 }
@@ -28,37 +25,15 @@ type script struct {
 	src string
 }
 
-// findScripts walks up from the working directory to the first shared/scripts.
-func findScripts() (*scripts, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return nil, fmt.Errorf("find shared/scripts: %w", err)
-	}
-	for {
-		cand := filepath.Join(dir, "shared", "scripts")
-		if _, err := os.Stat(filepath.Join(cand, "redisson_lock.lua")); err == nil {
-			return loadScripts(cand)
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return nil, errors.New("find shared/scripts: no shared/scripts/redisson_lock.lua in the working directory or any parent (the bench runs from the project, with shared/ beside it)")
-		}
-		dir = parent
-	}
-}
-
-func loadScripts(dir string) (*scripts, error) {
+func loadScripts() (*scripts, error) {
 	read := func(name string) (*script, error) {
-		b, err := os.ReadFile(filepath.Join(dir, name))
+		src, err := lockscripts.Source(name)
 		if err != nil {
-			return nil, fmt.Errorf("load script: %w", err)
+			return nil, err
 		}
-		// A client hashes the script without its file's trailing newline
-		// (shared/scripts/README.md lists those SHA1s).
-		src := strings.TrimRight(string(b), "\n")
 		return &script{Script: redis.NewScript(src), src: src}, nil
 	}
-	s := &scripts{dir: dir}
+	s := &scripts{}
 	var err error
 	if s.lock, err = read("redisson_lock.lua"); err != nil {
 		return nil, err

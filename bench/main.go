@@ -343,7 +343,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return err
 	}
-	sc, err := findScripts()
+	sc, err := loadScripts()
 	if err != nil {
 		return err
 	}
@@ -375,7 +375,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Config: map[string]string{
 			"duration": cfg.duration.String(), "warmup": cfg.warmup.String(),
 			"clients": fmt.Sprint(cfg.clients), "requests": strconv.Itoa(cfg.requests),
-			"held": strconv.Itoa(cfg.held), "scripts": sc.dir,
+			"held": strconv.Itoa(cfg.held),
 		},
 	}
 	b.progress.start(len(chosenSystems) * stepsPerSystem)

@@ -365,7 +365,7 @@ func TestDiffClusterModeCluster(t *testing.T) {
 }
 
 // clusterLockSession takes and releases locks through a go-redis
-// ClusterClient with the scripts of ../shared/scripts and SET NX PX, and
+// ClusterClient with the scripts of internal/lockscripts and SET NX PX, and
 // logs each reply; a lock holder's remaining TTL is logged as its sign.
 func clusterLockSession(t *testing.T, rdb *redis.ClusterClient, prefix string) []string {
 	t.Helper()
@@ -416,7 +416,7 @@ func newClusterClient(t *testing.T, addr string) *redis.ClusterClient {
 func TestClusterClientGoRedis(t *testing.T) {
 	need(t, "redis-server")
 	want := clusterLockSession(t, newClusterClient(t, startRedisCluster(t, 1)[0]), "s")
-	// The replies ../shared/scripts/README.md gives, as go-redis reports them.
+	// The replies internal/lockscripts/README.md gives, as go-redis reports them.
 	readme := []string{
 		"SET NX PX: true <nil>", "SET NX PX taken: false <nil>",
 		"compare-and-delete wrong token: 0 <nil>", "compare-and-delete: 1 <nil>",

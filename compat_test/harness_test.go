@@ -14,7 +14,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/lockserver/lockserver"
 	"github.com/lockserver/lockserver/internal/freeport"
+	"github.com/lockserver/lockserver/internal/lockscripts"
 )
 
 // need returns the path of program, or skips the test (fails it under CI).
@@ -91,33 +91,15 @@ func startLockserver(t testing.TB, opts lockserver.Options) *lockserver.Server {
 	return s
 }
 
-// scriptsDir finds ../shared/scripts beside the project root, the lock scripts
-// the project was specified with.
-func scriptsDir(t testing.TB) string {
-	t.Helper()
-	dir, _ := os.Getwd()
-	for d := dir; ; d = filepath.Dir(d) {
-		p := filepath.Join(d, "shared", "scripts")
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			return p
-		}
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
-	missing(t, "../shared/scripts (the specification's lock scripts) was not found beside the project")
-	return ""
-}
-
-// loadScript returns the body of a script from ../shared/scripts without its
-// trailing newline, as clients send it.
+// loadScript returns one of the specification's lock scripts
+// (internal/lockscripts) without its trailing newline, as clients send it.
 func loadScript(t testing.TB, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(scriptsDir(t), name))
+	src, err := lockscripts.Source(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.TrimSuffix(string(b), "\n")
+	return src
 }
 
 // rawClient sends commands and returns each reply as the exact RESP bytes the

@@ -2,31 +2,29 @@ package compat_test
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/internal/lockscripts"
 )
 
-// The lock scripts of ../shared/scripts, run unmodified as clients run them
-// (EVALSHA, and on NOSCRIPT either EVAL or SCRIPT LOAD then EVALSHA), on
-// redis-server and on lockserver side by side. Each reply is checked against
-// the README table there and against redis-server's.
+// The specification's lock scripts (internal/lockscripts), run unmodified as
+// clients run them (EVALSHA, and on NOSCRIPT either EVAL or SCRIPT LOAD then
+// EVALSHA), on redis-server and on lockserver side by side. Each reply is
+// checked against the README table there and against redis-server's;
+// internal/lockscripts checks the files against that table's SHA1s.
 
-// lockScriptSHA1 are the SHA1s the README lists for the scripts.
-var lockScriptSHA1 = map[string]string{
-	"redisson_lock.lua":      "9401052d872adfd0179ef8c8e8c028512707629a",
-	"redisson_unlock_v1.lua": "3ffe249c16dee540ac8ab32e39bd408626b9aff7",
-	"redisson_unlock_v2.lua": "93cfc048f82624d1670a310aa0ad58918c0824a5",
-	"reentrant_lock.lua":     "33a77b0f20e85bf3157c20de411aab62a2ec25f1",
-	"reentrant_unlock.lua":   "4c94c6524e989c3a23bbb91433f00b2f07705ba6",
-	"compare_and_delete.lua": "e9f69f2beb755be68b5e456ee2ce9aadfbc4ebf4",
-	"fixed_key_unlock.lua":   "ab2f8384abeb33e1ba45da82a5024cf8e1b324c8",
-}
+// lockScriptSHA1 maps each script's name to the SHA1 a client sends for it.
+var lockScriptSHA1 = func() map[string]string {
+	m := map[string]string{}
+	for _, name := range lockscripts.Names() {
+		m[name], _ = lockscripts.SHA1(name) // a listed name always reads
+	}
+	return m
+}()
 
 // How a client recovers from NOSCRIPT.
 type fallback int
@@ -158,15 +156,6 @@ func (st step) check(t *testing.T, redis, ls *scriptClient) {
 			if r := c.Do(st.then...); r != st.got {
 				t.Errorf("%s after %s %q: %q replied %q, want %q", server, st.script, st.args, st.then, r, st.got)
 			}
-		}
-	}
-}
-
-func TestLockScriptsSHA1(t *testing.T) {
-	for name, want := range lockScriptSHA1 {
-		sum := sha1.Sum([]byte(loadScript(t, name)))
-		if got := hex.EncodeToString(sum[:]); got != want {
-			t.Errorf("%s: SHA1 %s, README says %s", name, got, want)
 		}
 	}
 }

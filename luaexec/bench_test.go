@@ -1,23 +1,20 @@
 package luaexec
 
 import (
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
+	"github.com/lockserver/lockserver/internal/lockscripts"
 	"github.com/lockserver/lockserver/keyspace"
 )
 
-// lockScript reads a lock script from ../shared/scripts, the project's
-// specification, without its trailing newline.
+// lockScript is one of the specification's lock scripts, as a client sends it.
 func lockScript(b *testing.B, name string) string {
 	b.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "shared", "scripts", name))
+	src, err := lockscripts.Source(name)
 	if err != nil {
-		b.Skipf("the specification's lock scripts are not beside the project: %v", err)
+		b.Fatal(err)
 	}
-	return strings.TrimSuffix(string(data), "\n")
+	return src
 }
 
 // benchEvalsha loads script and runs EVALSHA with keys and args b.N times,

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/lockserver/lockserver"
 	"github.com/lockserver/lockserver/internal/freeport"
+	"github.com/lockserver/lockserver/internal/lockscripts"
 	"github.com/lockserver/lockserver/replication"
 	"github.com/redis/go-redis/v9"
 )
@@ -156,9 +155,9 @@ func startRedissonCluster(b *testing.B) (leader, follower string) {
 // redissonScript loads one of the specification's lock scripts, as a client
 // sends it.
 func redissonScript(b *testing.B, name string) *redis.Script {
-	src, err := os.ReadFile("../../shared/scripts/" + name)
+	src, err := lockscripts.Source(name)
 	if err != nil {
-		b.Fatalf("the shared lock scripts: %v", err)
+		b.Fatal(err)
 	}
-	return redis.NewScript(strings.TrimSuffix(string(src), "\n"))
+	return redis.NewScript(src)
 }

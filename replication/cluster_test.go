@@ -5,11 +5,11 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/lockserver/lockserver/internal/lockscripts"
 	"github.com/lockserver/lockserver/keyspace"
 )
 
@@ -413,13 +413,14 @@ func TestClusterInfo(t *testing.T) {
 	c.eventually("both replicas back", func() bool { return l.eng.Info().Replicas == 2 })
 }
 
-func sharedScript(t *testing.T, name string) string {
+// lockScript is one of the specification's lock scripts, as a client sends it.
+func lockScript(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile("../../shared/scripts/" + name)
+	src, err := lockscripts.Source(name)
 	if err != nil {
-		t.Fatalf("the shared lock scripts: %v", err)
+		t.Fatal(err)
 	}
-	return strings.TrimSuffix(string(b), "\n")
+	return src
 }
 
 func sha1Hex(s string) string {
@@ -434,7 +435,7 @@ func TestClusterScriptsThroughFollower(t *testing.T) {
 	c := newTestCluster(t, 3)
 	l := c.leader()
 	f := c.followers(l)[0]
-	lock, unlock := sharedScript(t, "redisson_lock.lua"), sharedScript(t, "redisson_unlock_v2.lua")
+	lock, unlock := lockScript(t, "redisson_lock.lua"), lockScript(t, "redisson_unlock_v2.lua")
 	submit := func(cmd ...string) *Request {
 		req := &Request{Cmds: [][][]byte{words(cmd...)}}
 		f.eng.Submit(req)
