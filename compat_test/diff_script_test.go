@@ -125,18 +125,26 @@ func TestDiffScriptRESP3(t *testing.T) {
 	p.evalAll(scripts)
 }
 
-// math.random follows redis-server's generator: a script on a freshly
-// started server draws the same numbers.
+// math.random follows redis-server's generator: the first script on a freshly
+// started server draws the same numbers, the next script draws others (Redis
+// goes on with the sequence; lockserver seeds each script from its place in
+// the log), and math.randomseed gives the same sequence on both.
 func TestDiffScriptRandom(t *testing.T) {
 	p := newPair(t)
-	p.Do("EVAL", "return {tostring(math.random()), tostring(math.random()), math.random(10), math.random(5, 10), math.random(1000000), tostring(math.random(-5, -1))}", "0")
+	const draw = "return {tostring(math.random()), tostring(math.random()), math.random(10), math.random(5, 10), math.random(1000000), tostring(math.random(-5, -1))}"
+	first := p.Do("EVAL", draw, "0")
+	for _, s := range []*rawClient{p.redis, p.ls} {
+		if again := s.Do("EVAL", draw, "0"); again == first {
+			t.Errorf("a second script draws the first one's numbers again: %q", again)
+		}
+	}
 	p.evalAll([]string{
 		"math.randomseed(42) return {tostring(math.random()), math.random(100), math.random(3, 9)}",
 		"math.randomseed(-7) return {tostring(math.random()), tostring(math.random())}",
 		"return math.random(0)",
 		"return math.random(3, 1)",
 		"return math.random(1, 2, 3)",
-		"return math.random('5')",
+		"math.randomseed(3) return math.random('5')",
 		"math.randomseed('x')",
 		"return math.randomseed()",
 	})

@@ -103,6 +103,11 @@ type Call struct {
 	// maxmemory: scripts may then not run DenyOOM commands. It travels in the
 	// entry, so every node decides alike.
 	DenyOOM bool
+	// Seed is distinct for every command applied (the engine derives it from
+	// the entry's place in the log): a script's math.random starts from it, so
+	// that its numbers differ from script to script and are the same on
+	// every node. 0 starts where a freshly started redis-server does.
+	Seed uint64
 }
 
 // New returns an empty keyspace.

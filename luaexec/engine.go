@@ -356,7 +356,7 @@ func (e *Engine) run(c *keyspace.Call, p *plan) keyspace.Reply {
 		allowOOM: sb.flags&flagAllowOOM != 0,
 		resp:     2,
 		steps:    e.opts.Budget,
-		rand:     rand48Init,
+		rand:     randState(c.Seed),
 	}
 	ret, serr := v.exec(r, p.script, p.keys, p.argv)
 	if serr != nil {

@@ -250,17 +250,33 @@ func TestPublishFromScript(t *testing.T) {
 	}
 }
 
-// Every script starts math.random where a freshly started redis-server
-// does: these are the first values redis-server 7.0.15 gives.
+// A script starts math.random from its command's seed: seed 0 where a freshly
+// started redis-server does (these are the first values redis-server 7.0.15
+// gives), the same seed the same way every time, another seed elsewhere.
 func TestMathRandom(t *testing.T) {
 	h := newHarness(t, Options{})
+	const draw = "return {tostring(math.random()), tostring(math.random()), math.random(10), math.random(5, 10), math.random(1000000)}"
 	for i := 0; i < 2; i++ {
 		h.expect([][2]string{
-			{"return {tostring(math.random()), tostring(math.random()), math.random(10), math.random(5, 10), math.random(1000000)}",
-				`["0.39646477363839", "0.84048536971234", :4, :7, :318693]`},
+			{draw, `["0.39646477363839", "0.84048536971234", :4, :7, :318693]`},
 			{"math.randomseed(42) return {tostring(math.random()), math.random(100)}", `["0.74452500033403", :35]`},
 			{"return math.random(0)", scriptErr("return math.random(0)", "ERR user_script:1: bad argument #1 to 'random' (interval is empty)", 1)},
 		})
+	}
+	seen := map[string]uint64{}
+	for seed := uint64(0); seed < 64; seed++ {
+		c := h.call([]string{"EVAL", draw, "0"})
+		c.Seed = seed
+		got := show(h.e.Exec(c))
+		if other, ok := seen[got]; ok {
+			t.Fatalf("seeds %d and %d draw the same numbers %s", other, seed, got)
+		}
+		seen[got] = seed
+		c = h.call([]string{"EVAL", draw, "0"})
+		c.Seed = seed
+		if again := show(h.e.Exec(c)); again != got {
+			t.Fatalf("seed %d drew %s, then %s", seed, got, again)
+		}
 	}
 }
 

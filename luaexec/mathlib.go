@@ -8,10 +8,11 @@ import (
 
 // The math library of Lua 5.1, with Redis's math.random: its own rand48, so
 // that a script's sequence does not depend on the C library. Redis 7.0 never
-// reseeds it, so a sequence depends on the scripts run before since the
-// server started; here each script starts from the state a freshly started
-// redis-server has, which is deterministic on every node and equal to the
-// first script's sequence on a real server.
+// reseeds it, so each script goes on where the one before stopped. Here each
+// script starts from a state drawn from its command's seed (keyspace.Call),
+// its place in the log: scripts draw different numbers, and every node the
+// same ones, with no generator state to replicate. Seed 0 is the state a
+// freshly started redis-server has.
 
 // rand48 state as Redis's rand.c initialises it (X0, X1, X2), and its constants.
 const (
@@ -21,6 +22,18 @@ const (
 	rand48Mask = 1<<48 - 1
 	rand48Max  = 1<<31 - 1 // REDIS_LRAND48_MAX
 )
+
+// randState is the generator state a script with seed starts from. The
+// finaliser of MurmurHash3 spreads consecutive seeds over the whole state and
+// keeps 0 at 0.
+func randState(seed uint64) uint64 {
+	seed ^= seed >> 33
+	seed *= 0xff51afd7ed558ccd
+	seed ^= seed >> 33
+	seed *= 0xc4ceb9fe1a85ec53
+	seed ^= seed >> 33
+	return (rand48Init ^ seed) & rand48Mask
+}
 
 // lrand48 advances the generator and returns its next 31-bit value.
 func (r *run) lrand48() int64 {

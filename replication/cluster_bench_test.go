@@ -133,7 +133,7 @@ func BenchmarkSnapshotPause(b *testing.B) {
 	r.sm.Store(sm)
 	for i := range keys {
 		e := Entry{Time: 1_700_000_000_000, Cmds: [][][]byte{words("SET", fmt.Sprint("lock:", i), "owner-uuid:1", "PX", "30000")}}
-		sm.Apply(&e, nil)
+		sm.Apply(&e, uint64(i), nil)
 	}
 	var size int
 	var write time.Duration

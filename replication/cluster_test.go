@@ -471,3 +471,47 @@ func TestClusterScriptsThroughFollower(t *testing.T) {
 		})
 	}
 }
+
+// Scripts draw math.random from their place in the log: every script its
+// own numbers, commands of one EXEC included, and every member the same ones,
+// so that what the scripts write is alike everywhere.
+func TestClusterScriptRandomIsReplicated(t *testing.T) {
+	c := newTestCluster(t, 3)
+	const script = "redis.call('set', KEYS[1], tostring(math.random())) return 1"
+	keys := []string{"r1", "r2", "r3", "r4", "r5"}
+	submit := func(req *Request) keyspace.Reply {
+		// The SETs are idempotent: a retry after any error is safe.
+		for {
+			n := c.leader()
+			n.eng.Submit(req)
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			reply := req.Wait(ctx)
+			cancel()
+			if reply.Kind != keyspace.KindError {
+				return reply
+			}
+			t.Logf("retrying after %s", reply.Str)
+			req = &Request{DB: req.DB, Multi: req.Multi, Cmds: req.Cmds}
+		}
+	}
+	for _, k := range keys[:3] {
+		submit(&Request{Cmds: [][][]byte{words("EVAL", script, "1", k)}})
+	}
+	submit(&Request{Multi: true, Cmds: [][][]byte{words("EVAL", script, "1", keys[3]), words("EVAL", script, "1", keys[4])}})
+
+	l := c.leader()
+	drawn := map[string]string{}
+	for _, k := range keys {
+		v := localGet(l, k)
+		if v.Kind != keyspace.KindBulk {
+			t.Fatalf("the leader holds %s = %+v", k, v)
+		}
+		if other, ok := drawn[v.Str]; ok {
+			t.Fatalf("%s and %s drew the same number %s", other, k, v.Str)
+		}
+		drawn[v.Str] = k
+		for _, f := range c.followers(l) {
+			c.eventually(f.id+" applies "+k, func() bool { return same(localGet(f, k), v) })
+		}
+	}
+}

@@ -56,8 +56,8 @@ func (r *Raft) applyLog(l *raft.Log) {
 		return
 	}
 	stamped := false
-	for _, e := range entries {
-		stamped = r.applyEntry(l.Index, e) || stamped
+	for i, e := range entries {
+		stamped = r.applyEntry(l.Index, i, e) || stamped
 	}
 	if !stamped {
 		return
@@ -69,7 +69,7 @@ func (r *Raft) applyLog(l *raft.Log) {
 	}
 }
 
-// applyEntry applies one entry of the log entry at index and reports whether
+// applyEntry applies entry number i of the log entry at index and reports whether
 // it carried a stamp. Entries that were in the log when the node started are
 // a replay: their messages were delivered, if ever, before the restart.
 //
@@ -77,7 +77,7 @@ func (r *Raft) applyLog(l *raft.Log) {
 // published, so it answers the entry's request on the node that serves the
 // client: this node's own proposals, and the requests this node forwarded and
 // relays (a replay's entries carry another process's origin, so neither).
-func (r *Raft) applyEntry(index uint64, e *logEntry) bool {
+func (r *Raft) applyEntry(index uint64, i int, e *logEntry) bool {
 	reply := keyspace.OK
 	switch e.Kind {
 	case kindCommand:
@@ -85,7 +85,8 @@ func (r *Raft) applyEntry(index uint64, e *logEntry) bool {
 		if index > r.replayUntil {
 			pub = r.pub
 		}
-		reply = r.sm.Load().Apply(&e.Entry, pub)
+		// A batch holds at most maxBatchEntries, so the seed is unique.
+		reply = r.sm.Load().Apply(&e.Entry, index<<16|uint64(i), pub)
 		if e.Relay.origin == r.origin {
 			r.fwd.appliedHere(e.Relay.seq, reply)
 		}

@@ -48,12 +48,15 @@ type StandaloneOptions struct {
 // request, cost SET NX PX and hot locks more; queueing every request and
 // parking at once (20d7d50, reverted) cost SET NX PX a fifth.
 type Standalone struct {
-	mu    sync.Mutex // the state machine
-	sm    *StateMachine
-	clock *Clock
-	hub   keyspace.Publisher
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	mu sync.Mutex // the state machine
+	sm *StateMachine
+	// applied counts the entries applied; guarded by mu. It is each entry's
+	// seed (see StateMachine.Apply): the first is 0.
+	applied uint64
+	clock   *Clock
+	hub     keyspace.Publisher
+	stop    chan struct{}
+	wg      sync.WaitGroup
 
 	qmu        sync.Mutex
 	queue      []queued     // scripts submitted while mu was held, in order; guarded by qmu
@@ -216,7 +219,8 @@ func (s *Standalone) exec(q queued) (reply keyspace.Reply) {
 		return s.sm.Read(req.DB, req.Cmds, req.Multi, req.Watch, q.now)
 	}
 	e := Entry{Time: q.now, DB: req.DB, Cmds: req.Cmds, Multi: req.Multi, Watch: req.Watch, OOM: req.OverMemory}
-	return s.sm.Apply(&e, s.hub)
+	s.applied++
+	return s.sm.Apply(&e, s.applied-1, s.hub)
 }
 
 // Now returns the log clock's time.

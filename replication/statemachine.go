@@ -49,7 +49,8 @@ type Watch struct {
 type StateMachine struct {
 	store *keyspace.Store
 	lua   *luaexec.Engine
-	last  int64 // time of the last applied entry, ms
+	last  int64  // time of the last applied entry, ms
+	seed  uint64 // the seed of the last applied entry
 	// call is the Call of every run: runs never overlap, and a Call escapes
 	// into the script engine, so a fresh one would cost an allocation per
 	// command.
@@ -65,28 +66,36 @@ func NewStateMachine(opts luaexec.Options) *StateMachine {
 // LastTime returns the time of the last applied entry.
 func (sm *StateMachine) LastTime() int64 { return sm.last }
 
-// Apply runs entry e. pub receives the messages the entry publishes; pass nil
-// when the entry is not applied live (log replay, snapshot restore), so that
-// nothing is delivered twice.
-func (sm *StateMachine) Apply(e *Entry, pub keyspace.Publisher) keyspace.Reply {
+// Apply runs entry e. seed tells the entry apart from every other one of the
+// log, the same on every node (its place in the log): scripts seed
+// math.random from it. pub receives the messages the entry publishes; pass
+// nil when the entry is not applied live (log replay, snapshot restore), so
+// that nothing is delivered twice.
+func (sm *StateMachine) Apply(e *Entry, seed uint64, pub keyspace.Publisher) keyspace.Reply {
 	if e.Time > sm.last {
 		sm.last = e.Time
 	}
-	return sm.run(e.DB, e.Cmds, e.Multi, e.Watch, sm.last, pub, e.OOM)
+	sm.seed = seed
+	return sm.run(e.DB, e.Cmds, e.Multi, e.Watch, sm.last, seed, pub, e.OOM)
 }
 
 // Read runs commands that do not mutate state at time now (at least the time
-// of the last applied entry).
+// of the last applied entry). Its scripts draw the numbers of the last
+// applied entry's: a read is not replicated, so nothing needs them to differ.
 func (sm *StateMachine) Read(db int, cmds [][][]byte, multi bool, watch []Watch, now int64) keyspace.Reply {
 	if now < sm.last {
 		now = sm.last
 	}
-	return sm.run(db, cmds, multi, watch, now, nil, false)
+	return sm.run(db, cmds, multi, watch, now, sm.seed, nil, false)
 }
 
-func (sm *StateMachine) run(db int, cmds [][][]byte, multi bool, watch []Watch, now int64, pub keyspace.Publisher, oom bool) keyspace.Reply {
+// commandSeedShift places a command's position inside an EXEC above the bits
+// that entry seeds use, so that every command of every entry has its own seed.
+const commandSeedShift = 48
+
+func (sm *StateMachine) run(db int, cmds [][][]byte, multi bool, watch []Watch, now int64, seed uint64, pub keyspace.Publisher, oom bool) keyspace.Reply {
 	call := &sm.call
-	*call = keyspace.Call{Store: sm.store, DB: db, Now: now, Pub: pub, DenyOOM: oom}
+	*call = keyspace.Call{Store: sm.store, DB: db, Now: now, Pub: pub, DenyOOM: oom, Seed: seed}
 	defer func() { *call = keyspace.Call{} }() // let go of the arguments
 	if !multi {
 		call.Args = cmds[0]
@@ -100,6 +109,7 @@ func (sm *StateMachine) run(db int, cmds [][][]byte, multi bool, watch []Watch, 
 	replies := make([]keyspace.Reply, len(cmds))
 	for i, args := range cmds {
 		call.Args = args
+		call.Seed = seed + uint64(i)<<commandSeedShift
 		replies[i] = sm.lua.Exec(call)
 	}
 	return keyspace.Array(replies...)
