@@ -139,7 +139,7 @@ func TestMedianRun(t *testing.T) {
 
 func TestCommandLineQuotesForAShell(t *testing.T) {
 	got := commandLine([]string{"--quick", "--note", "it's loaded", "--json", "/tmp/a b.json", ""})
-	want := `go run ./bench --quick --note 'it'\''s loaded' --json '/tmp/a b.json' ''`
+	want := `cd bench && go run . --quick --note 'it'\''s loaded' --json '/tmp/a b.json' ''`
 	if got != want {
 		t.Errorf("commandLine = %s\nwant           %s", got, want)
 	}
@@ -216,7 +216,7 @@ func TestTargetOutOfTheClientsReach(t *testing.T) {
 }
 
 func TestPlotIsWellFormedSVG(t *testing.T) {
-	rep := &report{Date: "2026-01-01 00:00 UTC", Command: "go run ./bench --smoke & <check escaping>"}
+	rep := &report{Date: "2026-01-01 00:00 UTC", Command: "cd bench && go run . --smoke & <check escaping>"}
 	for _, sys := range []string{"embedded", "redis", "etcd3"} {
 		for _, c := range []int{1, 16, 50} {
 			rep.Rows = append(rep.Rows,

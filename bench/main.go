@@ -1,15 +1,19 @@
 // Command bench measures lockserver side by side with the lock stores people
 // run today: redis-server with and without fsync, miniredis and etcd.
 //
-//	go run ./bench                 # every system, every workload (about 15 minutes)
-//	go run ./bench --quick         # fewer points, under 3 minutes on 2 cores
-//	go run ./bench --quick --smoke # seconds: proves the harness works (CI)
+//	cd bench
+//	go run .                 # every system, every workload (about 15 minutes)
+//	go run . --quick         # fewer points, under 3 minutes on 2 cores
+//	go run . --quick --smoke # seconds: proves the harness works (CI)
+//
+// It is a module of its own, so that its clients of the systems it measures
+// (etcd's, with gRPC and zap) are no dependency of the library's module.
 //
 // It starts every system itself on free loopback ports, measures each setting
 // of each workload on every system in turn (so that a ratio compares figures
 // taken moments apart), stops them, and prints one table with each figure's
 // ratio to redis-server's. --json, --plot and --markdown write the
-// same results as JSON, an SVG chart and bench/RESULTS.md.
+// same results as JSON, an SVG chart and RESULTS.md.
 package main
 
 import (
@@ -320,9 +324,10 @@ func (b *bench) runAll(ctx context.Context, chosen []system, wls []workload) ([]
 	return statuses, rows
 }
 
-// commandLine is the command that reproduces this run, quoted for a shell.
+// commandLine is the command that reproduces this run from the project root,
+// quoted for a shell.
 func commandLine(args []string) string {
-	words := []string{"go", "run", "./bench"}
+	words := []string{"cd", "bench", "&&", "go", "run", "."}
 	for _, a := range args {
 		if a == "" || strings.ContainsFunc(a, func(r rune) bool { return !strings.ContainsRune(shellSafe, r) }) {
 			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"

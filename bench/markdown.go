@@ -21,9 +21,9 @@ func writeMarkdown(path, plotPath, note string, rep *report) error {
 		orNone(rep.Machine.Redis, "no redis-server"), orNone(rep.Machine.Etcd, "no etcd"), rep.Machine.Loadavg, rep.Duration)
 
 	b.WriteString("## Running it\n\n")
-	b.WriteString("`go run ./bench` from the project root starts every system on free loopback ports, runs every workload against each, stops them and prints the table. Each setting is measured on every system back to back, so that a ratio compares figures taken moments apart; only the held-locks workload runs system by system, each system stopping after it. ")
-	b.WriteString("`--quick` takes under 3 minutes on 2 cores; `--smoke` shrinks every duration to prove the harness works (CI: `go run ./bench --quick --smoke`). ")
-	b.WriteString("`--systems`, `--workloads`, `--clients`, `--duration` choose what runs; `--repeat N` measures each point N times, the systems taking turns, and keeps each system's median run, for a host whose load moves single runs; `--json FILE`, `--plot FILE.svg` and `--markdown FILE` write the results. `go run ./bench --help` lists every flag.\n\n")
+	b.WriteString("`go run .` in `bench/` (a module of its own) starts every system on free loopback ports, runs every workload against each, stops them and prints the table. Each setting is measured on every system back to back, so that a ratio compares figures taken moments apart; only the held-locks workload runs system by system, each system stopping after it. ")
+	b.WriteString("`--quick` takes under 3 minutes on 2 cores; `--smoke` shrinks every duration to prove the harness works (CI: `go run . --quick --smoke`). ")
+	b.WriteString("`--systems`, `--workloads`, `--clients`, `--duration` choose what runs; `--repeat N` measures each point N times, the systems taking turns, and keeps each system's median run, for a host whose load moves single runs; `--json FILE`, `--plot FILE.svg` and `--markdown FILE` write the results. `go run . --help` lists every flag.\n\n")
 	b.WriteString("A system that is not installed is skipped with the reason printed. To install each:\n\n")
 	for _, s := range systems() {
 		fmt.Fprintf(&b, "- **%s** (%s): %s.\n", s.name, s.about, s.install)
