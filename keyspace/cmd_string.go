@@ -1,6 +1,9 @@
 package keyspace
 
-import "math"
+import (
+	"math"
+	"unsafe"
+)
 
 func init() {
 	rw, w, ro := Write|DenyOOM, Write, ReadOnly
@@ -330,7 +333,49 @@ func (c *Call) storeString(key []byte, o *object, s string) {
 		c.put(key, object{typ: typeString, str: s})
 		return
 	}
-	o.str = s
+	o.str, o.coll = s, nil
+	c.modified(key)
+}
+
+// A string that APPEND or SETRANGE extends keeps spare capacity, so that
+// growing it by a few bytes costs a few bytes, as in Redis, rather than a
+// copy of the whole value. The value is then a prefix of a growable buffer
+// (o.coll). Every string ever taken from that value (a reply in flight, a
+// Lua string, a snapshot, a copy made by COPY) is a prefix of the buffer no
+// longer than the buffer's length at that time, and the buffer only ever
+// grows past its length: bytes once part of a value are never written again.
+// So only a value as long as its buffer may write into the spare capacity;
+// a value that shares the buffer and is shorter (another key grew it since)
+// copies instead.
+type growable struct{ b []byte }
+
+// growCapacity is how much room a string of n bytes is given when it must
+// move: Redis's sdsMakeRoomFor, which doubles below 1 MB and adds 1 MB above.
+func growCapacity(n int) int {
+	const maxPrealloc = 1 << 20
+	if n < maxPrealloc {
+		return 2 * n
+	}
+	return n + maxPrealloc
+}
+
+// extendString writes value at offset into the live string o at key, where
+// offset is at or past its end, zero-filling any gap. It writes in place when
+// o owns the spare capacity of its buffer (see growable), and otherwise moves
+// it to a new buffer with room to grow.
+func (c *Call) extendString(key []byte, o *object, offset int, value []byte) {
+	size := offset + len(value)
+	g, _ := o.coll.(*growable)
+	if g == nil || len(g.b) != len(o.str) || cap(g.b) < size {
+		b := make([]byte, len(o.str), growCapacity(size))
+		copy(b, o.str)
+		g = &growable{b: b}
+	}
+	b := g.b[:size]
+	clear(b[len(o.str):offset])
+	copy(b[offset:], value)
+	g.b = b
+	o.str, o.coll = unsafe.String(&b[0], len(b)), g
 	c.modified(key)
 }
 
@@ -371,7 +416,9 @@ func cmdAppend(c *Call) Reply {
 	if len(o.str)+len(tail) > maxStringLength {
 		return ErrStringTooLong
 	}
-	c.storeString(key, o, o.str+string(tail))
+	if len(tail) > 0 {
+		c.extendString(key, o, len(o.str), tail)
+	}
 	return Int(int64(len(o.str)))
 }
 
@@ -441,6 +488,12 @@ func cmdSetRange(c *Call) Reply {
 	if offset > maxStringLength-int64(len(value)) {
 		return ErrStringTooLong
 	}
+	if o != nil && offset >= int64(len(o.str)) {
+		c.extendString(key, o, int(offset), value)
+		return Int(int64(len(o.str)))
+	}
+	// Bytes of the value change: they may be read elsewhere (see growable),
+	// so the value is copied.
 	var cur string
 	if o != nil {
 		cur = o.str

@@ -1,6 +1,12 @@
 package keyspace
 
-import "testing"
+import (
+	"bytes"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+)
 
 func TestStringSetGet(t *testing.T) {
 	f := newFixture(t)
@@ -124,4 +130,67 @@ func TestStringRanges(t *testing.T) {
 		"SETRANGE z 536870911 ab", "-ERR string exceeds maximum allowed size (proto-max-bulk-len)",
 		"SETRANGE e 5 ", "-ERR wrong number of arguments for 'setrange' command",
 	)
+}
+
+// APPEND and SETRANGE past the end grow a value in place, as Redis does: a
+// thousand one-byte appends to a 1 MB value allocate far less than a copy
+// of it each (they allocate nothing once the value has room).
+func TestStringAppendGrowsInPlace(t *testing.T) {
+	f := newFixture(t)
+	const size = 1 << 20
+	f.doArgs("SET", "k", strings.Repeat("x", size))
+	f.do("APPEND k y") // the value moves once, to a buffer with room
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := 0; i < 1000; i++ {
+		f.do("APPEND k y")
+	}
+	for i := 0; i < 1000; i++ {
+		f.do("SETRANGE k " + strconv.Itoa(size+1001+i) + " z")
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 100*size {
+		t.Errorf("2000 one-byte extensions of a 1 MB value allocated %d bytes: each copied the value", got)
+	}
+	want := strings.Repeat("x", size) + strings.Repeat("y", 1001) + strings.Repeat("z", 1000)
+	if got := f.doArgs("GET", "k"); got != `"`+want+`"` {
+		t.Errorf("the grown value is wrong (%d bytes)", len(got)-2)
+	}
+}
+
+// A grown value shares its buffer with every string taken from it: replies
+// in flight, copies, frozen snapshots. Growing or changing it must leave
+// each of those as it was.
+func TestStringGrowthNeverChangesSharedBytes(t *testing.T) {
+	f := newFixture(t)
+	get := func(key string) string {
+		return f.s.Exec(&Call{Store: f.s, Now: f.now, Args: [][]byte{[]byte("GET"), []byte(key)}}).Str
+	}
+	f.do("SET k abc")
+	f.do("APPEND k d") // k now has a buffer with room
+	reply := get("k")
+	frozen := f.s.Freeze()
+	f.expect(
+		"COPY k c", ":1", // c shares k's buffer
+		"APPEND k K", ":5",
+		"APPEND c C", ":5", // must not write where k's K is
+		"SETRANGE k 6 Z", ":7",
+		"SETRANGE c 4 Y", ":5",
+		"GET k", "\"abcdK\x00Z\"",
+		"GET c", `"abcdY"`,
+		"SETRANGE k 0 _", ":7", // inside the value: a copy, never in place
+		"GET k", "\"_bcdK\x00Z\"",
+	)
+	if reply != "abcd" {
+		t.Errorf("a GET reply taken before the writes reads %q, want abcd", reply)
+	}
+	g := newFixture(t)
+	var buf bytes.Buffer
+	if err := frozen.WriteSnapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.s.ReadSnapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	g.expect("GET k", `"abcd"`, "GET c", "(nil)")
 }

@@ -65,8 +65,9 @@ type object struct {
 	// str is a string's value, or a small hash packed as field/value pairs
 	// (see packedHash) while coll is nil.
 	str string
-	// coll is nil for strings and packed hashes; otherwise map[string]string
-	// (typeHash), *list, *set or *zset.
+	// coll is nil for packed hashes; otherwise map[string]string (typeHash),
+	// *list, *set or *zset. For a string, it is nil or the *growable buffer
+	// that str is a prefix of.
 	coll any
 	typ  valueType
 }
