@@ -38,7 +38,7 @@ func funcName(L *lua.LState) string {
 }
 
 func argError(L *lua.LState, n int, msg string) {
-	L.RaiseError("bad argument #%d to '%s' (%s)", n, funcName(L), msg)
+	raiseError(L, "bad argument #%d to '%s' (%s)", n, funcName(L), msg)
 }
 
 // typeName is the type of argument n as messages say it ("no value" past the end).
@@ -135,6 +135,15 @@ func checkAny(L *lua.LState, n int) lua.LValue {
 		argError(L, n, "value expected")
 	}
 	return L.Get(n)
+}
+
+// raiseError is luaL_error: the message gets the position of the caller of
+// the running Go function when that is Lua code, and none when it is another
+// Go function, as under pcall(f, ...): Lua 5.1 says "bad argument #1 to '?'"
+// there, not "user_script:1: bad argument ...". (gopher-lua's RaiseError
+// skips Go functions to find a position.)
+func raiseError(L *lua.LState, format string, args ...any) {
+	L.Error(lua.LString(where(L, 1)+fmt.Sprintf(format, args...)), 0)
 }
 
 // where is luaL_where: "chunk:line: " for the function at the given level

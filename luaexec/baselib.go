@@ -47,7 +47,7 @@ func (v *vm) openBase() {
 
 func baseAssert(L *lua.LState) int {
 	if !lua.LVAsBool(checkAny(L, 1)) {
-		L.RaiseError("%s", optString(L, 2, "assertion failed!"))
+		raiseError(L, "%s", optString(L, 2, "assertion failed!"))
 	}
 	return L.GetTop()
 }
@@ -115,7 +115,7 @@ func (v *vm) setmetatable(L *lua.LState) int {
 		argError(L, 2, "nil or table expected")
 	}
 	if m, ok := t.Metatable.(*lua.LTable); ok && m.RawGetString("__metatable") != lua.LNil {
-		L.RaiseError("cannot change a protected metatable")
+		raiseError(L, "cannot change a protected metatable")
 	}
 	v.refuseReadonly(L, t)
 	t.Metatable = mt
@@ -327,7 +327,7 @@ func (v *vm) unpack(L *lua.LState) int {
 	}
 	n := e - i + 1
 	if n <= 0 || n+L.GetTop() > luaMaxCStack {
-		L.RaiseError("too many results to unpack")
+		raiseError(L, "too many results to unpack")
 	}
 	v.charge(L, int64(n))
 	for k := i; k <= e; k++ {

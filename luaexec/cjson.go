@@ -168,7 +168,7 @@ func (v *vm) cjsonEncode(L *lua.LState) int {
 }
 
 func (enc *jsonEncoder) fail(val lua.LValue, reason string) {
-	enc.L.RaiseError("Cannot serialise %s: %s", val.Type().String(), reason)
+	raiseError(enc.L, "Cannot serialise %s: %s", val.Type().String(), reason)
 }
 
 func (enc *jsonEncoder) value(val lua.LValue, depth int) {
@@ -190,7 +190,7 @@ func (enc *jsonEncoder) value(val lua.LValue, depth int) {
 	case *lua.LTable:
 		depth++
 		if depth > enc.cfg.encodeMaxDepth {
-			enc.L.RaiseError("Cannot serialise, excessive nesting (%d)", depth)
+			raiseError(enc.L, "Cannot serialise, excessive nesting (%d)", depth)
 		}
 		if n := enc.arrayLength(x); n > 0 {
 			enc.b.WriteByte('[')
@@ -378,7 +378,7 @@ func (d *jsonDecoder) parseError(expected string, tok jsonToken) {
 	if tok.kind == tError {
 		found = tok.err
 	}
-	d.L.RaiseError("Expected %s but found %s at character %d", expected, found, tok.index+1)
+	raiseError(d.L, "Expected %s but found %s at character %d", expected, found, tok.index+1)
 }
 
 func (d *jsonDecoder) errorToken(msg string) jsonToken {
@@ -538,7 +538,7 @@ func (d *jsonDecoder) unicodeEscape(b *strings.Builder) bool {
 func (d *jsonDecoder) descend() {
 	d.depth++
 	if d.depth > d.cfg.decodeMaxDepth {
-		d.L.RaiseError("Found too many nested data structures (%d) at character %d", d.depth, d.pos)
+		raiseError(d.L, "Found too many nested data structures (%d) at character %d", d.depth, d.pos)
 	}
 }
 

@@ -193,9 +193,9 @@ func (v *vm) msgpackUnpack(L *lua.LState, limit, offset int) int {
 	s := checkString(L, 1)
 	decodeAll := limit == 0 && offset == 0
 	if offset < 0 || limit < 0 {
-		L.RaiseError("Invalid request to unpack with offset of %d and limit of %d.", offset, len(s))
+		raiseError(L, "Invalid request to unpack with offset of %d and limit of %d.", offset, len(s))
 	} else if offset > len(s) {
-		L.RaiseError("Start offset %d greater than input length %d.", offset, len(s))
+		raiseError(L, "Start offset %d greater than input length %d.", offset, len(s))
 	}
 	if decodeAll {
 		limit = math.MaxInt32
@@ -219,7 +219,7 @@ func (v *vm) msgpackUnpack(L *lua.LState, limit, offset int) int {
 
 func (d *msgpackDecoder) need(n int) string {
 	if len(d.data)-d.pos < n {
-		d.L.RaiseError("Missing bytes in input.")
+		raiseError(d.L, "Missing bytes in input.")
 	}
 	s := d.data[d.pos : d.pos+n]
 	d.pos += n
@@ -289,14 +289,14 @@ func (d *msgpackDecoder) value() lua.LValue {
 	case c&0xf0 == 0x80:
 		return d.hash(int(c & 0xf))
 	}
-	d.L.RaiseError("Bad data format in input.")
+	raiseError(d.L, "Bad data format in input.")
 	return lua.LNil
 }
 
 func (d *msgpackDecoder) descend() {
 	d.depth++
 	if d.depth > msgpackMaxDecodeDepth {
-		d.L.RaiseError("MessagePack input nests deeper than %d levels", msgpackMaxDecodeDepth)
+		raiseError(d.L, "MessagePack input nests deeper than %d levels", msgpackMaxDecodeDepth)
 	}
 }
 

@@ -14,7 +14,7 @@ func (v *vm) coroutineLib(orig *lua.LTable) *lua.LTable {
 	fn := func(name string) lua.LGFunction {
 		return orig.RawGetString(name).(*lua.LFunction).GFunction
 	}
-	create, resume, yield := fn("create"), fn("resume"), fn("yield")
+	create, resume, yield, status := fn("create"), fn("resume"), fn("yield"), fn("status")
 	v.coCreate = func(L *lua.LState) int {
 		if f, ok := L.Get(1).(*lua.LFunction); !ok || f.IsG {
 			argError(L, 1, "Lua function expected")
@@ -22,7 +22,7 @@ func (v *vm) coroutineLib(orig *lua.LTable) *lua.LTable {
 		r := v.run
 		r.coCount++
 		if r.coCount > maxCoroutines {
-			L.RaiseError("too many coroutines (a script may create %d)", maxCoroutines)
+			raiseError(L, "too many coroutines (a script may create %d)", maxCoroutines)
 		}
 		v.charge(L, 100)
 		// The new state copies L's options: give it a small call stack.
@@ -33,6 +33,7 @@ func (v *vm) coroutineLib(orig *lua.LTable) *lua.LTable {
 		return create(L)
 	}
 	v.coResume = func(L *lua.LState) int {
+		checkCoroutine(L)
 		r := v.run
 		if r.coDepth >= maxCoroutineDepth {
 			L.Push(lua.LFalse)
@@ -55,8 +56,11 @@ func (v *vm) coroutineLib(orig *lua.LTable) *lua.LTable {
 		"create":  v.coCreate,
 		"resume":  v.coResume,
 		"running": fn("running"),
-		"status":  fn("status"),
-		"wrap":    v.coWrap,
+		"status": func(L *lua.LState) int {
+			checkCoroutine(L)
+			return status(L)
+		},
+		"wrap": v.coWrap,
 		"yield": func(L *lua.LState) int {
 			if L.Parent == nil {
 				L.Error(lua.LString("attempt to yield across metamethod/C-call boundary"), 0)
@@ -64,6 +68,13 @@ func (v *vm) coroutineLib(orig *lua.LTable) *lua.LTable {
 			return yield(L)
 		},
 	})
+}
+
+// checkCoroutine is Lua 5.1's getco: argument 1 must be a coroutine.
+func checkCoroutine(L *lua.LState) {
+	if _, ok := L.Get(1).(*lua.LState); !ok {
+		argError(L, 1, "coroutine expected")
+	}
 }
 
 // resumeMessages are Lua 5.1's words for gopher-lua's resume failures.

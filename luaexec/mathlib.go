@@ -161,7 +161,7 @@ func (v *vm) mathRandom(L *lua.LState) int {
 		}
 		L.Push(lua.LNumber(math.Floor(r*float64(int32(u-l+1))) + float64(l))) // C int arithmetic
 	default:
-		L.RaiseError("wrong number of arguments")
+		raiseError(L, "wrong number of arguments")
 	}
 	return 1
 }

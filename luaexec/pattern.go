@@ -73,7 +73,7 @@ func (ms *matchState) step() {
 }
 
 func (ms *matchState) fail(msg string) {
-	ms.L.RaiseError("%s", msg)
+	raiseError(ms.L, "%s", msg)
 }
 
 func (ms *matchState) checkCapture(l int) int {

@@ -125,7 +125,7 @@ func (v *vm) strByte(L *lua.LState) int {
 	}
 	n := int(pose - posi + 1)
 	if n+L.GetTop() > luaMaxCStack {
-		L.RaiseError("stack overflow (string slice too long)")
+		raiseError(L, "stack overflow (string slice too long)")
 	}
 	v.charge(L, int64(n))
 	for i := 0; i < n; i++ {
@@ -154,7 +154,7 @@ func strDump(L *lua.LState) int {
 	if _, ok := L.Get(1).(*lua.LFunction); !ok {
 		typeError(L, 1, "function")
 	}
-	L.RaiseError("unable to dump given function")
+	raiseError(L, "unable to dump given function")
 	return 0
 }
 
@@ -323,7 +323,7 @@ func (v *vm) addValue(ms *matchState, b *strings.Builder, s, e int, repl lua.LVa
 	}
 	str, ok := toStringValue(val)
 	if !ok {
-		L.RaiseError("invalid replacement value (a %s)", val.Type().String())
+		raiseError(L, "invalid replacement value (a %s)", val.Type().String())
 	}
 	v.chargeBytes(L, len(str))
 	b.WriteString(str)
@@ -394,7 +394,7 @@ func (v *vm) strFormat(L *lua.LState) int {
 			}
 			b.WriteString(pad(s, spec, false))
 		default:
-			L.RaiseError("invalid option '%%%c' to 'format'", conv)
+			raiseError(L, "invalid option '%%%c' to 'format'", conv)
 		}
 	}
 	v.chargeBytes(L, b.Len())
@@ -428,7 +428,7 @@ func scanFormat(L *lua.LState, f string, i int, spec *fmtSpec) int {
 		i++
 	}
 	if i-start >= 6 {
-		L.RaiseError("invalid format (repeated flags)")
+		raiseError(L, "invalid format (repeated flags)")
 	}
 	digits := func() int {
 		n := 0
@@ -445,7 +445,7 @@ func scanFormat(L *lua.LState, f string, i int, spec *fmtSpec) int {
 		spec.prec = digits()
 	}
 	if isDigit(at(i)) {
-		L.RaiseError("invalid format (width or precision too long)")
+		raiseError(L, "invalid format (width or precision too long)")
 	}
 	return i
 }

@@ -47,7 +47,7 @@ func (f *structFormat) num(def int) int {
 	for f.more() && isDigit(f.fmt[f.i]) {
 		d := int(f.fmt[f.i] - '0')
 		if a > math.MaxInt32/10 || a*10 > math.MaxInt32-d {
-			f.L.RaiseError("integral size overflow")
+			raiseError(f.L, "integral size overflow")
 		}
 		a = a*10 + d
 		f.i++
@@ -71,7 +71,7 @@ func (f *structFormat) size(opt byte) int {
 	case 'i', 'I':
 		sz := f.num(4)
 		if sz > structMaxIntSize {
-			f.L.RaiseError("integral size %d is larger than limit of %d", sz, structMaxIntSize)
+			raiseError(f.L, "integral size %d is larger than limit of %d", sz, structMaxIntSize)
 		}
 		return sz
 	}
@@ -99,7 +99,7 @@ func (f *structFormat) control(opt byte, h *structHeader) {
 	case '!':
 		a := f.num(structMaxAlign)
 		if a <= 0 || a&(a-1) != 0 {
-			f.L.RaiseError("alignment %d is not a power of 2", a)
+			raiseError(f.L, "alignment %d is not a power of 2", a)
 		}
 		h.align = a
 	default:
@@ -256,7 +256,7 @@ func (v *vm) structUnpack(L *lua.LState) int {
 			if size == 0 {
 				prev, ok := toNumber(L.Get(-1))
 				if n == 0 || !ok {
-					L.RaiseError("format 'c0' needs a previous size")
+					raiseError(L, "format 'c0' needs a previous size")
 				}
 				size = int(toInteger(prev))
 				L.Pop(1)
@@ -271,7 +271,7 @@ func (v *vm) structUnpack(L *lua.LState) int {
 		case opt == 's':
 			end := strings.IndexByte(data[pos:], 0)
 			if end < 0 {
-				L.RaiseError("unfinished string in data")
+				raiseError(L, "unfinished string in data")
 			}
 			size = end + 1
 			v.chargeBytes(L, size)

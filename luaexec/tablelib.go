@@ -23,7 +23,7 @@ func (v *vm) tableLib() *lua.LTable {
 		"remove":   v.tableRemove,
 		"setn": func(L *lua.LState) int {
 			checkTable(L, 1)
-			L.RaiseError("'setn' is obsolete")
+			raiseError(L, "'setn' is obsolete")
 			return 0
 		},
 		"sort": v.tableSort,
@@ -43,7 +43,7 @@ func (v *vm) tableConcat(L *lua.LState) int {
 		val := t.RawGetInt(i)
 		s, ok := toStringValue(val)
 		if !ok {
-			L.RaiseError("invalid value (%s) at index %d in table for 'concat'", val.Type().String(), i)
+			raiseError(L, "invalid value (%s) at index %d in table for 'concat'", val.Type().String(), i)
 		}
 		v.chargeBytes(L, len(s)+len(sep))
 		b.WriteString(s)
@@ -75,7 +75,7 @@ func (v *vm) tableInsert(L *lua.LState) int {
 			c.RawSetInt(i, c.RawGetInt(i-1))
 		}
 	default:
-		L.RaiseError("wrong number of arguments to 'insert'")
+		raiseError(L, "wrong number of arguments to 'insert'")
 	}
 	v.refuseReadonly(L, t)
 	c.RawSetInt(pos, L.Get(-1))
@@ -222,7 +222,7 @@ func (s *sorter) sort(l, u int) {
 					break
 				}
 				if i > u {
-					s.L.RaiseError("invalid order function for sorting")
+					raiseError(s.L, "invalid order function for sorting")
 				}
 			}
 			for {
@@ -232,7 +232,7 @@ func (s *sorter) sort(l, u int) {
 					break
 				}
 				if j < l {
-					s.L.RaiseError("invalid order function for sorting")
+					raiseError(s.L, "invalid order function for sorting")
 				}
 			}
 			if j < i {
