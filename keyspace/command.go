@@ -1,8 +1,11 @@
 package keyspace
 
 import (
+	"maps"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // Flags describe a command to the layers above: whether it writes, where it runs,
@@ -50,6 +53,31 @@ type Command struct {
 	Run func(c *Call) Reply
 	// Subcommands, for container commands (CLIENT, SCRIPT, CONFIG, ...), by lower-case name.
 	Subcommands map[string]*Command
+	// ID numbers every command and subcommand from 0 to NumIDs()-1, so that
+	// the server keeps its per-command figures in a slice rather than a map.
+	// It is set by the first call of NumIDs.
+	ID int
+}
+
+var (
+	idOnce sync.Once
+	numIDs int
+)
+
+// NumIDs numbers the commands and subcommands (see Command.ID), the first
+// time it is called, and returns how many there are.
+func NumIDs() int {
+	idOnce.Do(func() {
+		for _, c := range Commands() {
+			c.ID = numIDs
+			numIDs++
+			for _, name := range slices.Sorted(maps.Keys(c.Subcommands)) {
+				c.Subcommands[name].ID = numIDs
+				numIDs++
+			}
+		}
+	})
+	return numIDs
 }
 
 // Has reports whether the command has all of flags f.

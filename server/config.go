@@ -73,6 +73,35 @@ func init() {
 			get: func(s *Server) string {
 				return "normal 0 0 0 slave 0 0 0 pubsub " + strconv.FormatInt(s.pubsubMax.Load(), 10) + " 0 0"
 			}},
+		{name: "latency-tracking",
+			get: func(s *Server) string { return yesNo(s.latencyTracking.Load()) },
+			set: func(s *Server, v string) error { return setYesNo(&s.latencyTracking, v) }},
+		{name: "latency-tracking-info-percentiles",
+			get: func(s *Server) string {
+				var b []byte
+				for i, p := range *s.latencyPercentiles.Load() {
+					if i > 0 {
+						b = append(b, ' ')
+					}
+					b = strconv.AppendFloat(b, p, 'f', -1, 64)
+				}
+				return string(b)
+			},
+			set: func(s *Server, v string) error {
+				ps := []float64{}
+				for _, f := range strings.Fields(v) {
+					p, err := strconv.ParseFloat(f, 64)
+					if err != nil {
+						return errInvalidPercentiles
+					}
+					if p < 0 || p > 100 {
+						return errors.New("latency-tracking-info-percentiles parameters should sit between [0.0,100.0]")
+					}
+					ps = append(ps, p)
+				}
+				s.latencyPercentiles.Store(&ps)
+				return nil
+			}},
 		{name: "save", get: func(*Server) string { return "" }, set: onlyValue("save", "")},
 		{name: "appendonly", get: func(*Server) string { return "no" }, set: func(s *Server, v string) error {
 			if !strings.EqualFold(v, "yes") && !strings.EqualFold(v, "no") {
@@ -88,6 +117,29 @@ func init() {
 	} {
 		settings[st.name] = st
 	}
+}
+
+// errInvalidPercentiles is Redis's text, capitalised as Redis writes it.
+var errInvalidPercentiles = errors.New("Invalid latency-tracking-info-percentiles parameters") //lint:ignore ST1005 Redis's text
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// setYesNo parses a boolean setting as Redis does.
+func setYesNo(dst interface{ Store(bool) }, v string) error {
+	switch strings.ToLower(v) {
+	case "yes":
+		dst.Store(true)
+	case "no":
+		dst.Store(false)
+	default:
+		return errors.New("argument must be 'yes' or 'no'")
+	}
+	return nil
 }
 
 // onlyValue accepts the one value that describes what lockserver does.

@@ -35,6 +35,9 @@ type conn struct {
 	noReply, skipOne bool
 	multi            *transaction // nil outside MULTI
 	watched          []watchedKey
+	// cur is the command exec runs; it is counted when exec returns, unless
+	// its reply is left to the engine (submit hands it to the slot).
+	cur call
 
 	// pending holds the replies of the batch that are not written yet, in
 	// order; free recycles their slots, so a command allocates nothing.
@@ -106,6 +109,9 @@ type slot struct {
 	ready bool // reply is set; req was not submitted
 	// silent drops the reply (CLIENT REPLY OFF/SKIP).
 	silent bool
+	// call is the command whose reply this is, counted when it is rendered;
+	// its cmd is nil when exec counts it instead.
+	call call
 	// then turns the engine's reply into the client's (WATCH, EXEC).
 	then func(c *conn, s *slot, r keyspace.Reply) keyspace.Reply
 }
@@ -162,6 +168,8 @@ func (c *conn) block(wait func(ctx context.Context)) {
 	}
 	c.unblock.Store(&end)
 	defer c.unblock.Store(nil)
+	began := time.Now()
+	defer func() { c.cur.blocked += time.Since(began) }()
 	var stopping atomic.Bool
 	stopped := make(chan struct{})
 	go func() {
@@ -301,7 +309,7 @@ func (c *conn) readFailed(err error) {
 	var pe protocolError
 	switch {
 	case errors.As(err, &pe):
-		c.srv.stats.errors.add("ERR")
+		c.srv.stats.errors.count(nil, "ERR")
 		c.write(appendReply(nil, keyspace.Error("ERR "+pe.Error()), int(c.proto.Load())))
 		c.flush()
 	case errors.Is(err, errQueryTooBig):
@@ -356,7 +364,7 @@ func (c *conn) shutdown(grace time.Duration) {
 
 // resolve looks a command up, its subcommand included, and checks its arity,
 // with Redis's error texts. It returns the command to run: the subcommand's row
-// for a container command.
+// for a container command; with an arity error, the command it names.
 func resolve(args [][]byte) (*keyspace.Command, *keyspace.Reply) {
 	cmd := keyspace.Lookup(args[0])
 	if cmd == nil {
@@ -369,7 +377,7 @@ func resolve(args [][]byte) (*keyspace.Command, *keyspace.Reply) {
 	}
 	if !cmd.CheckArity(len(args)) {
 		r := keyspace.ErrWrongArity(cmd.Name)
-		return nil, &r
+		return cmd, &r
 	}
 	return cmd, nil
 }
@@ -396,31 +404,38 @@ func allowedSubscribed(cmd *keyspace.Command) bool {
 // arity, authentication, transaction state, memory, subscribed mode.
 func (c *conn) exec(args [][]byte) {
 	c.commands.Add(1)
+	c.cur = call{args: args, start: time.Now()}
 	cmd, errReply := resolve(args)
 	if errReply != nil {
-		c.reject(*errReply)
+		c.reject(cmd, *errReply)
 		return
 	}
 	c.lastCmd.Store(cmd)
 	if !c.authed && !noAuth(cmd) {
-		c.reject(keyspace.Error("NOAUTH Authentication required."))
+		c.reject(cmd, keyspace.Error("NOAUTH Authentication required."))
 		return
 	}
 	inMulti := c.multi != nil && !c.multi.runsNow(cmd)
 	if inMulti && c.srv.mem.over() {
-		c.reject(replication.ErrOOM)
+		c.reject(cmd, replication.ErrOOM)
 		return
 	}
 	if c.proto.Load() == 2 && c.subscribed() && !allowedSubscribed(cmd) {
-		c.reject(keyspace.Error("ERR Can't execute '" + cmd.Name + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"))
+		c.reject(cmd, keyspace.Error("ERR Can't execute '"+cmd.Name+"': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"))
 		return
 	}
 	if inMulti {
+		// A queued command is counted when EXEC runs it.
 		c.queue(cmd, args)
 		return
 	}
+	c.cur.cmd = cmd
 	if h := handlers[cmd.Name]; h != nil {
 		h(c, args)
+		if c.cur.cmd != nil {
+			c.record(&c.cur, c.cur.failed)
+			c.cur.cmd = nil
+		}
 		return
 	}
 	s := c.slot()
@@ -431,13 +446,17 @@ func (c *conn) exec(args [][]byte) {
 	c.submit(s)
 }
 
-// reject answers a command refused before it ran; inside MULTI it also makes
-// EXEC fail, as Redis's rejectCommand does.
-func (c *conn) reject(r keyspace.Reply) {
+// reject answers a command refused before it ran (cmd is nil when it is
+// unknown); inside MULTI it also makes EXEC fail, as Redis's rejectCommand
+// does.
+func (c *conn) reject(cmd *keyspace.Command, r keyspace.Reply) {
 	if c.multi != nil {
 		c.multi.failed = true
 	}
+	c.srv.countRejected(cmd)
+	c.cur.cmd = cmd // the error counts against it
 	c.reply(r)
+	c.cur.cmd = nil
 }
 
 // slot returns a recycled slot.
@@ -465,8 +484,11 @@ func (c *conn) silence() bool {
 	return c.noReply
 }
 
-// submit hands s.req to the engine; its reply is written in turn.
+// submit hands s.req to the engine; its reply is written in turn, and the
+// command exec runs is counted then.
 func (c *conn) submit(s *slot) {
+	s.call = c.cur
+	c.cur.cmd = nil
 	s.silent = c.silence()
 	c.srv.engine.Submit(&s.req)
 	if len(c.pending) == 0 && s.req.Ready() {
@@ -483,10 +505,11 @@ func (c *conn) reply(r keyspace.Reply) {
 		return
 	}
 	silent := c.silence()
+	if r.Kind == keyspace.KindError {
+		c.srv.stats.errors.count(c.cur.cmd, r.Str)
+		c.cur.failed = true
+	}
 	if len(c.pending) == 0 {
-		if r.Kind == keyspace.KindError {
-			c.srv.stats.errors.count(r.Str)
-		}
 		if !silent {
 			c.write1(r)
 		}
@@ -506,8 +529,15 @@ func (c *conn) render(s *slot) {
 			r = s.then(c, s, r)
 		}
 	}
-	if r.Kind == keyspace.KindError {
-		c.srv.stats.errors.count(r.Str)
+	// A ready reply's error was counted when it was given (reply).
+	if !s.ready {
+		failed := r.Kind == keyspace.KindError
+		if failed {
+			c.srv.stats.errors.count(s.call.cmd, r.Str)
+		}
+		if s.call.cmd != nil {
+			c.record(&s.call, failed)
+		}
 	}
 	if !s.silent {
 		c.write1(r)

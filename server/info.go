@@ -4,10 +4,8 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -16,35 +14,41 @@ import (
 )
 
 // infoSections are INFO's sections in Redis's order. Sections lockserver has
-// no figures for (commandstats, latencystats, modules) are not listed: asking
-// for them returns nothing, as asking Redis for an unknown section does.
+// no figures for (modules) are not listed: asking for them returns nothing,
+// as asking Redis for an unknown section does.
 var infoSections = []struct {
 	name  string
 	write func(s *Server, b *infoBuilder)
+	// notDefault leaves the section out of INFO and INFO DEFAULT, as Redis
+	// does; INFO ALL and EVERYTHING have it.
+	notDefault bool
 }{
-	{"server", (*Server).infoServer},
-	{"clients", (*Server).infoClients},
-	{"memory", (*Server).infoMemory},
-	{"persistence", (*Server).infoPersistence},
-	{"stats", (*Server).infoStats},
-	{"replication", (*Server).infoReplication},
-	{"cpu", (*Server).infoCPU},
-	{"errorstats", (*Server).infoErrorStats},
-	{"cluster", (*Server).infoCluster},
-	{"keyspace", (*Server).infoKeyspace},
+	{name: "server", write: (*Server).infoServer},
+	{name: "clients", write: (*Server).infoClients},
+	{name: "memory", write: (*Server).infoMemory},
+	{name: "persistence", write: (*Server).infoPersistence},
+	{name: "stats", write: (*Server).infoStats},
+	{name: "replication", write: (*Server).infoReplication},
+	{name: "cpu", write: (*Server).infoCPU},
+	{name: "commandstats", write: (*Server).infoCommandStats, notDefault: true},
+	{name: "errorstats", write: (*Server).infoErrorStats},
+	{name: "latencystats", write: (*Server).infoLatencyStats, notDefault: true},
+	{name: "cluster", write: (*Server).infoCluster},
+	{name: "keyspace", write: (*Server).infoKeyspace},
 }
 
-// INFO [section ...]: no section, "default", "all" and "everything" give
-// every section.
+// INFO [section ...]: no section and "default" give the default sections,
+// "all" and "everything" every section.
 func cmdInfo(c *conn, args [][]byte) {
 	want := map[string]bool{}
 	for _, a := range args[1:] {
 		want[strings.ToLower(string(a))] = true
 	}
-	all := len(want) == 0 || want["default"] || want["all"] || want["everything"]
+	def := len(want) == 0 || want["default"]
+	all := want["all"] || want["everything"]
 	b := &infoBuilder{engine: c.srv.engine.Info}
 	for _, sec := range infoSections {
-		if all || want[sec.name] {
+		if all || def && !sec.notDefault || want[sec.name] {
 			b.section(sec.name)
 			sec.write(c.srv, b)
 		}
@@ -201,6 +205,42 @@ func seconds(t syscall.Timeval) string {
 	return fmt.Sprintf("%d.%06d", t.Sec, t.Usec)
 }
 
+// infoCommandStats has a line for each command called or rejected since the
+// start or CONFIG RESETSTAT, as Redis's commandstats.
+func (s *Server) infoCommandStats(b *infoBuilder) {
+	for _, f := range s.commandFiguresAll() {
+		usec := f.nanos / 1e3
+		perCall := 0.0
+		if f.calls > 0 {
+			perCall = float64(f.nanos) / 1e3 / float64(f.calls)
+		}
+		fmt.Fprintf(&b.Builder, "cmdstat_%s:calls=%d,usec=%d,usec_per_call=%.2f,rejected_calls=%d,failed_calls=%d\r\n",
+			f.cmd.Name, f.calls, usec, perCall, f.rejected, f.failed)
+	}
+}
+
+// infoLatencyStats gives the latency-tracking-info-percentiles of each
+// command's latency in microseconds, as Redis 7's latencystats.
+func (s *Server) infoLatencyStats(b *infoBuilder) {
+	if !s.latencyTracking.Load() {
+		return // as Redis: nothing while latency-tracking is off
+	}
+	percentiles := *s.latencyPercentiles.Load()
+	for _, f := range s.commandFiguresAll() {
+		if f.latency == nil || f.latency.Count == 0 {
+			continue
+		}
+		b.WriteString("latency_percentiles_usec_" + f.cmd.Name + ":")
+		for i, p := range percentiles {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b.Builder, "p%s=%.3f", strconv.FormatFloat(p, 'f', -1, 64), float64(f.latency.Percentile(p/100))/1e3)
+		}
+		b.WriteString("\r\n")
+	}
+}
+
 func (s *Server) infoErrorStats(b *infoBuilder) {
 	for _, e := range s.stats.errors.snapshot() {
 		b.line("errorstat_"+e.code, "count="+strconv.FormatInt(e.count, 10))
@@ -220,58 +260,6 @@ func (s *Server) infoKeyspace(b *infoBuilder) {
 	}
 }
 
-// errorStats count error replies by their code (the first word), for INFO's
-// errorstats section.
-type errorStats struct {
-	mu     sync.Mutex
-	byCode map[string]int64
-}
-
-// count records an error reply.
-func (e *errorStats) count(msg string) {
-	code, _, _ := strings.Cut(msg, " ")
-	e.add(code)
-}
-
-func (e *errorStats) add(code string) {
-	e.mu.Lock()
-	if e.byCode == nil {
-		e.byCode = make(map[string]int64)
-	}
-	e.byCode[code]++
-	e.mu.Unlock()
-}
-
-type errorCount struct {
-	code  string
-	count int64
-}
-
-func (e *errorStats) snapshot() []errorCount {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := make([]errorCount, 0, len(e.byCode))
-	for code, n := range e.byCode {
-		out = append(out, errorCount{code, n})
-	}
-	slices.SortFunc(out, func(a, b errorCount) int { return strings.Compare(a.code, b.code) })
-	return out
-}
-
-func (e *errorStats) total() int64 {
-	var n int64
-	for _, c := range e.snapshot() {
-		n += c.count
-	}
-	return n
-}
-
-func (e *errorStats) reset() {
-	e.mu.Lock()
-	e.byCode = nil
-	e.mu.Unlock()
-}
-
 // resetStats is CONFIG RESETSTAT.
 func (s *Server) resetStats() {
 	s.stats.connections.Store(0)
@@ -280,6 +268,7 @@ func (s *Server) resetStats() {
 	s.stats.netIn.Store(0)
 	s.stats.netOut.Store(0)
 	s.stats.errors.reset()
+	s.resetCommandStats()
 	s.each(func(c *conn) {
 		c.commands.Store(0)
 		c.rd.total.Store(0)

@@ -34,7 +34,7 @@ func (c *conn) queue(cmd *keyspace.Command, args [][]byte) {
 	if subscribing(cmd) {
 		// Redis runs (P|S)SUBSCRIBE inside EXEC and writes several replies
 		// under one array header, which no client can read; refuse instead.
-		c.reject(keyspace.Error("ERR Command not allowed inside a transaction"))
+		c.reject(cmd, keyspace.Error("ERR Command not allowed inside a transaction"))
 		return
 	}
 	size := 0
@@ -218,6 +218,15 @@ func cmdExec(c *conn, args [][]byte) {
 		if !engineCommand(cmd) {
 			replies[i] = c.runCaptured(t.cmds[i], cmd)
 		}
+	}
+	// Each command counts as a call, and its error as an error reply, as
+	// Redis counts them; their time is EXEC's.
+	for i, cmd := range t.rows {
+		failed := replies[i].Kind == keyspace.KindError
+		if failed {
+			c.srv.stats.errors.count(cmd, replies[i].Str)
+		}
+		c.srv.countInner(cmd, failed)
 	}
 	c.reply(keyspace.Array(replies...))
 }

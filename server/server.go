@@ -66,6 +66,14 @@ type Server struct {
 	runID    string
 	stats    stats
 	sentinel sentinelState
+
+	// cmdStats are the figures of each command, by its ID.
+	cmdStats []commandStats
+	// latencyTracking (latency-tracking) keeps each command's latency
+	// histogram; latencyPercentiles (latency-tracking-info-percentiles) are
+	// those INFO latencystats shows.
+	latencyTracking    atomic.Bool
+	latencyPercentiles atomic.Pointer[[]float64]
 }
 
 // stats are the counters of INFO's stats section. Per-connection counts are
@@ -108,6 +116,9 @@ func New(cfg Config) *Server {
 		started:   time.Now(),
 		runID:     randomHex(20),
 	}
+	s.cmdStats = make([]commandStats, keyspace.NumIDs())
+	s.latencyTracking.Store(true)
+	s.latencyPercentiles.Store(&[]float64{50, 99, 99.9})
 	s.password.Store(&cfg.Password)
 	s.maxClients.Store(int64(cfg.MaxClients))
 	s.pubsubMax.Store(DefaultPubSubOutputLimit)
@@ -277,6 +288,8 @@ func (s *Server) Do(ctx context.Context, db int, args [][]byte) keyspace.Reply {
 	}
 	cmd, errReply := resolve(args)
 	if errReply != nil {
+		s.countRejected(cmd)
+		s.stats.errors.count(cmd, errReply.Str)
 		return *errReply
 	}
 	if !engineCommand(cmd) || handlers[cmd.Name] != nil {
@@ -288,8 +301,16 @@ func (s *Server) Do(ctx context.Context, db int, args [][]byte) keyspace.Reply {
 		cmds [1][][]byte
 	}{cmds: [1][][]byte{args}}
 	call.req = replication.Request{DB: db, Cmds: call.cmds[:], OverMemory: s.mem.over()}
+	start := time.Now()
 	s.engine.Submit(&call.req)
-	return call.req.Wait(ctx)
+	r := call.req.Wait(ctx)
+	failed := r.Kind == keyspace.KindError
+	if failed {
+		s.stats.errors.count(cmd, r.Str)
+	}
+	s.stats.commands.Add(1)
+	s.countCall(cmd, time.Since(start), failed)
+	return r
 }
 
 // each calls f for every open connection, under the server's lock.

@@ -1,0 +1,169 @@
+package compat_test
+
+import (
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// infoLines parses the "name:value" lines of one INFO section into a map.
+func infoLines(reply string) map[string]string {
+	out := map[string]string{}
+	for _, line := range strings.Split(reply, "\r\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, "#") && !strings.HasPrefix(line, "$") && !strings.HasPrefix(line, "=") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// subFields parses "a=1,b=2" into a map.
+func subFields(v string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range strings.Split(v, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		out[k] = v
+	}
+	return out
+}
+
+// The commands that have run, how often, how many were rejected before
+// running and how many failed are Redis's own figures for the same commands;
+// only the times differ.
+func TestDiffInfoCommandStats(t *testing.T) {
+	p := newPair(t)
+	p.Run([][]string{
+		{"SET", "a", "1"},
+		{"GET", "a"},
+		{"GET", "nosuch"},
+		{"SET", "a"},            // wrong arity: rejected
+		{"NOSUCHCOMMAND"},       // unknown: in no command's figures
+		{"CONFIG", "NOSUCH"},    // unknown subcommand: likewise
+		{"INCR", "a"},           // 2
+		{"HSET", "a", "f", "v"}, // WRONGTYPE: failed
+		{"INCRBY", "a", "x"},    // not an integer: failed
+		{"CONFIG", "GET", "maxmemory"},
+		{"MULTI"},
+		{"SET", "b", "1"},
+		{"LPUSH", "a", "x"}, // fails inside EXEC
+		{"EXEC"},
+		{"MULTI"},
+		{"GET"}, // rejected while queuing: EXEC aborts
+		{"EXEC"},
+		{"PING"},
+	})
+	for _, section := range []string{"commandstats", "errorstats"} {
+		want := infoLines(p.redis.Do("INFO", section))
+		got := infoLines(p.ls.Do("INFO", section))
+		if len(want) == 0 {
+			t.Fatalf("redis-server's INFO %s is empty", section)
+		}
+		for name, wv := range want {
+			gv, ok := got[name]
+			if !ok {
+				t.Errorf("INFO %s: lockserver has no %s (redis-server: %s)", section, name, wv)
+				continue
+			}
+			w, g := subFields(wv), subFields(gv)
+			for _, f := range []string{"calls", "rejected_calls", "failed_calls", "count"} {
+				if w[f] != g[f] {
+					t.Errorf("INFO %s %s: %s=%s, redis-server %s", section, name, f, g[f], w[f])
+				}
+			}
+			if section == "commandstats" {
+				for _, f := range []string{"usec", "usec_per_call"} {
+					if _, err := strconv.ParseFloat(g[f], 64); err != nil {
+						t.Errorf("INFO commandstats %s: %s=%q is not a number", name, f, g[f])
+					}
+				}
+			}
+		}
+		for name := range got {
+			if _, ok := want[name]; !ok {
+				t.Errorf("INFO %s: lockserver has %s, redis-server has not", section, name)
+			}
+		}
+	}
+	// INFO and INFO ALL: commandstats and latencystats only in the second.
+	for _, args := range [][]string{{"INFO"}, {"INFO", "ALL"}, {"INFO", "everything"}} {
+		for _, sec := range []string{"# Commandstats", "# Latencystats"} {
+			if w, g := strings.Contains(p.redis.Do(args...), sec), strings.Contains(p.ls.Do(args...), sec); w != g {
+				t.Errorf("%q: has %q: lockserver %v, redis-server %v", args, sec, g, w)
+			}
+		}
+	}
+	p.Do("CONFIG", "RESETSTAT")
+	p.Do("GET", "a")
+	norm := regexp.MustCompile(`usec=\d+,usec_per_call=[\d.]+`)
+	p.DoNorm(func(s string) string { return sortLines(norm.ReplaceAllString(s, "usec=U")) }, "INFO", "commandstats")
+}
+
+// sortLines sorts the lines of a reply: Redis lists commands in the order of
+// its hash table, lockserver in its command table's.
+// The length of the bulk string goes, as the figures' widths differ.
+func sortLines(s string) string {
+	lines := strings.Split(s, "\r\n")
+	if strings.HasPrefix(lines[0], "$") {
+		lines[0] = "$"
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\r\n")
+}
+
+// latencystats: a line per command that ran, with the configured
+// percentiles in Redis's format; latency-tracking no stops it.
+func TestDiffInfoLatencyStats(t *testing.T) {
+	p := newPair(t)
+	norm := regexp.MustCompile(`=\d+\.\d{3}`)
+	normalise := func(s string) string { return sortLines(norm.ReplaceAllString(s, "=N")) }
+	p.Run([][]string{
+		{"CONFIG", "RESETSTAT"},
+		{"SET", "a", "1"},
+		{"GET", "a"},
+		{"GET", "a"},
+		{"CONFIG", "GET", "latency-tracking"},
+		{"CONFIG", "GET", "latency-tracking-info-percentiles"},
+		{"CONFIG", "SET", "latency-tracking", "maybe"},
+		{"CONFIG", "SET", "latency-tracking-info-percentiles", "abc"},
+		{"CONFIG", "SET", "latency-tracking-info-percentiles", "101"},
+		{"CONFIG", "SET", "latency-tracking-info-percentiles", "-1"},
+	})
+	// Redis counts INFO's own latency once it has run: ask twice.
+	p.redis.Do("INFO", "latencystats")
+	p.ls.Do("INFO", "latencystats")
+	p.DoNorm(normalise, "INFO", "latencystats")
+	p.Run([][]string{
+		{"CONFIG", "SET", "latency-tracking-info-percentiles", "99.99 50.0 3"},
+		{"CONFIG", "GET", "latency-tracking-info-percentiles"},
+	})
+	p.DoNorm(normalise, "INFO", "latencystats")
+	p.Run([][]string{
+		{"CONFIG", "SET", "latency-tracking-info-percentiles", ""},
+		{"CONFIG", "GET", "latency-tracking-info-percentiles"},
+	})
+	p.DoNorm(normalise, "INFO", "latencystats")
+	p.Run([][]string{
+		{"CONFIG", "SET", "latency-tracking-info-percentiles", "50"},
+		{"CONFIG", "RESETSTAT"},
+		{"CONFIG", "SET", "latency-tracking", "no"},
+		{"SET", "a", "2"},
+	})
+	p.DoNorm(normalise, "INFO", "latencystats")
+	// The percentiles are ordered and positive.
+	p.Do("CONFIG", "SET", "latency-tracking", "yes")
+	p.Do("CONFIG", "SET", "latency-tracking-info-percentiles", "50 99 99.9")
+	for range 20 {
+		p.ls.Do("GET", "a")
+	}
+	f := subFields(infoLines(p.ls.Do("INFO", "latencystats"))["latency_percentiles_usec_get"])
+	var last float64
+	for _, q := range []string{"p50", "p99", "p99.9"} {
+		v, err := strconv.ParseFloat(f[q], 64)
+		if err != nil || v <= 0 || v < last {
+			t.Errorf("latency_percentiles_usec_get %s=%q after %v", q, f[q], last)
+		}
+		last = v
+	}
+}

@@ -1,0 +1,191 @@
+package server
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockserver/lockserver/internal/histogram"
+	"github.com/lockserver/lockserver/keyspace"
+)
+
+// commandStats are one command's figures, for INFO commandstats and
+// latencystats and for the metrics. They sit in a slice indexed by the
+// command's ID, so that counting a call is a few atomic adds.
+type commandStats struct {
+	calls, failed, rejected atomic.Int64
+	nanos                   atomic.Int64 // the calls' durations, added up
+	// latency is allocated at the command's first call while latency
+	// tracking is on (latency-tracking yes, the default).
+	latency atomic.Pointer[histogram.Histogram]
+}
+
+// histogram returns the command's latency histogram, allocating it once.
+func (st *commandStats) histogram() *histogram.Histogram {
+	if h := st.latency.Load(); h != nil {
+		return h
+	}
+	st.latency.CompareAndSwap(nil, new(histogram.Histogram))
+	return st.latency.Load()
+}
+
+// call is a command being served: what the slow log, MONITOR and the
+// statistics need of it once it is done.
+type call struct {
+	cmd   *keyspace.Command // nil once counted, or for a command not counted
+	args  [][]byte
+	start time.Time
+	// blocked is how long the command waited for something other than its
+	// own work (WAIT): Redis's statistics leave it out.
+	blocked time.Duration
+	failed  bool // an error reply was given
+}
+
+// record counts a finished call: its duration runs from when the server
+// read the command to when its reply was ready to write.
+func (c *conn) record(cl *call, failed bool) {
+	d := time.Since(cl.start) - cl.blocked
+	c.srv.countCall(cl.cmd, d, failed)
+}
+
+// countCall adds one call of cmd that took d.
+func (s *Server) countCall(cmd *keyspace.Command, d time.Duration, failed bool) {
+	st := &s.cmdStats[cmd.ID]
+	st.calls.Add(1)
+	st.nanos.Add(int64(d))
+	if failed {
+		st.failed.Add(1)
+	}
+	if s.latencyTracking.Load() {
+		st.histogram().Observe(int64(d))
+	}
+}
+
+// countInner counts a call of cmd made inside another command (EXEC), whose
+// own duration is not known: it adds no time and no latency.
+func (s *Server) countInner(cmd *keyspace.Command, failed bool) {
+	st := &s.cmdStats[cmd.ID]
+	st.calls.Add(1)
+	if failed {
+		st.failed.Add(1)
+	}
+}
+
+// countRejected counts a command refused before it ran (Redis's rejected_calls).
+func (s *Server) countRejected(cmd *keyspace.Command) {
+	if cmd != nil {
+		s.cmdStats[cmd.ID].rejected.Add(1)
+	}
+}
+
+// resetCommandStats is CONFIG RESETSTAT's part.
+func (s *Server) resetCommandStats() {
+	for i := range s.cmdStats {
+		st := &s.cmdStats[i]
+		st.calls.Store(0)
+		st.failed.Store(0)
+		st.rejected.Store(0)
+		st.nanos.Store(0)
+		if h := st.latency.Load(); h != nil {
+			h.Reset()
+		}
+	}
+}
+
+// commandFigures is one command's statistics at one moment.
+type commandFigures struct {
+	cmd                     *keyspace.Command
+	calls, failed, rejected int64
+	nanos                   int64
+	latency                 *histogram.Snapshot // nil when never tracked
+}
+
+// commandFiguresAll returns the figures of every command that was called or
+// rejected, in the order of the command table.
+func (s *Server) commandFiguresAll() []commandFigures {
+	var out []commandFigures
+	for _, cmd := range allNames() {
+		st := &s.cmdStats[cmd.ID]
+		f := commandFigures{cmd: cmd, calls: st.calls.Load(), failed: st.failed.Load(), rejected: st.rejected.Load(), nanos: st.nanos.Load()}
+		if f.calls == 0 && f.rejected == 0 {
+			continue
+		}
+		if h := st.latency.Load(); h != nil {
+			f.latency = h.Snapshot()
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// maxErrorCodes bounds the error codes counted one by one, as Redis's
+// errorstats does: scripts can make up any number of codes
+// (redis.error_reply), and each would be a line of INFO and a series of the
+// metrics. Further codes count in total_error_replies only.
+const maxErrorCodes = 128
+
+// errorStats count error replies by their code (the first word), for INFO's
+// errorstats section, and by code and command for the metrics.
+type errorStats struct {
+	mu     sync.Mutex
+	all    int64
+	byCode map[string]int64
+	byCmd  map[errorKey]int64
+}
+
+type errorKey struct {
+	cmd  string // "" for an error no command gave (a protocol error)
+	code string
+}
+
+// count records an error reply to cmd (nil when there was none).
+func (e *errorStats) count(cmd *keyspace.Command, msg string) {
+	code, _, _ := strings.Cut(msg, " ")
+	name := ""
+	if cmd != nil {
+		name = cmd.Name
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.all++
+	if e.byCode == nil {
+		e.byCode = make(map[string]int64)
+		e.byCmd = make(map[errorKey]int64)
+	}
+	if _, ok := e.byCode[code]; !ok && len(e.byCode) >= maxErrorCodes {
+		return
+	}
+	e.byCode[code]++
+	e.byCmd[errorKey{name, code}]++
+}
+
+type errorCount struct {
+	errorKey
+	count int64
+}
+
+// snapshot returns the counts by code, sorted.
+func (e *errorStats) snapshot() []errorCount {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]errorCount, 0, len(e.byCode))
+	for code, n := range e.byCode {
+		out = append(out, errorCount{errorKey{code: code}, n})
+	}
+	slices.SortFunc(out, func(a, b errorCount) int { return strings.Compare(a.code, b.code) })
+	return out
+}
+
+func (e *errorStats) total() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.all
+}
+
+func (e *errorStats) reset() {
+	e.mu.Lock()
+	e.all, e.byCode, e.byCmd = 0, nil, nil
+	e.mu.Unlock()
+}
