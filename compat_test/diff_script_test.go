@@ -81,6 +81,19 @@ func TestDiffScriptCommandReplies(t *testing.T) {
 		"return redis.pcall('evalsha', 'abc', '0')",
 		"return redis.pcall('hget', 'h')",
 		"return redis.pcall('nosuch', 'h')",
+		// Scripts see a node as INFO describes it, cluster support disabled.
+		"return redis.pcall('cluster', 'info')",
+		"return redis.pcall('cluster', 'reset', 'hard')",
+		"return redis.pcall('cluster', 'reset')",
+		"return redis.pcall('cluster', 'keyslot', 'x')",
+		"return redis.pcall('cluster', 'countkeysinslot', '0')",
+		"return redis.pcall('cluster', 'getkeysinslot', '0', '1')",
+		"return redis.pcall('cluster', 'addslots', '1')",
+		"return redis.pcall('cluster', 'addslots')",
+		"return redis.pcall('cluster', 'nodes', 'x')",
+		"return redis.pcall('cluster', 'nosuch')",
+		"return redis.pcall('cluster')",
+		"return {pcall(redis.call, 'CLUSTER', 'MYID')}",
 	})
 	p.Do("GET", "in5")
 }

@@ -26,6 +26,7 @@ const (
 	errNotAllowed    = "This Redis command is not allowed from script"
 	errWriteReadonly = "Write commands are not allowed from read-only scripts."
 	errOOM           = "-OOM command not allowed when used memory > 'maxmemory'."
+	errNoCluster     = "This instance has cluster support disabled"
 )
 
 func (v *vm) redisLib() *lua.LTable {
@@ -115,6 +116,42 @@ func (v *vm) lookupScriptCommand(args [][]byte) *keyspace.Command {
 	return nil
 }
 
+// clusterLayoutArity holds the arities of Redis 7.0's CLUSTER subcommands
+// that lockserver's command table lacks: they change a Redis Cluster's
+// layout, which here follows the Raft membership. Only scripts need them, to
+// answer as Redis does (below).
+var clusterLayoutArity = map[string]int{
+	"addslots": -3, "addslotsrange": -4, "bumpepoch": 2, "count-failure-reports": 3,
+	"delslots": -3, "delslotsrange": -4, "failover": -2, "flushslots": 2, "forget": 3,
+	"links": 2, "meet": -4, "replicas": 3, "replicate": 3, "reset": -2, "saveconfig": 2,
+	"set-config-epoch": 3, "setslot": -4, "slaves": 3,
+}
+
+// clusterFromScript answers a CLUSTER subcommand called by a script. A
+// script sees a node as INFO describes it, cluster_enabled:0 (the CLUSTER
+// view is a presentation for cluster clients, and a node's view of the
+// layout is not replicated state), so it gets the replies of a redis-server
+// with cluster support disabled: Redis's arity check, RESET's refusal (the
+// one subcommand flagged noscript), then "cluster support disabled".
+func clusterFromScript(args [][]byte) keyspace.Reply {
+	sub := keyspace.Lookup(args[0]).LookupSub(args[1])
+	if sub == nil {
+		name := strings.ToLower(string(args[1]))
+		arity, ok := clusterLayoutArity[name]
+		if !ok {
+			return keyspace.Error(errorText(errUnknownCmd))
+		}
+		sub = &keyspace.Command{Name: name, Arity: arity}
+	}
+	switch {
+	case !sub.CheckArity(len(args)):
+		return keyspace.Error(errorText(errWrongArgs))
+	case sub.Name == "reset":
+		return keyspace.Error(errorText(errNotAllowed))
+	}
+	return keyspace.Error(errorText(errNoCluster))
+}
+
 // commandCache remembers the commands scripts named in lower case, as most
 // do: keyspace.Lookup lower-cases and hashes the whole name on every call,
 // and scripts name the same few commands again and again. A slot is chosen
@@ -171,6 +208,9 @@ func (v *vm) redisCall(L *lua.LState, raise bool) int {
 // dispatch runs one command for a script, after the checks Redis's
 // scriptCall makes, in its order.
 func (v *vm) dispatch(r *run, args [][]byte) keyspace.Reply {
+	if len(args) >= 2 && len(args[0]) == len("cluster") && strings.EqualFold(string(args[0]), "cluster") {
+		return clusterFromScript(args)
+	}
 	cmd := v.lookupScriptCommand(args)
 	if cmd == nil {
 		return keyspace.Error(errorText(errUnknownCmd))
