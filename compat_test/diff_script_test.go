@@ -1,6 +1,7 @@
 package compat_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -266,6 +267,27 @@ func TestDiffScriptStackLimit(t *testing.T) {
 		"local t = {} t[1] = t return t",
 		"local t = {} t[1] = t return {map = t}",
 		"local t = {} t.a = t return {map = t}",
+	})
+}
+
+// Table constructors of more than 25,550 positional fields (512 batches of
+// SETLIST, whose batch number no longer fits its operand): every field
+// lands at its index, with constants, with values computed at run time,
+// nested, and with a last call's results appended.
+func TestDiffScriptLargeConstructors(t *testing.T) {
+	list := func(n int, item func(i int) string) string {
+		items := make([]string, n)
+		for i := range items {
+			items[i] = item(i)
+		}
+		return strings.Join(items, ",")
+	}
+	consts := list(30000, strconv.Itoa)
+	vars := list(26000, func(i int) string { return "x" })
+	newPair(t).evalAll([]string{
+		"local t = {" + consts + "} return {#t, tostring(t[0]), t[1], t[25550], t[25551], t[30000], tostring(t[-49])}",
+		"local x = 7 local t = {" + vars + ", (function() return 1, 2, 3 end)()} return {#t, t[25551], t[26000], t[26003]}",
+		"local t = {{" + consts + "}, 'after'} return {#t, t[2], #t[1], t[1][30000]}",
 	})
 }
 

@@ -203,6 +203,9 @@ func safeCompile(stmts []ast.Stmt, chunk string) (proto *lua.FunctionProto, err 
 		}
 	}()
 	proto, err = lua.Compile(stmts, chunk)
+	if err == nil {
+		fixSetList(proto)
+	}
 	var ce *lua.CompileError
 	if errors.As(err, &ce) {
 		msg := ce.Message
@@ -212,6 +215,37 @@ func safeCompile(stmts []ast.Stmt, chunk string) (proto *lua.FunctionProto, err 
 		return nil, fmt.Errorf("%s:%d: %s", chunk, max(ce.Line, 1), msg)
 	}
 	return proto, err
+}
+
+// fixSetList corrects gopher-lua's code for table constructors of more than
+// 25,550 positional fields. SETLIST stores a batch of 50 fields; its C
+// operand numbers the batch, and a batch number past 511 goes in the word
+// after the instruction, with C = 0. gopher-lua writes 0 in that word (it
+// zeroes C before writing it), so the 512th batch and later ones store at
+// indexes -49..0, each over the last: {0, 1, ..., 29999} had 25,550
+// elements and t[0] = 29999. A constructor's batches are its SETLISTs since
+// its NEWTABLE on the same register (a constructor nested in it works in the
+// registers above), so the word is set to their count.
+func fixSetList(proto *lua.FunctionProto) {
+	var batches [256]uint32 // per register
+	code := proto.Code
+	for pc := 0; pc < len(code); pc++ {
+		inst := code[pc]
+		a := inst >> 18 & 0xff
+		switch int(inst >> 26) {
+		case lua.OP_NEWTABLE:
+			batches[a] = 0
+		case lua.OP_SETLIST:
+			batches[a]++
+			if inst>>9&0x1ff == 0 && pc+1 < len(code) {
+				pc++
+				code[pc] = batches[a]
+			}
+		}
+	}
+	for _, p := range proto.FunctionPrototypes {
+		fixSetList(p)
+	}
 }
 
 // closure instantiates a compiled chunk in the VM: it runs the wrapper with
