@@ -104,6 +104,51 @@ func TestDiffPubSubResp3(t *testing.T) {
 	})
 }
 
+// CLIENT REPLY OFF and SKIP silence replies, but not the confirmations of
+// (un)subscriptions, which Redis 7.0 sends as pushes whatever the setting: a
+// client waiting for one would hang. A SKIP is spent on the (un)subscribe
+// command, not on one of its confirmations.
+func TestDiffPubSubReplyOff(t *testing.T) {
+	for _, resp3 := range []bool{false, true} {
+		p := newPair(t)
+		pub := p.another()
+		if resp3 {
+			p.DoNorm(normID, "HELLO", "3")
+		}
+		p.Send("CLIENT", "REPLY", "OFF")
+		p.Send("SUBSCRIBE", "ch", "ch2")
+		p.Read()
+		p.Read()
+		p.Send("PSUBSCRIBE", "p*")
+		p.Read()
+		p.Send("SSUBSCRIBE", "sc")
+		p.Read()
+		pub.Do("PUBLISH", "ch", "hi")
+		p.Read()
+		p.Send("UNSUBSCRIBE", "ch")
+		p.Read()
+		p.Send("PUNSUBSCRIBE")
+		p.Read()
+		p.Send("SUNSUBSCRIBE")
+		p.Read()
+		if !resp3 {
+			continue
+		}
+		// RESP3 runs any command while subscribed.
+		p.Send("CLIENT", "REPLY", "ON")
+		p.Read()
+		p.Send("CLIENT", "REPLY", "SKIP")
+		p.Send("SUBSCRIBE", "z", "y")
+		p.Read()
+		p.Read()
+		p.Do("PING")
+		p.Send("CLIENT", "REPLY", "SKIP")
+		p.Send("UNSUBSCRIBE", "z")
+		p.Read()
+		p.Do("PING")
+	}
+}
+
 func TestDiffPubSubInMulti(t *testing.T) {
 	p := newPair(t)
 	pub := p.another()

@@ -504,7 +504,9 @@ func (c *conn) reply(r keyspace.Reply) {
 		*c.capture = append(*c.capture, r)
 		return
 	}
-	silent := c.silence()
+	// Pushes (subscription confirmations) are sent whatever CLIENT REPLY
+	// says, as Redis 7.0 sends them: a client waits for them.
+	silent := r.Kind != keyspace.KindPush && c.silence()
 	if r.Kind == keyspace.KindError {
 		c.srv.stats.errors.count(c.cur.cmd, r.Str)
 		c.cur.failed = true

@@ -219,6 +219,7 @@ func subscribe(c *conn, k subKind, args [][]byte) {
 	// The replies before come first, and the engine must not wait for the
 	// hub's lock while this connection waits for the engine.
 	c.drain()
+	c.silence() // a CLIENT REPLY SKIP is spent on this command, whose pushes go out anyway
 	if c.wake == nil {
 		c.wake = make(chan struct{}, 1)
 		go c.pushWriter()
@@ -238,6 +239,7 @@ func subscribe(c *conn, k subKind, args [][]byte) {
 // null channel.
 func unsubscribe(c *conn, k subKind, args [][]byte) {
 	c.drain()
+	c.silence() // as in subscribe
 	h := c.srv.hub
 	h.mu.Lock()
 	defer h.mu.Unlock()
