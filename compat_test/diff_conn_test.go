@@ -2,6 +2,7 @@ package compat_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"regexp"
 	"slices"
@@ -289,6 +290,67 @@ func clientFields(t *testing.T, reply string) []string {
 		names = append(names, name)
 	}
 	return names
+}
+
+// clientField returns the value of field in a CLIENT LIST line.
+func clientField(t *testing.T, line, field string) int {
+	t.Helper()
+	for _, f := range strings.Fields(line) {
+		if v, ok := strings.CutPrefix(f, field+"="); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("%s=%q in %q", field, v, line)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no %s in %q", field, line)
+	return 0
+}
+
+// qbuf is what a connection's query buffer holds: the running command's
+// bytes while it runs, the part of a command that has not yet arrived
+// whole while a connection waits for the rest; qbuf-free is room left.
+func TestDiffClientQueryBuffer(t *testing.T) {
+	p := newPair(t)
+	bulk := func(s string) string { return fmt.Sprintf("$%d\r\n%s\r\n", len(s), s) }
+	for _, srv := range []struct {
+		name string
+		c    *rawClient
+	}{{"redis-server", p.redis}, {"lockserver", p.ls}} {
+		self := srv.c.Do("CLIENT", "INFO")
+		if got, want := clientField(t, self, "qbuf"), len("*2\r\n"+bulk("CLIENT")+bulk("INFO")); got != want {
+			t.Errorf("%s: the running CLIENT INFO's qbuf=%d, want its %d bytes", srv.name, got, want)
+		}
+		if clientField(t, self, "qbuf-free") <= 0 {
+			t.Errorf("%s: qbuf-free in %q", srv.name, self)
+		}
+	}
+	// A command that arrives in parts: its whole arguments are parsed out of
+	// the buffer, the part of one still arriving waits in it.
+	other := p.another()
+	parts := []string{"*3\r\n" + bulk("SET") + bulk("k") + "$5\r\nab", "c", "de\r\n"}
+	for _, srv := range []struct {
+		name string
+		c, o *rawClient
+	}{{"redis-server", p.redis, other.redis}, {"lockserver", p.ls, other.ls}} {
+		id := strings.TrimSpace(strings.TrimPrefix(srv.o.Do("CLIENT", "ID"), ":"))
+		qbuf := func() int { return clientField(t, srv.c.Do("CLIENT", "LIST", "ID", id), "qbuf") }
+		for i, want := range []int{len("ab"), len("abc")} {
+			srv.o.SendRaw([]byte(parts[i]))
+			deadline := time.Now().Add(10 * time.Second)
+			for qbuf() != want && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if got := qbuf(); got != want {
+				t.Errorf("%s: a connection holding %q of an argument shows qbuf=%d", srv.name, parts[i], got)
+			}
+		}
+		srv.o.SendRaw([]byte(parts[2]))
+		if r := srv.o.Read(); r != "+OK\r\n" {
+			t.Errorf("%s: the completed SET answered %q", srv.name, r)
+		}
+	}
 }
 
 func TestDiffClientInfo(t *testing.T) {

@@ -113,6 +113,19 @@ type reader struct {
 	argv [][]byte
 	// total counts the bytes read, for INFO; other goroutines read it.
 	total atomic.Int64
+	// qbuf and qbufFree are CLIENT LIST's, published for other connections to
+	// read: the bytes not yet parsed into arguments and the room after them.
+	qbuf, qbufFree atomic.Int64
+}
+
+// publishQuery publishes qbuf and qbufFree before and after each read. They
+// stay as they are while the batch read runs, as Redis's query buffer keeps
+// a batch's bytes until all its commands have run: a command sees its own
+// bytes counted; a connection waiting for the rest of a command shows what
+// it holds of an argument not yet whole.
+func (r *reader) publishQuery() {
+	r.qbuf.Store(int64(r.end - r.pos))
+	r.qbufFree.Store(int64(len(r.buf) - r.end))
 }
 
 type readState uint8
@@ -411,9 +424,11 @@ func (r *reader) fill() error {
 		copy(grown, r.buf[:r.end])
 		r.buf = grown
 	}
+	r.publishQuery()
 	n, err := r.src.Read(r.buf[r.end:])
 	r.end += n
 	r.total.Add(int64(n))
+	r.publishQuery()
 	if err != nil {
 		if n > 0 {
 			r.err = err
