@@ -614,6 +614,25 @@ func TestDiffInfo(t *testing.T) {
 	p.DoNorm(func(s string) string { return strip.ReplaceAllString(s, "") }, "INFO", "keyspace")
 }
 
+// INFO memory counts the scripts cached by SCRIPT LOAD and EVAL, and none
+// after SCRIPT FLUSH.
+func TestDiffInfoCachedScripts(t *testing.T) {
+	p := newPair(t)
+	cached := func() {
+		t.Helper()
+		field := regexp.MustCompile(`number_of_cached_scripts:\d+`)
+		want, got := field.FindString(p.redis.Do("INFO", "memory")), field.FindString(p.ls.Do("INFO", "memory"))
+		if got != want || want == "" {
+			t.Errorf("INFO memory: redis-server %q, lockserver %q", want, got)
+		}
+	}
+	cached()
+	p.Run([][]string{{"SCRIPT", "LOAD", "return 1"}, {"SCRIPT", "LOAD", "return 2"}, {"SCRIPT", "LOAD", "return 1"}, {"EVAL", "return 3", "0"}})
+	cached()
+	p.Do("SCRIPT", "FLUSH")
+	cached()
+}
+
 func TestDiffCommand(t *testing.T) {
 	p := newPair(t)
 	p.Run([][]string{

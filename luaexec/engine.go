@@ -365,6 +365,13 @@ func (e *Engine) run(c *keyspace.Call, p *plan) keyspace.Reply {
 	return v.toReply(ret, r.resp)
 }
 
+// NumScripts returns how many scripts the script cache holds.
+func (e *Engine) NumScripts() int {
+	e.cache.mu.RLock()
+	defer e.cache.mu.RUnlock()
+	return len(e.cache.bodies)
+}
+
 // Scripts returns the bodies in the script cache, ordered by SHA1, for a
 // snapshot.
 func (e *Engine) Scripts() []string {

@@ -37,6 +37,8 @@ type Info struct {
 	// Keys and Expires count each database's keys and keys with a deadline,
 	// expired ones not yet swept included, as Redis's INFO keyspace does.
 	Keys, Expires [keyspace.NumDBs]int
+	// Scripts is the number of scripts in the script cache.
+	Scripts int
 }
 
 // Request is what a client connection asks of the engine: one command, the

@@ -24,6 +24,7 @@ func (r *Raft) Info() Info {
 	r.smMu.Lock()
 	info.Keys, info.Expires = r.sm.Load().KeyCounts()
 	r.smMu.Unlock()
+	info.Scripts = r.sm.Load().Scripts()
 	return info
 }
 

@@ -232,6 +232,7 @@ func (s *Standalone) Info() Info {
 	s.mu.Lock()
 	info.Keys, info.Expires = s.sm.KeyCounts()
 	s.unlock()
+	info.Scripts = s.sm.Scripts()
 	return info
 }
 

@@ -121,6 +121,9 @@ func (sm *StateMachine) run(db int, cmds [][][]byte, multi bool, watch []Watch, 
 // clock's time.
 func (sm *StateMachine) Sweep(now int64, budget int) int { return sm.store.Sweep(now, budget) }
 
+// Scripts returns the number of scripts in the script cache.
+func (sm *StateMachine) Scripts() int { return sm.lua.NumScripts() }
+
 // Prepare validates req before it is proposed, so that errors a leader can see
 // (unknown command, arity, NOSCRIPT, compile errors, OOM) never enter the log,
 // and reports whether it must be applied as a write.

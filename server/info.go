@@ -124,6 +124,7 @@ func (s *Server) infoMemory(b *infoBuilder) {
 	b.line("used_memory_rss_human", humanBytes(rss))
 	b.line("used_memory_peak", s.mem.peak.Load())
 	b.line("used_memory_peak_human", humanBytes(s.mem.peak.Load()))
+	b.line("number_of_cached_scripts", b.engineInfo().Scripts)
 	b.line("maxmemory", limit)
 	b.line("maxmemory_human", humanBytes(limit))
 	b.line("maxmemory_policy", "noeviction")
