@@ -187,7 +187,7 @@ func cmdKeys(c *Call) Reply {
 	var keys []string
 	d := c.db()
 	for _, shard := range d.shards {
-		for k, o := range shard {
+		for k, o := range shard.m {
 			if live(o.deadline, c.Now) && (all || globMatch(pattern, k)) {
 				keys = append(keys, k)
 			}
@@ -338,7 +338,7 @@ func cmdScan(c *Call) Reply {
 	next := cursor
 	for s := cursor >> shardShift; len(page) < opts.count; {
 		var candidates []hashed
-		for k, o := range d.shards[s] {
+		for k, o := range d.shards[s].m {
 			if h := hashKey(k); h >= next && live(o.deadline, c.Now) {
 				candidates = append(candidates, hashed{h, k})
 			}
@@ -362,7 +362,7 @@ func cmdScan(c *Call) Reply {
 			continue
 		}
 		if opts.typeName != nil {
-			o := d.shards[e.h>>shardShift][e.key]
+			o := d.shards[e.h>>shardShift].m[e.key]
 			if !eqFold(opts.typeName, o.typ.name()) {
 				continue
 			}
@@ -505,7 +505,7 @@ func parseSwapIndex(b []byte) (int64, bool) {
 // touchAll records a modification of every key of database i, for WATCH.
 func (s *Store) touchAll(i int) {
 	for _, shard := range s.dbs[i].shards {
-		for k := range shard {
+		for k := range shard.m {
 			s.touch(i, hashKey(k))
 		}
 	}
@@ -521,7 +521,7 @@ func cmdDBSize(c *Call) Reply {
 	}
 	var n int64
 	for _, shard := range d.shards {
-		for _, o := range shard {
+		for _, o := range shard.m {
 			if live(o.deadline, c.Now) {
 				n++
 			}

@@ -1,6 +1,8 @@
 package keyspace
 
 import (
+	"bytes"
+	"math/rand"
 	"strconv"
 	"strings"
 	"testing"
@@ -137,17 +139,38 @@ func TestKeysSweep(t *testing.T) {
 	if keys, volatile := f.s.KeyCounts(0); keys != 2000 || volatile != 1000 {
 		t.Fatalf("KeyCounts = %d, %d; want 2000, 1000", keys, volatile)
 	}
-	// At now+1 the 500 keys with a 1 ms deadline have expired; a sweep with a
-	// budget of 100 removes exactly 100 of them.
-	if n := f.s.Sweep(f.now+1, 100); n != 100 {
-		t.Fatalf("Sweep removed %d, want 100", n)
+	// At now+1 the 500 keys with a 1 ms deadline have expired. Expired with
+	// a limit of 100 looks at whole shards from shard 3 until it has
+	// examined 100 keys; a sweep of those shards removes exactly their
+	// expired keys, counted here from the maps.
+	wantExamined, wantExpired, shards := 0, 0, 0
+	for ; wantExamined < 100; shards++ {
+		for _, o := range f.s.dbs[0].shards[3+shards].m {
+			wantExamined++
+			if o.deadline == f.now+1 {
+				wantExpired++
+			}
+		}
 	}
-	total := 100
-	for i := 0; i < 100 && total < 500; i++ {
-		total += f.s.Sweep(f.now+1, 100)
+	if n, ex, exp := f.s.Expired(0, 3, f.now+1, 100); n != shards || ex != wantExamined || exp != wantExpired {
+		t.Fatalf("Expired = %d shards, %d, %d; want %d shards, %d, %d", n, ex, exp, shards, wantExamined, wantExpired)
 	}
-	if total != 500 {
-		t.Fatalf("sweeps removed %d in all, want 500", total)
+	if keys, _ := f.s.KeyCounts(0); keys != 2000 {
+		t.Fatalf("Expired removed keys: %d left", keys)
+	}
+	if rm := f.s.Sweep(0, 3, shards, f.now+1); rm != wantExpired {
+		t.Fatalf("Sweep removed %d, want %d", rm, wantExpired)
+	}
+	// Sweeps of the shards that follow, around to shard 3, reclaim the rest.
+	removed := wantExpired
+	for from := 3 + shards; from < 3+numShards; {
+		n, _, _ := f.s.Expired(0, from%numShards, f.now+1, 100)
+		n = min(n, 3+numShards-from)
+		removed += f.s.Sweep(0, from%numShards, n, f.now+1)
+		from += n
+	}
+	if removed != 500 {
+		t.Fatalf("a turn of sweeps removed %d in all, want 500", removed)
 	}
 	if keys, volatile := f.s.KeyCounts(0); keys != 1500 || volatile != 500 {
 		t.Errorf("after sweeping: KeyCounts = %d, %d; want 1500, 500", keys, volatile)
@@ -155,32 +178,46 @@ func TestKeysSweep(t *testing.T) {
 	// Nothing live was touched.
 	f.now++
 	f.expect("DBSIZE", ":1500", "EXISTS v1 p0 p999", ":3")
-	if n := f.s.Sweep(f.now+5000, 10000); n != 500 {
-		t.Errorf("final sweep removed %d, want 500", n)
+	if rm := f.s.Sweep(0, 0, numShards, f.now+5000); rm != 500 {
+		t.Errorf("final sweep removed %d, want 500", rm)
+	}
+	if n, ex, _ := f.s.Expired(0, 0, f.now+5000, 1<<30); n != 0 || ex != 0 {
+		t.Errorf("a database with no deadline left: Expired looked at %d shards, %d keys", n, ex)
 	}
 }
 
-// TestKeysSweepFewExpired: among 10,000 live locks, 10 expired ones are not
-// searched for in one sweep (it stops once a sample shows that few have
-// expired), but the sweeps that follow, each resuming where the last one
-// stopped, reclaim them all within one turn of the shards.
-func TestKeysSweepFewExpired(t *testing.T) {
-	f := newFixture(t)
-	for i := 0; i < 10_000; i++ {
-		f.do("SET live" + strconv.Itoa(i) + " x PX 60000")
+// TestKeysSweepSameOnEveryNode builds one state in two orders, so that Go's
+// maps iterate differently, and sweeps both alike in small steps: every step
+// must leave both in the same state, as a replicated sweep must on every
+// node.
+func TestKeysSweepSameOnEveryNode(t *testing.T) {
+	a, b := newFixture(t), newFixture(t)
+	var cmds []string
+	for i := 0; i < 5000; i++ {
+		cmds = append(cmds, "SET k"+strconv.Itoa(i)+" x PX "+strconv.Itoa(1+i%7*100))
 	}
-	for i := 0; i < 10; i++ {
-		f.do("SET gone" + strconv.Itoa(i) + " x PX 1")
+	for _, c := range cmds {
+		a.do(c)
 	}
-	later := f.now + 1000
-	if n := f.s.Sweep(later, 2000); n >= 10 {
-		t.Fatalf("one sweep removed %d: it searched the whole store for 10 expired keys", n)
+	rand.New(rand.NewSource(5)).Shuffle(len(cmds), func(i, j int) { cmds[i], cmds[j] = cmds[j], cmds[i] })
+	for _, c := range cmds {
+		b.do(c)
 	}
-	for range numShards {
-		f.s.Sweep(later, 2000)
-	}
-	if keys, volatile := f.s.KeyCounts(0); keys != 10_000 || volatile != 10_000 {
-		t.Errorf("after a turn of sweeps: KeyCounts = %d, %d; want 10000, 10000", keys, volatile)
+	from := 0
+	for step := 0; step < 40; step++ {
+		now := a.now + int64(step*20)
+		nA, exA, expA := a.s.Expired(0, from, now, 50)
+		nB, exB, expB := b.s.Expired(0, from, now, 50)
+		if nA != nB || exA != exB || expA != expB {
+			t.Fatalf("step %d: Expired %d, %d, %d against %d, %d, %d", step, nA, exA, expA, nB, exB, expB)
+		}
+		if rmA, rmB := a.s.Sweep(0, from, nA, now), b.s.Sweep(0, from, nA, now); rmA != expA || rmB != expA {
+			t.Fatalf("step %d: removed %d and %d, want %d", step, rmA, rmB, expA)
+		}
+		if !bytes.Equal(snapshot(t, a.s), snapshot(t, b.s)) {
+			t.Fatalf("step %d: the two states differ after the same sweep", step)
+		}
+		from = (from + nA) % numShards
 	}
 }
 

@@ -92,7 +92,7 @@ var errInvalidSlot = Error("ERR Invalid slot")
 func forKeysInSlot(c *Call, slot int, fn func(key string)) {
 	d := &c.Store.dbs[0]
 	for _, shard := range d.shards {
-		for k, o := range shard {
+		for k, o := range shard.m {
 			if live(o.deadline, c.Now) && KeySlot(k) == slot {
 				fn(k)
 			}

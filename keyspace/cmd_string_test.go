@@ -186,10 +186,11 @@ func TestStringGrowthNeverChangesSharedBytes(t *testing.T) {
 	}
 	g := newFixture(t)
 	var buf bytes.Buffer
-	if err := frozen.WriteSnapshot(&buf); err != nil {
+	if err := frozen.WriteSnapshot(&buf, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.s.ReadSnapshot(&buf); err != nil {
+	f.s.Release(frozen)
+	if _, err := g.s.ReadSnapshot(&buf); err != nil {
 		t.Fatal(err)
 	}
 	g.expect("GET k", `"abcd"`, "GET c", "(nil)")

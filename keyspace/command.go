@@ -80,6 +80,13 @@ func NumIDs() int {
 	return numIDs
 }
 
+// Exec runs the command on c. A Write command's lookups return objects it
+// may change in place, copied first if a snapshot holds them.
+func (c *Command) Exec(call *Call) Reply {
+	call.write = c.Flags&Write != 0
+	return c.Run(call)
+}
+
 // Has reports whether the command has all of flags f.
 func (c *Command) Has(f Flags) bool { return c.Flags&f == f }
 
@@ -176,7 +183,7 @@ func runSubcommand(c *Call) Reply {
 	case !sub.CheckArity(len(c.Args)):
 		return ErrWrongArity(sub.Name)
 	}
-	return sub.Run(c)
+	return sub.Exec(c)
 }
 
 // Commands returns every command in the table, sorted by name.

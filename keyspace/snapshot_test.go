@@ -2,7 +2,9 @@ package keyspace
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"math/rand"
 	"strconv"
 	"strings"
@@ -28,7 +30,9 @@ func populate(f *fixture) {
 func snapshot(t *testing.T, s *Store) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := s.Freeze().WriteSnapshot(&buf); err != nil {
+	f := s.Freeze()
+	defer s.Release(f)
+	if err := f.WriteSnapshot(&buf, nil); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
@@ -40,7 +44,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	data := snapshot(t, f.s)
 	g := newFixture(t)
 	g.do("SET stale v") // replaced by the snapshot
-	if err := g.s.ReadSnapshot(bytes.NewReader(data)); err != nil {
+	if _, err := g.s.ReadSnapshot(bytes.NewReader(data)); err != nil {
 		t.Fatal(err)
 	}
 	for _, cmd := range []string{
@@ -81,9 +85,10 @@ func TestSnapshotFrozenIgnoresLaterWrites(t *testing.T) {
 		f.do(cmd)
 	}
 	var got bytes.Buffer
-	if err := frozen.WriteSnapshot(&got); err != nil {
+	if err := frozen.WriteSnapshot(&got, nil); err != nil {
 		t.Fatal(err)
 	}
+	f.s.Release(frozen)
 	if want := snapshot(t, same.s); !bytes.Equal(got.Bytes(), want) {
 		t.Error("the frozen state changed with the writes made after it was taken")
 	}
@@ -113,6 +118,44 @@ func TestSnapshotDeterministic(t *testing.T) {
 	}
 }
 
+// TestSnapshotMeta: the caller's bytes come back as they were written,
+// from an empty store too.
+func TestSnapshotMeta(t *testing.T) {
+	for _, meta := range [][]byte{nil, []byte("applied=7"), bytes.Repeat([]byte{0, 1, 2}, 100_000)} {
+		f := newFixture(t)
+		if len(meta) > 0 {
+			populate(f)
+		}
+		var buf bytes.Buffer
+		frozen := f.s.Freeze()
+		if err := frozen.WriteSnapshot(&buf, meta); err != nil {
+			t.Fatal(err)
+		}
+		f.s.Release(frozen)
+		got, err := New().ReadSnapshot(&buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, meta) {
+			t.Errorf("meta of %d bytes came back as %d bytes", len(meta), len(got))
+		}
+	}
+}
+
+// frames encodes body as the frames of a snapshot, as the format's comment
+// describes them, ending with the empty frame.
+func frames(body []byte) []byte {
+	var out []byte
+	for len(body) > 0 {
+		n := min(len(body), 1000)
+		out = binary.LittleEndian.AppendUint32(out, uint32(n))
+		out = binary.LittleEndian.AppendUint32(out, crc32.Checksum(body[:n], crc32.MakeTable(crc32.Castagnoli)))
+		out = append(out, body[:n]...)
+		body = body[n:]
+	}
+	return append(out, 0, 0, 0, 0, 0, 0, 0, 0)
+}
+
 // TestSnapshotCorrupt feeds truncated and altered snapshots: each must be
 // refused with an error, never a panic, and leave the store as it was.
 func TestSnapshotCorrupt(t *testing.T) {
@@ -123,9 +166,9 @@ func TestSnapshotCorrupt(t *testing.T) {
 	g.do("SET keep me")
 	check := func(what string, input []byte) {
 		t.Helper()
-		err := g.s.ReadSnapshot(bytes.NewReader(input))
-		if err == nil {
-			t.Fatalf("%s: accepted", what)
+		_, err := g.s.ReadSnapshot(bytes.NewReader(input))
+		if !errors.Is(err, ErrCorruptSnapshot) {
+			t.Fatalf("%s: %v, want ErrCorruptSnapshot", what, err)
 		}
 		if got := g.do("GET keep"); got != `"me"` {
 			t.Fatalf("%s: the failed read changed the store (GET keep = %s)", what, got)
@@ -140,10 +183,16 @@ func TestSnapshotCorrupt(t *testing.T) {
 		bad[r.Intn(len(bad))] ^= byte(1 + r.Intn(255))
 		check("flipped byte", bad)
 	}
-	check("bad magic", append([]byte("XXXX"), data[4:]...))
-	if err := g.s.ReadSnapshot(bytes.NewReader(append(data[:4:4], 99))); !errors.Is(err, ErrCorruptSnapshot) {
-		t.Errorf("unknown version: %v", err)
+	// Checked frames that do not hold what the format says.
+	check("bad magic", frames([]byte("XXXX\x02\x00\x00\x00")))
+	check("unknown version", frames([]byte("LSKS\x63\x00\x00\x00")))
+	check("bytes after the end", frames([]byte("LSKS\x02\x00\x00\x00\x00")))
+	check("no end frame", frames([]byte("LSKS\x02\x00\x00\x00"))[:13])
+	check("key in the wrong shard", frames([]byte("LSKS\x02\x00\x00\x01\x01\x01\x01a\x00\x00\x01b\x00\x00")))
+	// A huge length fails without allocating what it claims.
+	check("huge frame", append([]byte{0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0}, data...))
+	check("huge string", frames([]byte("LSKS\x02\xff\xff\xff\xff\x03")))
+	if _, err := New().ReadSnapshot(bytes.NewReader(frames([]byte("LSKS\x02\x00\x00\x00")))); err != nil {
+		t.Errorf("the worked example of an empty snapshot: %v", err)
 	}
-	// A huge length in a short input fails without allocating what it claims.
-	check("huge length", append(append([]byte(nil), data[:5]...), 0xff, 0xff, 0xff, 0xff, 0x0f))
 }

@@ -9,7 +9,10 @@
 // (replication's state machine) serialises access.
 package keyspace
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"maps"
+)
 
 // NumDBs is the number of databases, as in Redis's default configuration.
 const NumDBs = 16
@@ -19,11 +22,15 @@ const versionSlots = 1 << 16
 
 // shardBits sets how many maps a database is split into, by the top bits of a
 // key's hash. The split lets SCAN resume from a hash position while looking at
-// one shard rather than the whole database.
+// one shard rather than the whole database; a snapshot copy-on-write one
+// shard at a time (see Freeze); and a sweep reclaim a shard at a time, in the
+// same way on every node.
 const (
 	shardBits  = 10
 	numShards  = 1 << shardBits
 	shardShift = 64 - shardBits
+	// NumShards is how many shards Expired and Sweep count in.
+	NumShards = numShards
 )
 
 // Store is the whole keyspace.
@@ -33,17 +40,30 @@ type Store struct {
 	// slot's count and EXEC fails if it moved; a collision only makes EXEC fail
 	// spuriously, which clients retry. The counters are replicated state.
 	versions [versionSlots]uint64
+	// gen is the generation of the maps and objects made now. A Frozen view
+	// holds the maps and objects of generation frozen and older, which are
+	// therefore copied before they change (see own); frozen is 0 when no view
+	// is live, and nothing is copied. views counts the live views.
+	gen, frozen uint32
+	views       int
 }
 
 // db is one numbered database.
 type db struct {
-	shards [numShards]map[string]*object // made on first use
+	shards [numShards]shard
 	// count is the number of keys, expired ones not yet swept included (Redis's
 	// DBSIZE counts those too); volatile counts keys that have a deadline, so
 	// that a sweep of a database without any stops at once.
 	count, volatile int
-	// sweepShard is where the next sweep of this database resumes.
-	sweepShard int
+}
+
+// shard is one map of a database's keys.
+type shard struct {
+	m map[string]*object // nil until the first key
+	// gen is the generation m was made in (see Store.gen); peak is the most
+	// keys m held since, for shrinking it once most are gone: a Go map never
+	// gives back its slots.
+	gen, peak uint32
 }
 
 // valueType is the Redis type of a key's value.
@@ -70,6 +90,9 @@ type object struct {
 	// that str is a prefix of.
 	coll any
 	typ  valueType
+	// gen is the generation the object was made in (see Store.gen). It fits
+	// in the padding after typ.
+	gen uint32
 }
 
 // typeName returns the name TYPE replies for t.
@@ -109,10 +132,13 @@ type Call struct {
 	// that its numbers differ from script to script and are the same on
 	// every node. 0 starts where a freshly started redis-server does.
 	Seed uint64
+	// write is set by Command.Exec for a Write command: its lookups return
+	// objects it may change (see Store.own).
+	write bool
 }
 
 // New returns an empty keyspace.
-func New() *Store { return &Store{} }
+func New() *Store { return &Store{gen: 1} }
 
 // Exec runs a keyspace command. The caller has already looked the command up and
 // checked its arity; Exec repeats both so that it is safe on any input.
@@ -124,7 +150,7 @@ func (s *Store) Exec(c *Call) Reply {
 	if !cmd.CheckArity(len(c.Args)) {
 		return ErrWrongArity(cmd.Name)
 	}
-	return cmd.Run(c)
+	return cmd.Exec(c)
 }
 
 // hashKey is the fixed 64-bit hash of a key: its top bits pick the shard, and it
@@ -168,18 +194,23 @@ func (s *Store) touch(dbIndex int, h uint64) { s.versions[slot(dbIndex, h)]++ }
 
 // entry returns the object stored at key, live or not.
 func (d *db) entry(key []byte, h uint64) *object {
-	return d.shards[h>>shardShift][string(key)]
+	return d.shards[h>>shardShift].m[string(key)]
 }
 
 // db returns the call's database.
 func (c *Call) db() *db { return &c.Store.dbs[c.DB] }
 
 // lookup returns the live object at key, or nil if it is missing or expired.
-// It does not allocate.
+// A write command gets an object it may change (see own). It does not
+// allocate, but while a snapshot is being written.
 func (c *Call) lookup(key []byte) *object {
-	o := c.db().entry(key, hashKey(key))
+	d, h := c.db(), hashKey(key)
+	o := d.entry(key, h)
 	if o == nil || !live(o.deadline, c.Now) {
 		return nil
+	}
+	if c.write && o.gen <= c.Store.frozen {
+		o = c.Store.own(d, h, key, o)
 	}
 	return o
 }
@@ -194,35 +225,78 @@ func (c *Call) lookupType(key []byte, t valueType) (o *object, wrongType bool) {
 	return o, false
 }
 
+// shardForWrite returns the map of shard i of d, made or copied so that it
+// may change: a map a Frozen view holds is left to it.
+func (s *Store) shardForWrite(d *db, i uint64) map[string]*object {
+	sh := &d.shards[i]
+	switch {
+	case sh.m == nil:
+		*sh = shard{m: make(map[string]*object), gen: s.gen}
+	case sh.gen <= s.frozen:
+		sh.m, sh.gen = maps.Clone(sh.m), s.gen
+	}
+	return sh.m
+}
+
+// shrunk returns a new map with the entries of m, sized for size entries.
+func shrunk(m map[string]*object, size int) map[string]*object {
+	n := make(map[string]*object, size)
+	for k, o := range m {
+		n[k] = o
+	}
+	return n
+}
+
+// own replaces o, the object at key that a Frozen view holds, by a copy
+// that may change, and returns the copy.
+func (s *Store) own(d *db, h uint64, key []byte, o *object) *object {
+	n := new(object)
+	*n = o.clone()
+	n.gen = s.gen
+	s.shardForWrite(d, h>>shardShift)[string(key)] = n
+	return n
+}
+
 // put stores v at key, replacing whatever was there, live or expired, and
 // returns the stored object. An existing entry is overwritten in place, so that
 // replacing a value allocates neither the key nor the object again.
 func (c *Call) put(key []byte, v object) *object {
-	d, h := c.db(), hashKey(key)
+	s, d, h := c.Store, c.db(), hashKey(key)
+	v.gen = s.gen
 	if v.deadline != 0 {
 		d.volatile++
 	}
 	o := d.entry(key, h)
-	if o != nil {
+	switch {
+	case o != nil && o.gen > s.frozen:
 		if o.deadline != 0 {
 			d.volatile--
 		}
 		*o = v
-	} else {
-		shard := &d.shards[h>>shardShift]
-		if *shard == nil {
-			*shard = make(map[string]*object)
+	case o != nil:
+		if o.deadline != 0 {
+			d.volatile--
 		}
 		o = new(object)
 		*o = v
-		(*shard)[string(key)] = o
+		s.shardForWrite(d, h>>shardShift)[string(key)] = o
+	default:
+		i := h >> shardShift
+		m := s.shardForWrite(d, i)
+		o = new(object)
+		*o = v
+		m[string(key)] = o
 		d.count++
+		if sh := &d.shards[i]; uint32(len(m)) > sh.peak {
+			sh.peak = uint32(len(m))
+		}
 	}
-	c.Store.touch(c.DB, h)
+	s.touch(c.DB, h)
 	return o
 }
 
-// setDeadline changes the deadline of the live object o at key.
+// setDeadline changes the deadline of the live object o at key, which the
+// call looked up to write.
 func (c *Call) setDeadline(key []byte, o *object, deadline int64) {
 	d := c.db()
 	if o.deadline != 0 {
@@ -238,12 +312,11 @@ func (c *Call) setDeadline(key []byte, o *object, deadline int64) {
 // del removes key and reports whether a live key was removed.
 func (c *Call) del(key []byte) bool {
 	d, h := c.db(), hashKey(key)
-	shard := d.shards[h>>shardShift]
-	o := shard[string(key)]
+	o := d.entry(key, h)
 	if o == nil {
 		return false
 	}
-	d.remove(shard, key, o)
+	c.Store.remove(d, h>>shardShift, string(key), o)
 	if !live(o.deadline, c.Now) {
 		return false
 	}
@@ -251,56 +324,71 @@ func (c *Call) del(key []byte) bool {
 	return true
 }
 
-// remove deletes the entry of o at key from its shard and fixes the counts.
-func (d *db) remove(shard map[string]*object, key []byte, o *object) {
+// remove deletes the entry of o at key from shard i of d and fixes the
+// counts. A map left with under a quarter of its peak is rebuilt smaller.
+func (s *Store) remove(d *db, i uint64, key string, o *object) {
 	if o.deadline != 0 {
 		d.volatile--
 	}
 	d.count--
-	delete(shard, string(key))
+	m := s.shardForWrite(d, i)
+	delete(m, key)
+	if sh := &d.shards[i]; sh.peak >= minShrink && uint32(len(m)) < sh.peak/4 {
+		sh.m = shrunk(m, len(m))
+		sh.peak = uint32(len(m))
+	}
 }
+
+// minShrink is the smallest peak of a map that is rebuilt when it empties:
+// below it, a map's slots cost little, and a key taken and dropped over and
+// over must not rebuild its map each time.
+const minShrink = 64
 
 // modified records an in-place change of the value at key.
 func (c *Call) modified(key []byte) { c.Store.touch(c.DB, hashKey(key)) }
 
-// sweepSample is how many keys with a deadline a sweep looks at before it
-// may conclude that too few have expired to go on searching.
-const sweepSample = 256
-
-// Sweep removes up to budget keys whose deadline is at or before now and returns
-// how many it removed. It visits whole shards in turn, resuming where the last
-// sweep of each database stopped. It looks at no more than 8*budget keys, and,
-// as Redis's active expiry does, stops once fewer than a quarter of the keys
-// with a deadline it looked at (sweepSample at least) had expired: a keyspace
-// of live locks then costs a few shards per sweep instead of 8*budget keys,
-// and the expired keys that wait for a later sweep are invisible meanwhile.
-// Call it with the time of the last applied entry: every later entry runs at a
-// later time, so removing such keys changes no outcome.
-func (s *Store) Sweep(now int64, budget int) int {
-	removed, examined, volatile := 0, 0, 0
-	for i := range s.dbs {
-		d := &s.dbs[i]
-		for visited := 0; d.volatile > 0 && visited < numShards; visited++ {
-			if removed >= budget || examined >= 8*budget || (volatile >= sweepSample && 4*removed < volatile) {
-				return removed
+// Expired looks at whole shards of database dbIndex, from shard from on,
+// until it has examined at least limit keys or every shard once. It returns
+// how many shards it looked at, how many keys they hold, and how many of
+// those have expired at now. It changes nothing: an engine looks before it
+// sweeps, and a leader before it proposes a sweep.
+func (s *Store) Expired(dbIndex, from int, now int64, limit int) (shards, examined, expired int) {
+	d := &s.dbs[dbIndex]
+	for ; shards < numShards && examined < limit && d.volatile > 0; shards++ {
+		m := d.shards[(from+shards)%numShards].m
+		examined += len(m)
+		for _, o := range m {
+			if o.deadline != 0 && !live(o.deadline, now) {
+				expired++
 			}
-			shard := d.shards[d.sweepShard]
-			for k, o := range shard {
-				examined++
-				if o.deadline == 0 {
-					continue
-				}
-				volatile++
-				if !live(o.deadline, now) {
-					d.remove(shard, []byte(k), o)
-					removed++
-					if removed >= budget {
-						break
-					}
-				}
-			}
-			d.sweepShard = (d.sweepShard + 1) % numShards
 		}
+	}
+	return shards, examined, expired
+}
+
+// Sweep removes the keys expired at now from n shards of database dbIndex,
+// from shard from on, and returns how many it removed. A sweep is made of
+// whole shards, so the same sweep removes the same keys from the same state
+// on every node, whatever order Go's maps iterate in.
+//
+// Call it with a time that no later command runs before (the time of the
+// last applied entry, or of a replicated entry that sweeps): removing keys
+// expired at such a time changes no outcome.
+func (s *Store) Sweep(dbIndex, from, n int, now int64) (removed int) {
+	d := &s.dbs[dbIndex]
+	var gone []string
+	for j := 0; j < min(n, numShards) && d.volatile > 0; j++ {
+		i := uint64((from + j) % numShards)
+		gone = gone[:0]
+		for k, o := range d.shards[i].m {
+			if o.deadline != 0 && !live(o.deadline, now) {
+				gone = append(gone, k)
+			}
+		}
+		for _, k := range gone {
+			s.remove(d, i, k, d.shards[i].m[k])
+		}
+		removed += len(gone)
 	}
 	return removed
 }

@@ -237,7 +237,7 @@ func (v *vm) dispatch(r *run, args [][]byte) keyspace.Reply {
 	}
 	c := &v.cmdCall
 	*c = keyspace.Call{Store: r.call.Store, DB: r.call.DB, Now: r.call.Now, Args: args, Script: true, Pub: r.call.Pub, DenyOOM: r.call.DenyOOM}
-	reply := cmd.Run(c)
+	reply := cmd.Exec(c)
 	r.call.DB = c.DB // SELECT inside a script changes the script's database only
 	c.Args = nil
 	return reply

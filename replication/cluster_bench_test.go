@@ -121,8 +121,10 @@ func startTCPCluster(tb testing.TB, size int) []*Raft {
 
 // BenchmarkSnapshotPause measures how long taking a snapshot holds the state
 // machine's lock, during which nothing is applied: freezing 1M held locks (a
-// string key with a value and a deadline each). Sorting, encoding and writing
-// them happens afterwards, beside Apply; write-ms reports that part.
+// string key with a value and a deadline each), which copies a pointer per
+// shard and the WATCH counters (0.8 ms here, against 1 s when it copied the
+// key table). Sorting each shard, encoding and writing happen afterwards,
+// beside Apply; write-ms reports that part.
 //
 //	go test ./replication -run '^$' -bench SnapshotPause -benchtime 3x
 func BenchmarkSnapshotPause(b *testing.B) {
@@ -148,6 +150,7 @@ func BenchmarkSnapshotPause(b *testing.B) {
 		}
 		write += time.Since(start)
 		size = buf.Len()
+		snap.Release()
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(size)/(1<<20), "MB")

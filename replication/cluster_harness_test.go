@@ -34,7 +34,7 @@ type testNode struct {
 	trans   *raft.InmemTransport
 	store   *raft.InmemStore // kept across restarts, replaced by a wipe
 	gate    *gatedStore      // in front of store, for tests that stall or fail its writes
-	snaps   *raft.InmemSnapshotStore
+	snaps   raft.SnapshotStore
 	hub     *recordingHub
 	wallAdd atomic.Int64 // nanoseconds added to this node's wall clock
 	eng     *Raft
@@ -76,6 +76,17 @@ func (c *testCluster) add(id string) *testNode {
 
 // start opens the node's engine on a fresh transport connected to the others.
 func (n *testNode) start(opts RaftOptions) {
+	eng, err := n.open(opts)
+	if err != nil {
+		n.c.t.Fatalf("start %s: %v", n.id, err)
+	}
+	n.c.mu.Lock()
+	n.eng = eng
+	n.c.mu.Unlock()
+}
+
+// open opens an engine for the node as start does, and returns it.
+func (n *testNode) open(opts RaftOptions) (*Raft, error) {
 	c := n.c
 	_, n.trans = raft.NewInmemTransport(raft.ServerAddress(n.raftAddr()))
 	c.mu.Lock()
@@ -95,13 +106,7 @@ func (n *testNode) start(opts RaftOptions) {
 	opts.Wall = func() time.Time { return time.Now().Add(time.Duration(n.wallAdd.Load())) }
 	opts.HeartbeatTimeout, opts.ElectionTimeout = 300*time.Millisecond, 300*time.Millisecond
 	opts.ForwardWait = 2 * time.Second
-	eng, err := NewRaft(opts)
-	if err != nil {
-		c.t.Fatalf("start %s: %v", n.id, err)
-	}
-	c.mu.Lock()
-	n.eng = eng
-	c.mu.Unlock()
+	return NewRaft(opts)
 }
 
 // restart starts a stopped node again with the cluster's options.

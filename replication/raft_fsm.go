@@ -1,7 +1,6 @@
 package replication
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -134,8 +133,8 @@ func (r *Raft) setMember(id, addr string) {
 // memberAddr returns the client address of node id, or "".
 func (r *Raft) memberAddr(id string) string { return (*r.members.Load())[id] }
 
-// Snapshot freezes the state under the lock, so that Apply waits only for a
-// copy of the key table; raft sorts, encodes and persists it in the background.
+// Snapshot freezes the state under the lock, in constant time (see
+// keyspace.Frozen); raft writes it in the background while Apply goes on.
 // A node whose log could not be written has skipped entries raft counts as
 // applied (see logFailed): it takes no snapshot, which would name them.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
@@ -150,10 +149,12 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 
 // Restore replaces the state with a snapshot's: at start, and when the leader
 // installs one on a lagging follower. Nothing is delivered to subscribers.
+// The new state is read beside Apply, which goes on with the old one until
+// the new one is complete and checked.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	r := (*Raft)(f)
 	defer rc.Close()
-	sm, members, applied, err := readSnapshot(bufio.NewReader(rc), r)
+	sm, members, applied, err := readSnapshot(rc, r)
 	if err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
@@ -170,11 +171,13 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
-// snapshotMagic starts every snapshot; its last byte is the format's version.
-const snapshotMagic = "LKSNAP\x00\x01"
+// snapshotMagic starts the engine's header in every snapshot; its last byte
+// is the header's version.
+const snapshotMagic = "LKSNAP\x00\x02"
 
 // raftSnapshot is the engine's state as freeze found it.
 type raftSnapshot struct {
+	r       *Raft
 	applied uint64
 	last    int64
 	members map[string]string // replaced, never modified (Raft.members)
@@ -184,12 +187,12 @@ type raftSnapshot struct {
 // freeze takes the engine's state for a snapshot. smMu is held.
 func (r *Raft) freeze() *raftSnapshot {
 	sm := r.sm.Load()
-	return &raftSnapshot{applied: r.applied.Load(), last: sm.LastTime(), members: *r.members.Load(), sm: sm.freeze()}
+	return &raftSnapshot{r: r, applied: r.applied.Load(), last: sm.LastTime(), members: *r.members.Load(), sm: sm.freeze()}
 }
 
-// write writes the applied index, the log clock's last stamp, the member
-// map, then the state machine (script cache and keyspace).
-func (s *raftSnapshot) write(w io.Writer) error {
+// header encodes the applied index, the log clock's last stamp and the
+// member map, which the snapshot carries beside the state machine's own.
+func (s *raftSnapshot) header() []byte {
 	b := []byte(snapshotMagic)
 	b = binary.AppendUvarint(b, s.applied)
 	b = binary.AppendVarint(b, s.last)
@@ -199,71 +202,51 @@ func (s *raftSnapshot) write(w io.Writer) error {
 		b = appendString(b, id)
 		b = appendString(b, s.members[id])
 	}
-	if _, err := w.Write(b); err != nil {
-		return err
-	}
-	return s.sm.write(w)
+	return b
 }
+
+// write writes the snapshot: the state machine's, with the header.
+func (s *raftSnapshot) write(w io.Writer) error { return s.sm.write(w, s.header()) }
 
 // Persist writes the snapshot to raft's sink, beside Apply.
 func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
-	bw := bufio.NewWriterSize(sink, 64<<10)
-	err := s.write(bw)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if err != nil {
+	if err := s.write(sink); err != nil {
 		sink.Cancel()
 		return fmt.Errorf("persist snapshot: %w", err)
 	}
 	return sink.Close()
 }
 
-func (*raftSnapshot) Release() {}
+// Release lets the state machine change in place what the snapshot held;
+// raft calls it once Persist has returned.
+func (s *raftSnapshot) Release() {
+	s.r.smMu.Lock()
+	s.sm.release()
+	s.r.smMu.Unlock()
+}
 
-// readSnapshot reads what raftSnapshot.write wrote into a new state machine.
-func readSnapshot(br *bufio.Reader, r *Raft) (*StateMachine, map[string]string, uint64, error) {
-	magic := make([]byte, len(snapshotMagic))
-	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != snapshotMagic {
+// readSnapshot reads what raftSnapshot.Persist wrote into a new state machine.
+func readSnapshot(rd io.Reader, r *Raft) (*StateMachine, map[string]string, uint64, error) {
+	sm := NewStateMachine(r.opts.Lua)
+	header, err := sm.readSnapshot(rd)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	d := decoder{b: header}
+	if magic := d.b[:min(len(d.b), len(snapshotMagic))]; string(magic) != snapshotMagic {
 		return nil, nil, 0, errors.New("not a lockserver snapshot of this version")
 	}
-	applied, err1 := binary.ReadUvarint(br)
-	last, err2 := binary.ReadVarint(br)
-	n, err3 := binary.ReadUvarint(br)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return nil, nil, 0, err
-	}
+	d.b = d.b[len(snapshotMagic):]
+	applied := d.uvarint()
+	last := d.varint()
 	members := make(map[string]string)
-	for i := uint64(0); i < n; i++ {
-		id, err := readString(br)
-		if err != nil {
-			return nil, nil, 0, err
-		}
-		addr, err := readString(br)
-		if err != nil {
-			return nil, nil, 0, err
-		}
-		members[id] = addr
+	for n := d.count(2); n > 0; n-- {
+		id := d.string()
+		members[id] = d.string()
 	}
-	sm := NewStateMachine(r.opts.Lua)
-	if err := sm.readSnapshot(br); err != nil {
-		return nil, nil, 0, err
+	if err := d.finish(); err != nil {
+		return nil, nil, 0, fmt.Errorf("snapshot header: %w", err)
 	}
 	sm.last = last
 	return sm, members, applied, nil
-}
-
-// readString reads a length-prefixed string, refusing lengths beyond what a
-// member id or address can be.
-func readString(br *bufio.Reader) (string, error) {
-	n, err := binary.ReadUvarint(br)
-	if err != nil {
-		return "", err
-	}
-	if n > 1<<16 {
-		return "", fmt.Errorf("string of %d bytes in a snapshot header", n)
-	}
-	b := make([]byte, n)
-	_, err = io.ReadFull(br, b)
-	return string(b), err
 }

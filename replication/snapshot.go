@@ -1,7 +1,6 @@
 package replication
 
 import (
-	"bufio"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -11,61 +10,52 @@ import (
 
 // smSnapshot is the state machine as freeze found it: what a snapshot holds.
 type smSnapshot struct {
+	sm      *StateMachine
 	scripts []string
 	keys    *keyspace.Frozen
 }
 
-// freeze takes the state for a snapshot, cheaply (see keyspace.Frozen); the
-// caller keeps Apply out meanwhile.
+// freeze takes the state for a snapshot in constant time (see
+// keyspace.Frozen); the caller keeps Apply out meanwhile, and calls release,
+// the same way, once the snapshot is written.
 func (sm *StateMachine) freeze() smSnapshot {
-	return smSnapshot{scripts: sm.lua.Scripts(), keys: sm.store.Freeze()}
+	return smSnapshot{sm: sm, scripts: sm.lua.Scripts(), keys: sm.store.Freeze()}
 }
 
-// write writes the script cache, then the keyspace, last, since its reader
-// reads ahead.
-func (s smSnapshot) write(w io.Writer) error {
-	b := binary.AppendUvarint(nil, uint64(len(s.scripts)))
+// release lets the state machine change what s holds in place again.
+func (s smSnapshot) release() { s.sm.store.Release(s.keys) }
+
+// write writes the keyspace with, in its checked meta bytes, the engine's
+// header and the script cache.
+func (s smSnapshot) write(w io.Writer, header []byte) error {
+	meta := appendString(nil, string(header))
+	meta = binary.AppendUvarint(meta, uint64(len(s.scripts)))
 	for _, body := range s.scripts {
-		b = appendString(b, body)
+		meta = appendString(meta, body)
 	}
-	if _, err := w.Write(b); err != nil {
-		return fmt.Errorf("scripts: %w", err)
-	}
-	if err := s.keys.WriteSnapshot(w); err != nil {
-		return fmt.Errorf("keyspace: %w", err)
-	}
-	return nil
+	return s.keys.WriteSnapshot(w, meta)
 }
 
-// maxSnapshotScript bounds a script body read from a snapshot.
-const maxSnapshotScript = 1 << 30
-
-// readSnapshot reads what smSnapshot.write wrote into sm, which is empty.
-func (sm *StateMachine) readSnapshot(br *bufio.Reader) error {
-	n, err := binary.ReadUvarint(br)
+// readSnapshot reads what smSnapshot.write wrote into sm, which is empty,
+// and returns the engine's header. Nothing is read from r after the
+// snapshot's end.
+func (sm *StateMachine) readSnapshot(r io.Reader) ([]byte, error) {
+	meta, err := sm.store.ReadSnapshot(r)
 	if err != nil {
-		return fmt.Errorf("script count: %w", err)
+		return nil, err
 	}
-	var scripts []string
+	d := decoder{b: meta}
+	header := d.bytes()
+	n := d.count(1)
+	scripts := make([]string, 0, n)
 	for range n {
-		size, err := binary.ReadUvarint(br)
-		if err != nil {
-			return fmt.Errorf("script length: %w", err)
-		}
-		if size > maxSnapshotScript {
-			return fmt.Errorf("script of %d bytes", size)
-		}
-		body := make([]byte, size)
-		if _, err := io.ReadFull(br, body); err != nil {
-			return fmt.Errorf("script: %w", err)
-		}
-		scripts = append(scripts, string(body))
+		scripts = append(scripts, string(d.bytes()))
+	}
+	if err := d.finish(); err != nil {
+		return nil, fmt.Errorf("snapshot meta: %w", err)
 	}
 	// A body that no longer compiles stays cached, as on the leader; the error
 	// is the script's to report when it runs.
 	sm.lua.LoadScripts(scripts)
-	if err := sm.store.ReadSnapshot(br); err != nil {
-		return fmt.Errorf("keyspace: %w", err)
-	}
-	return nil
+	return header, nil
 }

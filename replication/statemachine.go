@@ -51,6 +51,8 @@ type StateMachine struct {
 	lua   *luaexec.Engine
 	last  int64  // time of the last applied entry, ms
 	seed  uint64 // the seed of the last applied entry
+	// sweepFrom is the shard where the next sweep of each database starts.
+	sweepFrom [keyspace.NumDBs]int
 	// call is the Call of every run: runs never overlap, and a Call escapes
 	// into the script engine, so a fresh one would cost an allocation per
 	// command.
@@ -115,11 +117,22 @@ func (sm *StateMachine) run(db int, cmds [][][]byte, multi bool, watch []Watch, 
 	return keyspace.Array(replies...)
 }
 
-// Sweep reclaims up to budget keys expired at now; see keyspace.Store.Sweep.
-// now must not exceed the time of any entry still to be applied: a Raft node
-// passes LastTime, the standalone engine, whose clock stamps every entry, its
-// clock's time.
-func (sm *StateMachine) Sweep(now int64, budget int) int { return sm.store.Sweep(now, budget) }
+// Sweep reclaims keys expired at now from the shards of each database that
+// hold about budget keys, resuming where the last sweep stopped; see
+// keyspace.Store.Sweep. now must not exceed the time of any entry still to
+// be applied: a Raft node passes LastTime, the standalone engine, whose
+// clock stamps every entry, its clock's time.
+func (sm *StateMachine) Sweep(now int64, budget int) int {
+	removed := 0
+	for db := range keyspace.NumDBs {
+		n, _, expired := sm.store.Expired(db, sm.sweepFrom[db], now, budget)
+		if expired > 0 {
+			removed += sm.store.Sweep(db, sm.sweepFrom[db], n, now)
+		}
+		sm.sweepFrom[db] = (sm.sweepFrom[db] + n) % keyspace.NumShards
+	}
+	return removed
+}
 
 // Scripts returns the number of scripts in the script cache.
 func (sm *StateMachine) Scripts() int { return sm.lua.NumScripts() }

@@ -1,0 +1,186 @@
+package replication
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math/rand"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/hashicorp/raft"
+	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/luaexec"
+)
+
+// stateBytes writes sm's state (keyspace and script cache) as a snapshot
+// does, with no engine header: equal states give equal bytes.
+func stateBytes(t *testing.T, sm *StateMachine) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	snap := sm.freeze()
+	defer snap.release()
+	if err := snap.write(&buf, nil); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// replayLog builds a state machine by applying the entries of n's log up to
+// index, in order, as a node that never took a snapshot would have.
+func replayLog(t *testing.T, n *testNode, index uint64) *StateMachine {
+	t.Helper()
+	sm := NewStateMachine(luaexec.Options{})
+	first, _ := n.store.FirstIndex()
+	if first != 1 {
+		t.Fatalf("%s's log starts at %d: the test needs all of it", n.id, first)
+	}
+	for i := first; i <= index; i++ {
+		var l raft.Log
+		if err := n.store.GetLog(i, &l); err != nil {
+			t.Fatalf("log entry %d: %v", i, err)
+		}
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		entries, err := decodeBatch(l.Data)
+		if err != nil {
+			t.Fatalf("log entry %d: %v", i, err)
+		}
+		for j, e := range entries {
+			if e.Kind == kindCommand {
+				sm.Apply(&e.Entry, i<<16|uint64(j), nil)
+			}
+		}
+	}
+	return sm
+}
+
+// A snapshot taken while clients keep writing (changing keys in place that
+// it holds, adding and deleting others, loading scripts) holds exactly the
+// state at its index: what applying the log up to that index gives.
+func TestSnapshotWhileWritingMatchesTheLog(t *testing.T) {
+	c := newTestClusterWith(t, 3, RaftOptions{SnapshotThreshold: 1 << 30, TrailingLogs: 1 << 30})
+	l := c.leader()
+	// Enough keys that writing them takes a while.
+	const keys = 20000
+	for i := 0; i < keys; i += 500 {
+		cmd := []string{"MSET"}
+		for j := i; j < i+500; j++ {
+			cmd = append(cmd, fmt.Sprint("k", j), fmt.Sprint(j))
+		}
+		wantReply(t, "MSET", do(l, 0, cmd...), keyspace.OK)
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewSource(int64(w)))
+			for !stop.Load() {
+				k := fmt.Sprint("k", r.Intn(keys))
+				var cmd []string
+				switch r.Intn(7) {
+				case 0:
+					cmd = []string{"APPEND", k, "x"}
+				case 1:
+					cmd = []string{"DEL", k}
+				case 2:
+					cmd = []string{"HINCRBY", "h" + k, "f", "1"}
+				case 3:
+					cmd = []string{"RPUSH", "list", k}
+				case 4:
+					cmd = []string{"PEXPIRE", k, "600000"}
+				case 5:
+					cmd = []string{"EVAL", fmt.Sprintf("return redis.call('INCR', KEYS[1]) + %d", r.Intn(3)), "1", "n" + k}
+				default:
+					cmd = []string{"SADD", "set", k}
+				}
+				// A leader change fails some writes; any outcome is in the log.
+				do(l, 0, cmd...)
+			}
+		}()
+	}
+	wantReply(t, "LOCKSERVER SNAPSHOT", do(l, 0, "LOCKSERVER", "SNAPSHOT"), keyspace.OK)
+	// Writes go on for a while after the snapshot's index.
+	applied := l.eng.applied.Load()
+	c.eventually("more writes", func() bool { return l.eng.applied.Load() > applied+200 })
+	stop.Store(true)
+	wg.Wait()
+
+	metas, err := l.snaps.List()
+	if err != nil || len(metas) == 0 {
+		t.Fatalf("no snapshot: %v", err)
+	}
+	_, rc, err := l.snaps.Open(metas[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm, _, index, err := readSnapshot(rc, l.eng)
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if index != metas[0].Index {
+		t.Fatalf("the snapshot says it holds the log up to %d; raft says %d", index, metas[0].Index)
+	}
+	if got, want := stateBytes(t, sm), stateBytes(t, replayLog(t, l, index)); !bytes.Equal(got, want) {
+		t.Fatalf("the snapshot at index %d is not the state the log gives at that index", index)
+	}
+}
+
+// corruptSnapshots is a snapshot store whose snapshots come back with one
+// byte changed, as a disk or a network could change them.
+type corruptSnapshots struct {
+	raft.SnapshotStore
+	at int64 // the byte changed
+}
+
+func (s corruptSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
+	meta, rc, err := s.SnapshotStore.Open(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		return nil, nil, err
+	}
+	b[s.at%int64(len(b))] ^= 0x10
+	return meta, io.NopCloser(bytes.NewReader(b)), nil
+}
+
+// A node whose snapshot comes back changed refuses to start with it, wherever
+// the change is, rather than run with a state that differs from the others'.
+func TestSnapshotCorruptRefused(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	do(l, 0, "SCRIPT", "LOAD", "return 1")
+	for i := range 300 {
+		wantReply(t, "SET", do(l, 0, "SET", fmt.Sprint("key", i), strings.Repeat("v", i)), keyspace.OK)
+	}
+	n := c.followers(l)[0]
+	c.eventually(n.id+" applies the writes", func() bool { return same(localGet(n, "key299"), keyspace.Bulk(strings.Repeat("v", 299))) })
+	wantReply(t, "LOCKSERVER SNAPSHOT", do(n, 0, "LOCKSERVER", "SNAPSHOT"), keyspace.OK)
+	n.stop()
+	metas, _ := n.snaps.List()
+	good := n.snaps
+	for _, at := range []int64{3, 9, 20, 60, metas[0].Size / 2, metas[0].Size - 3} {
+		n.snaps = corruptSnapshots{good, at}
+		eng, err := n.open(c.opts)
+		n.trans.Close()
+		if err == nil {
+			eng.Close()
+			t.Fatalf("byte %d of %d changed: the node started", at, metas[0].Size)
+		}
+		if !strings.Contains(err.Error(), "snapshot") {
+			t.Fatalf("byte %d of %d changed: %v", at, metas[0].Size, err)
+		}
+	}
+	n.snaps = good
+	n.restart()
+	c.eventually("the node restarts with the snapshot unchanged", func() bool { return same(localGet(n, "key1"), keyspace.Bulk("v")) })
+}
