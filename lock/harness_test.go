@@ -1,0 +1,176 @@
+package lock_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/internal/freeport"
+	"github.com/lockserver/lockserver/lock"
+	"github.com/lockserver/lockserver/replication"
+	"github.com/redis/go-redis/v9"
+)
+
+// A target is a server the tests lock on, reached in one way.
+type target struct {
+	name string
+	// backend returns a new Backend on the target, closed at the test's end.
+	backend func(t *testing.T) *lock.Backend
+	// rdb is a plain client of the same server, to look at and cut locks.
+	rdb *redis.Client
+}
+
+// testTimeout bounds one test's waits: generous, for -race on a loaded
+// 2-core machine.
+const testTimeout = 2 * time.Minute
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func openServer(t *testing.T, opts lockserver.Options) *lockserver.Server {
+	t.Helper()
+	srv, err := lockserver.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+func newClient(t *testing.T, addr string) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// embeddedTarget is a standalone server in this process, locked through Do.
+func embeddedTarget(t *testing.T) target {
+	srv := openServer(t, lockserver.Options{})
+	return target{name: "embedded", rdb: newClient(t, srv.Addr()), backend: func(t *testing.T) *lock.Backend {
+		b := lock.Embedded(srv, "")
+		t.Cleanup(func() { b.Close() })
+		return b
+	}}
+}
+
+// nodeTarget is a standalone server locked through go-redis over TCP.
+func nodeTarget(t *testing.T) target {
+	srv := openServer(t, lockserver.Options{})
+	return target{name: "node", rdb: newClient(t, srv.Addr()), backend: func(t *testing.T) *lock.Backend {
+		b := lock.Redis(newClient(t, srv.Addr()))
+		t.Cleanup(func() { b.Close() })
+		return b
+	}}
+}
+
+// member is one member of an in-process cluster, and how to restart it.
+type member struct {
+	opts lockserver.Options
+	srv  *lockserver.Server
+}
+
+func (m *member) start(t *testing.T) {
+	t.Helper()
+	srv, err := lockserver.Open(m.opts)
+	if err != nil {
+		t.Fatalf("open %s: %v", m.opts.Cluster.NodeID, err)
+	}
+	m.srv = srv
+}
+
+func (m *member) stop() {
+	if m.srv != nil {
+		m.srv.Close()
+		m.srv = nil
+	}
+}
+
+// startCluster opens three members on loopback with their logs on disk.
+func startCluster(t *testing.T) []*member {
+	var peers []replication.Peer
+	var ms []*member
+	for i := range 3 {
+		id := fmt.Sprint("m", i+1)
+		peers = append(peers, replication.Peer{ID: id, RaftAddr: freeport.MustAddr(t)})
+		ms = append(ms, &member{opts: lockserver.Options{
+			Addr:    freeport.MustAddr(t),
+			Cluster: lockserver.ClusterOptions{NodeID: id, RaftAddr: peers[i].RaftAddr, DataDir: t.TempDir()},
+		}})
+	}
+	for _, m := range ms {
+		m.opts.Cluster.Bootstrap = peers
+		m.start(t)
+		t.Cleanup(m.stop)
+	}
+	return ms
+}
+
+// leader asks the members which one leads, until one says.
+func leader(t *testing.T, ms []*member) *member {
+	t.Helper()
+	ctx := testContext(t)
+	for ctx.Err() == nil {
+		for _, m := range ms {
+			if m.srv == nil {
+				continue
+			}
+			rdb := redis.NewClient(&redis.Options{Dialer: m.srv.Dialer()})
+			v, err := rdb.Do(ctx, "LOCKSERVER", "LEADER").Result()
+			rdb.Close()
+			if err != nil {
+				continue
+			}
+			id := fmt.Sprint(v.(map[any]any)["id"])
+			for _, l := range ms {
+				if l.srv != nil && l.opts.Cluster.NodeID == id {
+					return l
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("no leader")
+	return nil
+}
+
+// follower returns a member that does not lead (at the time of asking).
+func follower(t *testing.T, ms []*member) *member {
+	l := leader(t, ms)
+	for _, m := range ms {
+		if m != l && m.srv != nil {
+			return m
+		}
+	}
+	t.Fatal("no follower")
+	return nil
+}
+
+// followerTargets are a cluster's follower reached through Do and through
+// go-redis.
+func followerTargets(t *testing.T) []target {
+	ms := startCluster(t)
+	f := follower(t, ms)
+	rdb := newClient(t, f.opts.Addr)
+	return []target{
+		{name: "cluster-follower-embedded", rdb: rdb, backend: func(t *testing.T) *lock.Backend {
+			b := lock.Embedded(f.srv, "")
+			t.Cleanup(func() { b.Close() })
+			return b
+		}},
+		{name: "cluster-follower", rdb: rdb, backend: func(t *testing.T) *lock.Backend {
+			b := lock.Redis(newClient(t, f.opts.Addr))
+			t.Cleanup(func() { b.Close() })
+			return b
+		}},
+	}
+}
+
+// allTargets are the targets every Mutex test runs on.
+func allTargets(t *testing.T) []target {
+	return append([]target{embeddedTarget(t), nodeTarget(t)}, followerTargets(t)...)
+}
