@@ -45,8 +45,8 @@ func suffixName(name, suffix string) string {
 // mutexAcquire takes the lock when it is free and no live waiter is ahead
 // of the caller, counting a new token. KEYS lock, token counter, queue,
 // queue entry prefix; ARGV lease ms, holder id, queue entry lease ms (0: do
-// not queue, as TryLock). {-1, token, next waiter or ''} when taken; else
-// {ms to wait, 0, first waiter or ''} with the lock's lease left, or, while
+// not queue, as TryLock). {-1, token, next waiter or ""} when taken; else
+// {ms to wait, 0, first waiter or ""} with the lock's lease left, or, while
 // the lock is free but it is another waiter's turn, {that waiter's entry's
 // lease left, 1, that waiter}. A holder that finds its own id
 // in the hash (its earlier attempt took the lock and the reply was lost)
