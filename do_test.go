@@ -2,6 +2,7 @@ package lockserver_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -117,4 +118,21 @@ func benchRedissonCycles(b *testing.B, newCycle func(s *lockserver.Server, lock,
 			}
 		}
 	})
+}
+
+// A closed server runs nothing more through Do, as a stopped process would
+// not: a lock holder must see its renewals fail.
+func TestDoAfterClose(t *testing.T) {
+	s, err := lockserver.Open(lockserver.Options{Addr: "-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := s.Do(ctx, "SET", "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if v, err := s.Do(ctx, "SET", "k", "w"); !errors.Is(err, lockserver.ErrClosed) {
+		t.Fatalf("SET after Close = %v, %v; want ErrClosed", v, err)
+	}
 }

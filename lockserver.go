@@ -15,6 +15,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
@@ -87,6 +88,7 @@ type Server struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	closed    atomic.Bool
 }
 
 // Open starts a server: a standalone one, or a cluster member when
@@ -185,6 +187,10 @@ func (s *Server) Dialer() func(ctx context.Context, network, addr string) (net.C
 	}
 }
 
+// ErrClosed is returned by Do once Close has begun: the server runs no more
+// commands, as a stopped process would not.
+var ErrClosed = errors.New("lockserver: server closed")
+
 // ErrNil is returned by Do when the reply is a null (a missing key, a failed SET NX),
 // as go-redis returns redis.Nil.
 var ErrNil = errors.New("lockserver: nil")
@@ -196,6 +202,9 @@ var ErrNil = errors.New("lockserver: nil")
 func (s *Server) Do(ctx context.Context, args ...any) (any, error) {
 	if len(args) == 0 {
 		return nil, errors.New("lockserver: Do needs a command")
+	}
+	if s.closed.Load() {
+		return nil, ErrClosed
 	}
 	// The arguments are formatted on the stack, then copied to one buffer of
 	// their exact size rather than taking an allocation each: they live only
@@ -231,6 +240,7 @@ func (s *Server) Fault() <-chan error { return s.fault }
 // the first returned.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
+		s.closed.Store(true)
 		err := s.srv.Close()
 		if s.done != nil {
 			<-s.done
