@@ -13,6 +13,15 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+func init() {
+	// go-redis logs every failed dial; the failure tests make many.
+	redis.SetLogger(quiet{})
+}
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
 // A target is a server the tests lock on, reached in one way.
 type target struct {
 	name string

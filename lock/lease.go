@@ -143,6 +143,18 @@ func (l *lease) extended(sent time.Time, ttl time.Duration) {
 
 func (l *lease) markLost() { l.lostOnce.Do(func() { close(l.lost) }) }
 
+// check closes Lost's channel if the lease's end has passed, whether or not
+// the watchdog has run since: a holder that looks is never told more than it
+// can be sure of.
+func (l *lease) check() {
+	l.mu.Lock()
+	deadline := l.deadline
+	l.mu.Unlock()
+	if !time.Now().Before(deadline) {
+		l.markLost()
+	}
+}
+
 // isLost reports whether the holder stopped being sure.
 func (l *lease) isLost() bool {
 	select {

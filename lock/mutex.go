@@ -141,6 +141,7 @@ func (m *Mutex) Lost() <-chan struct{} {
 	if m.l == nil {
 		return closedChan
 	}
+	m.l.check()
 	return m.l.lost
 }
 

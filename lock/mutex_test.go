@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"net"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver/lock"
+	"github.com/redis/go-redis/v9"
 )
 
 // Exclusion: 64 holders, each its own Mutex on one name, increment a counter
@@ -62,6 +64,322 @@ func TestMutexExcludes(t *testing.T) {
 	}
 }
 
-var _ = errors.Is
-var _ = time.Second
-var _ context.Context
+// holderCount returns the lock's hash: its one field's value (the re-entry
+// count), or "" when the lock is free.
+func holderCount(t *testing.T, rdb *redis.Client, name string) string {
+	t.Helper()
+	h, err := rdb.HGetAll(context.Background(), name).Result()
+	if err != nil || len(h) > 1 {
+		t.Fatalf("HGETALL %s = %v, %v; want at most one holder", name, h, err)
+	}
+	for _, v := range h {
+		return v
+	}
+	return ""
+}
+
+// Re-entry counts in the hash as Redisson's RLock does, keeps the token, and
+// needs one Unlock per entry; without Reentrant a second Lock is refused.
+func TestMutexReentry(t *testing.T) {
+	for _, tg := range allTargets(t) {
+		t.Run(tg.name, func(t *testing.T) {
+			ctx := testContext(t)
+			b := tg.backend(t)
+			m := lock.NewMutex(b, "re", &lock.Options{Reentrant: true})
+			other := lock.NewMutex(b, "re", nil)
+			if err := m.Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			token := m.Token()
+			if err := m.Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := holderCount(t, tg.rdb, "re"); got != "2" || m.Token() != token {
+				t.Fatalf("after a re-entry the count is %q and the token %d; want 2 and %d", got, m.Token(), token)
+			}
+			if err := m.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := holderCount(t, tg.rdb, "re"); got != "1" {
+				t.Fatalf("after one Unlock of two entries the count is %q, want 1", got)
+			}
+			if ok, err := other.TryLock(ctx); ok || err != nil {
+				t.Fatalf("TryLock of a lock held once more = %v, %v; want false", ok, err)
+			}
+			if err := m.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := holderCount(t, tg.rdb, "re"); got != "" {
+				t.Fatalf("after the last Unlock the lock is held %q times, want free", got)
+			}
+			if err := m.Unlock(ctx); !errors.Is(err, lock.ErrNotHeld) {
+				t.Fatalf("an Unlock too many = %v, want ErrNotHeld", err)
+			}
+			if ok, err := other.TryLock(ctx); !ok || err != nil || other.Token() <= token {
+				t.Fatalf("TryLock of the free lock = %v, %v, token %d; want true and a token above %d", ok, err, other.Token(), token)
+			}
+			if err := other.Lock(ctx); !errors.Is(err, lock.ErrHeld) {
+				t.Fatalf("Lock again on a Mutex that is not re-entrant = %v, want ErrHeld", err)
+			}
+			if err := other.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// Extend sets the lease, longer or shorter; on a lock that is gone it says
+// so and Lost closes.
+func TestMutexExtend(t *testing.T) {
+	for _, tg := range allTargets(t) {
+		t.Run(tg.name, func(t *testing.T) {
+			ctx := testContext(t)
+			m := lock.NewMutex(tg.backend(t), "ext", nil)
+			if err := m.Extend(ctx, time.Minute); !errors.Is(err, lock.ErrNotHeld) {
+				t.Fatalf("Extend before Lock = %v, want ErrNotHeld", err)
+			}
+			if err := m.LockFor(ctx, 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if ttl := tg.rdb.PTTL(ctx, "ext").Val(); ttl <= 0 || ttl > 5*time.Second {
+				t.Fatalf("PTTL after LockFor 5s = %v", ttl)
+			}
+			if err := m.Extend(ctx, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			if ttl := tg.rdb.PTTL(ctx, "ext").Val(); ttl <= 59*time.Minute || ttl > time.Hour {
+				t.Fatalf("PTTL after Extend 1h = %v", ttl)
+			}
+			if err := m.Extend(ctx, 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if ttl := tg.rdb.PTTL(ctx, "ext").Val(); ttl <= 0 || ttl > 10*time.Second {
+				t.Fatalf("PTTL after Extend 10s = %v", ttl)
+			}
+			select {
+			case <-m.Lost():
+				t.Fatal("Lost closed while the lease lasts")
+			default:
+			}
+			tg.rdb.Del(ctx, "ext")
+			if err := m.Extend(ctx, time.Minute); !errors.Is(err, lock.ErrLost) {
+				t.Fatalf("Extend of a deleted lock = %v, want ErrLost", err)
+			}
+			<-m.Lost()
+			if err := m.Unlock(ctx); !errors.Is(err, lock.ErrLost) {
+				t.Fatalf("Unlock of a deleted lock = %v, want ErrLost", err)
+			}
+		})
+	}
+}
+
+// A waiter whose context ends returns and leaves nothing behind: no queue
+// entry that would hold up the next holder, no lock taken late.
+func TestMutexCancelWhileWaiting(t *testing.T) {
+	for _, tg := range allTargets(t) {
+		t.Run(tg.name, func(t *testing.T) {
+			ctx := testContext(t)
+			b := tg.backend(t)
+			holder, waiter, next := lock.NewMutex(b, "cancel", nil), lock.NewMutex(b, "cancel", nil), lock.NewMutex(b, "cancel", nil)
+			if err := holder.Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			wctx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- waiter.Lock(wctx) }()
+			queue := "lockserver_lock_queue:{cancel}"
+			for tg.rdb.LLen(ctx, queue).Val() != 1 {
+				if ctx.Err() != nil {
+					t.Fatal("the waiter never queued")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Fatalf("Lock whose context was cancelled = %v", err)
+			}
+			if n := tg.rdb.Exists(ctx, queue).Val(); n != 0 {
+				t.Fatalf("the queue is still there after the waiter left: %v", tg.rdb.LRange(ctx, queue, 0, -1).Val())
+			}
+			if keys := tg.rdb.Keys(ctx, "lockserver_lock_waiter:*").Val(); len(keys) != 0 {
+				t.Fatalf("waiter entries left behind: %v", keys)
+			}
+			if err := holder.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := next.TryLock(ctx); !ok || err != nil {
+				t.Fatalf("TryLock after the holder left and the waiter gave up = %v, %v; want true", ok, err)
+			}
+			if err := next.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// Lost closes when the server says the lock is gone: deleted, or expired
+// after a PEXPIRE cut its lease.
+func TestMutexLostWhenCut(t *testing.T) {
+	for _, tg := range allTargets(t) {
+		t.Run(tg.name, func(t *testing.T) {
+			ctx := testContext(t)
+			b := tg.backend(t)
+			for _, cut := range []func(){
+				func() { tg.rdb.Del(ctx, "cut") },
+				func() { tg.rdb.PExpire(ctx, "cut", time.Millisecond) },
+			} {
+				m := lock.NewMutex(b, "cut", &lock.Options{Lease: 3 * time.Second})
+				if err := m.Lock(ctx); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case <-m.Lost():
+					t.Fatal("Lost closed while the lock is held")
+				default:
+				}
+				cut()
+				select {
+				case <-m.Lost():
+				case <-ctx.Done():
+					t.Fatal("Lost never closed after the lock was cut")
+				}
+				if err := m.Unlock(ctx); !errors.Is(err, lock.ErrLost) {
+					t.Fatalf("Unlock of a lock that was cut = %v, want ErrLost", err)
+				}
+			}
+		})
+	}
+}
+
+// Lost closes when the server is gone and renewals fail.
+func TestMutexLostWhenServerDies(t *testing.T) {
+	for _, tg := range []target{embeddedTarget(t), nodeTarget(t)} {
+		t.Run(tg.name, func(t *testing.T) {
+			ctx := testContext(t)
+			m := lock.NewMutex(tg.backend(t), "dies", &lock.Options{Lease: 2 * time.Second})
+			if err := m.Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			tg.srv.Close()
+			select {
+			case <-m.Lost():
+			case <-ctx.Done():
+				t.Fatal("Lost never closed after the server stopped")
+			}
+		})
+	}
+}
+
+// cutDialer gives a client connections that the test can cut at once, with
+// all later dials refused: a holder cut off from a server that goes on.
+type cutDialer struct {
+	mu    sync.Mutex
+	cut   bool
+	conns []net.Conn
+}
+
+func (d *cutDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cut {
+		return nil, errors.New("cut off")
+	}
+	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err == nil {
+		d.conns = append(d.conns, c)
+	}
+	return c, err
+}
+
+func (d *cutDialer) cutOff() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.cut = true
+	for _, c := range d.conns {
+		c.Close()
+	}
+}
+
+// A holder cut off from the server while the server goes on: by the time
+// another holder has the lock, the first one's Lost is closed. Its lease was
+// counted from when it sent its last renewal, which the server ran later.
+func TestMutexLostBeforeAnotherHolds(t *testing.T) {
+	tg := nodeTarget(t)
+	ctx := testContext(t)
+	d := &cutDialer{}
+	rdb := redis.NewClient(&redis.Options{Addr: tg.srv.Addr(), Dialer: d.dial, MaxRetries: -1})
+	defer rdb.Close()
+	a := lock.NewMutex(lock.Redis(rdb), "cutoff", &lock.Options{Lease: 2 * time.Second})
+	if err := a.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // a renewal or two
+	d.cutOff()
+	b := lock.NewMutex(tg.backend(t), "cutoff", nil)
+	if err := b.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-a.Lost():
+	default:
+		t.Fatal("another holder has the lock and the cut-off holder's Lost is still open")
+	}
+	if err := b.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Fairness: 100 holders lock and unlock one lock over and over, each taking
+// it again at once. Waiters take turns: between two holdings of one holder,
+// the others hold it at most about once each (a waiter that the queue lost
+// under load goes to the back: 2x allows for that); a holder that unlocks
+// and locks again does not jump the line.
+func TestMutexFair(t *testing.T) {
+	for _, tg := range []target{embeddedTarget(t), nodeTarget(t)} {
+		t.Run(tg.name, func(t *testing.T) {
+			ctx := testContext(t)
+			b := tg.backend(t)
+			const holders, rounds = 100, 5
+			var mu sync.Mutex
+			var order []int
+			var wg sync.WaitGroup
+			errs := make(chan error, holders)
+			for i := range holders {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					m := lock.NewMutex(b, "fair", nil)
+					for range rounds {
+						if err := m.Lock(ctx); err != nil {
+							errs <- err
+							return
+						}
+						mu.Lock()
+						order = append(order, i)
+						mu.Unlock()
+						if err := m.Unlock(ctx); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			last := map[int]int{}
+			worst := 0
+			for at, h := range order {
+				if prev, ok := last[h]; ok {
+					worst = max(worst, at-prev-1)
+				}
+				last[h] = at
+			}
+			if worst > 2*holders {
+				t.Fatalf("a holder waited through %d holdings of others, want at most %d", worst, 2*holders)
+			}
+		})
+	}
+}
