@@ -29,6 +29,8 @@ type target struct {
 	backend func(t *testing.T) *lock.Backend
 	// rdb is a plain client of the same server, to look at and cut locks.
 	rdb *redis.Client
+	// srv is the server, for a standalone target.
+	srv *lockserver.Server
 }
 
 // testTimeout bounds one test's waits: generous, for -race on a loaded
@@ -60,7 +62,7 @@ func newClient(t *testing.T, addr string) *redis.Client {
 // embeddedTarget is a standalone server in this process, locked through Do.
 func embeddedTarget(t *testing.T) target {
 	srv := openServer(t, lockserver.Options{})
-	return target{name: "embedded", rdb: newClient(t, srv.Addr()), backend: func(t *testing.T) *lock.Backend {
+	return target{name: "embedded", srv: srv, rdb: newClient(t, srv.Addr()), backend: func(t *testing.T) *lock.Backend {
 		b := lock.Embedded(srv, "")
 		t.Cleanup(func() { b.Close() })
 		return b
@@ -70,7 +72,7 @@ func embeddedTarget(t *testing.T) target {
 // nodeTarget is a standalone server locked through go-redis over TCP.
 func nodeTarget(t *testing.T) target {
 	srv := openServer(t, lockserver.Options{})
-	return target{name: "node", rdb: newClient(t, srv.Addr()), backend: func(t *testing.T) *lock.Backend {
+	return target{name: "node", srv: srv, rdb: newClient(t, srv.Addr()), backend: func(t *testing.T) *lock.Backend {
 		b := lock.Redis(newClient(t, srv.Addr()))
 		t.Cleanup(func() { b.Close() })
 		return b
