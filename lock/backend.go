@@ -193,3 +193,6 @@ func jitter(d time.Duration) time.Duration {
 	}
 	return d/2 + rand.N(d/2)
 }
+
+// errClosed is a wait on a Backend that was closed.
+var errClosed = errors.New("lock: backend closed")

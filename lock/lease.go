@@ -170,9 +170,3 @@ func (l *lease) halt() {
 	l.stopOnce.Do(func() { close(l.stop) })
 	<-l.done
 }
-
-// end stops the watchdog and closes Lost's channel: the holding is over.
-func (l *lease) end() {
-	l.halt()
-	l.markLost()
-}

@@ -161,76 +161,47 @@ func (m *Mutex) lock(ctx context.Context, ttl time.Duration, watchdog, wait bool
 		return m.setCount(ctx, l, count+1)
 	}
 
-	var n *notifier
-	var w *waiter
-	live := false
 	qttl := int64(0)
 	if wait {
-		n = m.b.notifier()
 		qttl = queueLease.Milliseconds()
-		// Join first if the subscription is live: no message published
-		// after the try below can then pass this waiter by.
-		w, live = n.join(m.channel, m.id, true, false)
-		defer func() { n.leave(w) }()
 	}
-	for {
+	attempt := func() (try, error) {
 		sent := time.Now()
 		v, _, err := m.b.evalRetry(ctx, mutexAcquire, m.acquireKeys, ttl.Milliseconds(), m.id, qttl)
 		if err != nil {
-			m.leave(ctx)
-			return err
+			return try{}, err
 		}
 		r, ok := v.([]any)
 		if !ok || len(r) != 3 {
-			return fmt.Errorf("lock: the acquire script replied %v", v)
+			return try{}, fmt.Errorf("lock: the acquire script replied %v", v)
 		}
-		if r[0] == int64(-1) {
-			token, _ := r[1].(int64)
-			var renew func(context.Context, time.Duration) (bool, error)
-			if watchdog {
-				renew = m.renew
-			}
-			m.mu.Lock()
-			m.count, m.token, m.l = 1, uint64(token), newLease(ctx, sent, ttl, renew)
-			m.mu.Unlock()
-			if w != nil {
-				n.first(w, fmt.Sprint(r[2]), false)
-			}
-			return nil
+		n, _ := r[0].(int64)
+		first, _ := r[2].(string)
+		if n != -1 {
+			return try{wait: time.Duration(n) * time.Millisecond, first: first, free: r[1] == int64(1)}, nil
 		}
-		if !wait {
+		token, _ := r[1].(int64)
+		var renew func(context.Context, time.Duration) (bool, error)
+		if watchdog {
+			renew = m.renew
+		}
+		m.mu.Lock()
+		m.count, m.token, m.l = 1, uint64(token), newLease(ctx, sent, ttl, renew)
+		m.mu.Unlock()
+		return try{acquired: true, first: first}, nil
+	}
+	if !wait {
+		r, err := attempt()
+		switch {
+		case err != nil:
+			m.leave(ctx)
+			return err
+		case !r.acquired:
 			return errBusy
 		}
-		if w == nil {
-			w, live = n.join(m.channel, m.id, true, true)
-		}
-		head := fmt.Sprint(r[2])
-		waitMs, _ := r[0].(int64)
-		free := r[1] == int64(1)
-		n.first(w, head, free)
-		d := queueLease / 3
-		if waitMs >= 0 && time.Duration(waitMs)*time.Millisecond < d {
-			d = time.Duration(waitMs) * time.Millisecond
-		}
-		var ready <-chan struct{}
-		if !live {
-			ready = w.ch.ready
-		}
-		t := time.NewTimer(d)
-		select {
-		case <-w.wake:
-		case <-ready:
-			// Subscribed: a message from now on reaches this waiter, but
-			// one may have been published since the try.
-			live = true
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			m.leave(ctx)
-			return ctx.Err()
-		}
-		t.Stop()
+		return nil
 	}
+	return m.b.waitFor(ctx, m.channel, m.id, attempt, func() { m.leave(ctx) })
 }
 
 // leave takes the holder out of the queue after it gave up waiting, and

@@ -1,0 +1,82 @@
+package lock
+
+import (
+	"context"
+	"time"
+)
+
+// maxWait is the longest a waiter sleeps between tries with no message: a
+// fallback for a message lost (a reconnection, a node that did not deliver
+// it), never a poll. It is also how often a Mutex waiter renews its place
+// in the queue.
+const maxWait = queueLease / 3
+
+// A try is the outcome of one attempt to acquire.
+type try struct {
+	acquired bool
+	// wait is how long until the attempt is worth making again with no
+	// message: the holder's lease left; negative for unknown.
+	wait time.Duration
+	// first is the holder the server names first in line (a Mutex's queue):
+	// the next one after an acquisition, the one whose turn it is when free.
+	first string
+	free  bool
+}
+
+// waitFor calls attempt until it acquires, sleeping between tries until a
+// message on channel or the fallback timer wakes it. A holder id joins the
+// Mutex protocol: a message wakes one waiter, the one first in line; with
+// "" every message wakes every waiter. When ctx is done, or attempt fails,
+// abandon is called to undo what an attempt whose outcome is unknown may
+// have done.
+func (b *Backend) waitFor(ctx context.Context, channel, id string, attempt func() (try, error), abandon func()) error {
+	n := b.notifier()
+	wakeOne := id != ""
+	// Join first if the subscription is live: no message published after
+	// the attempt below can then pass this waiter by.
+	w, live := n.join(channel, id, wakeOne, false)
+	defer func() { n.leave(w) }()
+	for {
+		r, err := attempt()
+		if err != nil {
+			abandon()
+			return err
+		}
+		if r.acquired {
+			if w != nil && wakeOne {
+				n.first(w, r.first, false)
+			}
+			return nil
+		}
+		if w == nil {
+			if w, live = n.join(channel, id, wakeOne, true); w == nil {
+				return errClosed
+			}
+		}
+		if wakeOne {
+			n.first(w, r.first, r.free)
+		}
+		d := maxWait
+		if r.wait >= 0 && r.wait < d {
+			d = r.wait
+		}
+		var ready <-chan struct{}
+		if !live {
+			ready = w.ch.ready
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-w.wake:
+		case <-ready:
+			// Subscribed: a message from now on reaches this waiter, but
+			// one may have come since the attempt, so try again now.
+			live = true
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			abandon()
+			return ctx.Err()
+		}
+		t.Stop()
+	}
+}
