@@ -199,12 +199,19 @@ var ErrNil = errors.New("lockserver: nil")
 // go-redis would: string for bulk and status replies, int64, []any, map[any]any
 // for maps, float64, bool; nil and ErrNil for a null; an error for an error reply.
 // Arguments may be string, []byte, integers, floats or bools.
+//
+// A context already done returns its error and runs nothing, as go-redis sends
+// nothing then; one that ends while a write waits for its reply leaves the
+// write's outcome unknown (an error reply says so).
 func (s *Server) Do(ctx context.Context, args ...any) (any, error) {
 	if len(args) == 0 {
 		return nil, errors.New("lockserver: Do needs a command")
 	}
 	if s.closed.Load() {
 		return nil, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	// The arguments are formatted on the stack, then copied to one buffer of
 	// their exact size rather than taking an allocation each: they live only
@@ -236,8 +243,8 @@ func (s *Server) Do(ctx context.Context, args ...any) (any, error) {
 func (s *Server) Fault() <-chan error { return s.fault }
 
 // Close stops accepting connections, lets open connections finish the commands
-// they have read, closes them, and stops the engine. Later calls return what
-// the first returned.
+// they have read, closes them, and stops the engine; Do returns ErrClosed from
+// then on. Later calls return what the first returned.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)

@@ -3,11 +3,13 @@ package lockserver_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/internal/freeport"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -135,5 +137,36 @@ func TestMaxMemoryRefusesWrites(t *testing.T) {
 	}
 	if v, err := s.Do(ctx, "DEL", "k"); v != int64(0) || err != nil {
 		t.Fatalf("DEL frees memory and must run over maxmemory: %v, %v", v, err)
+	}
+}
+
+// doEngines opens a standalone server and a one-member cluster, each ready
+// to write.
+func doEngines(t *testing.T) map[string]*lockserver.Server {
+	solo := open(t, lockserver.Options{Addr: freeport.MustAddr(t), Cluster: lockserver.ClusterOptions{NodeID: "solo", RaftAddr: freeport.MustAddr(t)}})
+	retry(t, "the one member elects itself", func() error {
+		_, err := solo.Do(context.Background(), "SET", "ready", "1")
+		return err
+	})
+	return map[string]*lockserver.Server{"standalone": open(t, lockserver.Options{Addr: "-"}), "cluster": solo}
+}
+
+// A caller that has given up (its context done) before calling Do must not
+// have its write run behind its back: go-redis does not send it either.
+func TestDoWithADoneContextRunsNothing(t *testing.T) {
+	for name, s := range doEngines(t) {
+		cancelled, cancel := context.WithCancel(context.Background())
+		cancel()
+		if v, err := s.Do(cancelled, "SET", "k", "v"); !errors.Is(err, context.Canceled) {
+			t.Errorf("%s: SET with a cancelled context: %v, %v; want context.Canceled", name, v, err)
+		}
+		expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+		defer cancel()
+		if v, err := s.Do(expired, "INCR", "n"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: INCR past its deadline: %v, %v; want context.DeadlineExceeded", name, v, err)
+		}
+		if v, err := s.Do(context.Background(), "MGET", "k", "n"); err != nil || fmt.Sprint(v) != "[<nil> <nil>]" {
+			t.Errorf("%s: after the refused writes MGET k n = %v, %v; want nothing written", name, v, err)
+		}
 	}
 }
