@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
@@ -24,7 +25,8 @@ import (
 )
 
 // Options configure a Server. The zero value starts a standalone server on a
-// free loopback port with no password.
+// free loopback port with no password. Open refuses a negative count, size or
+// timeout rather than taking it for the default.
 type Options struct {
 	// Addr is the TCP address to listen on. Empty means "127.0.0.1:0", a free
 	// loopback port; "-" means no listener (Dialer and Do only).
@@ -65,14 +67,18 @@ type ClusterOptions struct {
 	// DataDir holds the Raft log (fsync on) and snapshots; a member restarts
 	// from it. Empty keeps them in memory: a restart then starts empty.
 	DataDir string
-	// Bootstrap lists the voters of a new cluster, this member among them,
-	// used only when DataDir holds no state. Never bootstrap a member whose
-	// data was lost: start it with Join.
+	// Bootstrap lists the voters of a new cluster, this member among them at
+	// RaftAddr (Open refuses a list that is not), used only when DataDir holds
+	// no state. Never bootstrap a member whose data was lost: start it with
+	// Join.
 	Bootstrap []replication.Peer
 	// Join is the client address of any member of an existing cluster, asked
 	// to add this one when DataDir holds no state. With neither Bootstrap nor
 	// Join, a member with no state starts a cluster of its own.
 	Join string
+	// JoinTimeout is how long Open keeps asking Join's member before it
+	// fails; 0 means a minute.
+	JoinTimeout time.Duration
 	// AdvertiseAddr is the client address the other members reach this one
 	// at; empty means Addr's, which must then be a concrete address.
 	AdvertiseAddr string
@@ -94,6 +100,9 @@ type Server struct {
 // Open starts a server: a standalone one, or a cluster member when
 // opts.Cluster.NodeID is set.
 func Open(opts Options) (*Server, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
 	s := &Server{}
 	if opts.Addr != "-" {
 		addr := opts.Addr
@@ -138,6 +147,29 @@ func Open(opts Options) (*Server, error) {
 	return s, nil
 }
 
+// check refuses a negative count or size, which would otherwise quietly
+// stand for its default.
+func (o *Options) check() error {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"MaxClients", int64(o.MaxClients)},
+		{"MaxMemory", o.MaxMemory},
+		{"ScriptBudget", o.ScriptBudget},
+		{"Limits.MaxBulk", o.Limits.MaxBulk},
+		{"Limits.MaxMultibulk", o.Limits.MaxMultibulk},
+		{"Limits.MaxInline", int64(o.Limits.MaxInline)},
+		{"Limits.MaxQuery", o.Limits.MaxQuery},
+		{"Cluster.JoinTimeout", int64(o.Cluster.JoinTimeout)},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("lockserver: Options.%s is %d; want 0 (the default) or more", f.name, f.v)
+		}
+	}
+	return nil
+}
+
 // openMember opens the Raft engine of a cluster member whose server listens
 // on listenAddr ("" for none).
 func openMember(opts Options, listenAddr string, lua luaexec.Options, hub *server.Hub) (*replication.Raft, error) {
@@ -151,16 +183,17 @@ func openMember(opts Options, listenAddr string, lua luaexec.Options, hub *serve
 		advertise = listenAddr
 	}
 	return replication.NewRaft(replication.RaftOptions{
-		NodeID:     c.NodeID,
-		RaftAddr:   c.RaftAddr,
-		ClientAddr: advertise,
-		DataDir:    c.DataDir,
-		Bootstrap:  c.Bootstrap,
-		Join:       c.Join,
-		Password:   opts.Password,
-		Lua:        lua,
-		Hub:        hub,
-		Logger:     opts.Logger,
+		NodeID:      c.NodeID,
+		RaftAddr:    c.RaftAddr,
+		ClientAddr:  advertise,
+		DataDir:     c.DataDir,
+		Bootstrap:   c.Bootstrap,
+		Join:        c.Join,
+		JoinTimeout: c.JoinTimeout,
+		Password:    opts.Password,
+		Lua:         lua,
+		Hub:         hub,
+		Logger:      opts.Logger,
 	})
 }
 

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/lockserver/lockserver"
 	"github.com/lockserver/lockserver/internal/freeport"
+	"github.com/lockserver/lockserver/server"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -167,6 +169,31 @@ func TestDoWithADoneContextRunsNothing(t *testing.T) {
 		}
 		if v, err := s.Do(context.Background(), "MGET", "k", "n"); err != nil || fmt.Sprint(v) != "[<nil> <nil>]" {
 			t.Errorf("%s: after the refused writes MGET k n = %v, %v; want nothing written", name, v, err)
+		}
+	}
+}
+// A negative count, size or timeout is a mistake, not a way to ask for the
+// default: Open says which.
+func TestOpenRefusesNegativeOptions(t *testing.T) {
+	for field, opts := range map[string]lockserver.Options{
+		"MaxClients":          {MaxClients: -1},
+		"MaxMemory":           {MaxMemory: -1},
+		"ScriptBudget":        {ScriptBudget: -10},
+		"Limits.MaxBulk":      {Limits: server.Limits{MaxBulk: -1}},
+		"Limits.MaxMultibulk": {Limits: server.Limits{MaxMultibulk: -1}},
+		"Limits.MaxInline":    {Limits: server.Limits{MaxInline: -1}},
+		"Limits.MaxQuery":     {Limits: server.Limits{MaxQuery: -1}},
+		"Cluster.JoinTimeout": {Cluster: lockserver.ClusterOptions{NodeID: "a", RaftAddr: "127.0.0.1:1", JoinTimeout: -time.Second}},
+	} {
+		opts.Addr = "-"
+		s, err := lockserver.Open(opts)
+		if err == nil {
+			s.Close()
+			t.Errorf("%s negative: Open succeeded", field)
+			continue
+		}
+		if want := "Options." + field + " is -"; !strings.Contains(err.Error(), want) {
+			t.Errorf("%s negative: %v; want an error naming it (%q)", field, err, want)
 		}
 	}
 }

@@ -39,16 +39,20 @@ type RaftOptions struct {
 	// DataDir holds the Raft log and stable store (raft.db, fsync on) and the
 	// snapshots. Empty keeps them in memory.
 	DataDir string
-	// Bootstrap lists the voters of a new cluster, this node among them. It is
-	// used only when the node has no state yet. Never bootstrap a member whose
-	// data was wiped: with no log it would vote for any candidate, even a stale
-	// one. Give it Join instead.
+	// Bootstrap lists the voters of a new cluster, this node among them at
+	// RaftAddr (NewRaft refuses a list that is not: no member would ever
+	// lead). It is used, and checked, only when the node has no state yet.
+	// Never bootstrap a member whose data was wiped: with no log it would vote
+	// for any candidate, even a stale one. Give it Join instead.
 	Bootstrap []Peer
 	// Join is the client address of any member of an existing cluster. A node
 	// with no state asks it to add this node, as a non-voter that the leader
 	// promotes once it has caught up. With neither Bootstrap nor Join, a node
 	// with no state bootstraps a cluster of its own that others may join.
 	Join string
+	// JoinTimeout is how long NewRaft keeps asking Join's member before it
+	// gives up with an error (default one minute).
+	JoinTimeout time.Duration
 	// Password is the requirepass of the other nodes' client ports.
 	Password string
 
@@ -102,6 +106,7 @@ func (o RaftOptions) withDefaults() RaftOptions {
 	def(&o.CommitTimeout, 5*time.Millisecond)
 	def(&o.SnapshotInterval, 30*time.Second)
 	def(&o.ForwardWait, 3*time.Second)
+	def(&o.JoinTimeout, time.Minute)
 	if o.SnapshotThreshold == 0 {
 		o.SnapshotThreshold = 16384
 	}
@@ -449,6 +454,9 @@ func (r *Raft) open() error {
 				return err
 			}
 		} else {
+			if err := r.checkBootstrap(); err != nil {
+				return err
+			}
 			if err := raft.BootstrapCluster(conf, logs, stable, snaps, r.trans, r.bootstrapConfiguration()); err != nil {
 				return fmt.Errorf("bootstrap: %w", err)
 			}
@@ -484,6 +492,29 @@ func (r *Raft) raftConfig(hl *hcLogger) *raft.Config {
 	c.SnapshotInterval = o.SnapshotInterval
 	c.Logger = hl
 	return c
+}
+
+// checkBootstrap refuses a Bootstrap list that leaves this node out or names
+// it at an address other than its transport's: raft would accept either, and
+// then this node would never vote for itself, or the others would never reach
+// it, and no leader would ever be elected.
+func (r *Raft) checkBootstrap() error {
+	if len(r.opts.Bootstrap) == 0 {
+		return nil
+	}
+	own := r.opts.RaftAddr
+	if own == "" {
+		own = string(r.trans.LocalAddr())
+	}
+	for _, p := range r.opts.Bootstrap {
+		if p.ID == r.opts.NodeID {
+			if p.RaftAddr != own {
+				return fmt.Errorf("bootstrap: the voters name this node, %s, at %s, but its Raft address is %s", p.ID, p.RaftAddr, own)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("bootstrap: this node, %s, is not among the voters; list it too, as %s=%s", r.opts.NodeID, r.opts.NodeID, own)
 }
 
 // bootstrapConfiguration is the configuration of a new cluster: the Bootstrap

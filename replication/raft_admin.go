@@ -240,28 +240,31 @@ func (r *Raft) inConfiguration(id string) bool {
 	return false
 }
 
-// join asks the cluster at opts.Join to add this node. It runs before the Raft
-// node starts, so that this node, which has no log, answers no vote request
-// until the leader has removed any older self of it from the voters.
+// join asks the cluster at opts.Join to add this node, again and again until
+// JoinTimeout has passed. It runs before the Raft node starts, so that this
+// node, which has no log, answers no vote request until the leader has
+// removed any older self of it from the voters.
 func (r *Raft) join() error {
 	if r.opts.Join == r.opts.ClientAddr {
 		return fmt.Errorf("join: %s is this node's own address; give another member's", r.opts.Join)
 	}
 	args := [][]byte{argLockserver, []byte("JOIN"), []byte(r.opts.NodeID), []byte(r.trans.LocalAddr()), []byte(r.opts.ClientAddr)}
-	deadline := time.Now().Add(adminTimeout)
+	ctx, cancel := context.WithTimeout(r.ctx, r.opts.JoinTimeout)
+	defer cancel()
 	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
-		ctx, cancel := context.WithTimeout(r.ctx, adminTimeout)
-		_, err := r.peers.Call(ctx, r.opts.Join, args...)
-		cancel()
+		call, cancelCall := context.WithTimeout(ctx, adminTimeout)
+		_, err := r.peers.Call(call, r.opts.Join, args...)
+		cancelCall()
 		if err == nil {
 			r.log.Info("joined the cluster", "via", r.opts.Join)
 			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("join via %s: %w", r.opts.Join, err)
-		}
 		r.log.Warn("join failed; retrying", "via", r.opts.Join, "err", err)
-		time.Sleep(backoff)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("join via %s: gave up after %v (the join timeout): %w", r.opts.Join, r.opts.JoinTimeout, err)
+		case <-time.After(backoff):
+		}
 	}
 }
 
