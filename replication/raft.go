@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
 	"go.etcd.io/bbolt"
@@ -386,19 +385,22 @@ func (r *Raft) open() error {
 		if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 			return err
 		}
-		bolt, err := raftboltdb.New(raftboltdb.Options{
-			Path: filepath.Join(o.DataDir, "raft.db"),
-			BoltOptions: &bbolt.Options{
-				// Fail rather than wait forever when another process has the directory.
-				Timeout: time.Second,
-				// The freelist is rebuilt at open instead of written at every
-				// commit: each commit then writes and syncs less.
-				NoFreelistSync: true,
-				FreelistType:   bbolt.FreelistMapType,
-			},
+		bolt, err := openCheckedStore(filepath.Join(o.DataDir, "raft.db"), &bbolt.Options{
+			// Fail rather than wait forever when another process has the directory.
+			Timeout: time.Second,
+			// The freelist is rebuilt at open instead of written at every
+			// commit: each commit then writes and syncs less.
+			NoFreelistSync: true,
+			FreelistType:   bbolt.FreelistMapType,
 		})
 		if err != nil {
-			return fmt.Errorf("open raft.db: %w", err)
+			return err
+		}
+		// Corruption found once the node runs stops it (see logFailed).
+		bolt.fault = func(err error) {
+			if r.node.Load() != nil {
+				r.logFailed(err)
+			}
 		}
 		r.closer = append(r.closer, bolt)
 		j, err := openJournal(filepath.Join(o.DataDir, "raft.journal"), bolt, defaultJournalSize, defaultFlushAt)
@@ -976,8 +978,8 @@ func (r *Raft) leadershipLoop() {
 func (r *Raft) Now() int64 { return r.clock.Now() }
 
 // Fault receives the error that stopped the node on its own: its raft log
-// could not be written (see logFailed). The node is then closing; the
-// process that runs it should exit, to be restarted.
+// could not be written, or failed a check when read (see logFailed). The node
+// is then closing; the process that runs it should exit, to be restarted.
 func (r *Raft) Fault() <-chan error { return r.fault }
 
 // Close stops the node. Requests in flight are answered (UNKNOWN for writes

@@ -100,14 +100,15 @@ func (r *Raft) applyEntry(index uint64, i int, e *logEntry) bool {
 	return e.Kind == kindCommand
 }
 
-// logFailed stops a node whose log could not be written: raft goes on as if
-// the entries were applied, but the state machine must never apply an entry
-// that is not on disk, so the node can only stop and be restarted. Its
+// logFailed stops a node whose log could not be written, or failed a check
+// when read (CorruptionError): raft goes on as if the entries were applied,
+// but the state machine must never apply an entry that is not on disk, nor
+// one that is not what was written, so the node can only stop. Its
 // proposals in flight may still be committed by the others: their outcome is
 // unknown.
 func (r *Raft) logFailed(err error) {
 	r.failOnce.Do(func() {
-		r.log.Error("stopping the node: its raft log could not be written; restart it", "err", err)
+		r.log.Error("stopping the node: its raft log failed", "err", err)
 		r.fault <- err
 		go r.Close()
 	})

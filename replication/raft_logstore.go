@@ -262,6 +262,12 @@ func (s *logStore) DeleteRange(min, max uint64) error {
 	return nil
 }
 
+// IsMonotonic tells raft that the log admits no gap: after installing a
+// snapshot it deletes the whole log rather than leave old entries before the
+// new ones, which a restart would read as entries lost between them (see
+// checkedStore.verify).
+func (s *logStore) IsMonotonic() bool { return true }
+
 // Close writes what is queued and stops the writer. Raft must have shut down.
 func (s *logStore) Close() error {
 	s.mu.Lock()
