@@ -1,8 +1,10 @@
 package compat_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDiffKeyspaceString(t *testing.T) {
@@ -81,4 +83,26 @@ func TestDiffKeyspaceString(t *testing.T) {
 	})
 	// A long value stays exact.
 	p.Run([][]string{{"SET", "long", long}, {"GET", "long"}, {"APPEND", "long", long}, {"STRLEN", "long"}})
+}
+
+// A deadline set from the client's wall clock is never further away than
+// asked: PTTL right after SET PXAT <now + 10000> answers at most 10000, on
+// redis-server as on lockserver (whose log clock once ran up to a
+// millisecond behind the wall clock and answered 10001).
+func TestDiffPXATNeverAnswersMoreThanAsked(t *testing.T) {
+	p := newPair(t)
+	for _, srv := range []struct {
+		name string
+		c    *rawClient
+	}{{"redis-server", p.redis}, {"lockserver", p.ls}} {
+		for i := range 300 {
+			deadline := time.Now().UnixMilli() + 10_000
+			srv.c.Do("SET", "k", "v", "PXAT", strconv.FormatInt(deadline, 10))
+			r := srv.c.Do("PTTL", "k")
+			ttl, err := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(r, ":")), 10, 64)
+			if err != nil || ttl > 10_000 || ttl < 0 {
+				t.Fatalf("%s, try %d: PTTL after SET PXAT now+10000 = %q", srv.name, i, r)
+			}
+		}
+	}
 }

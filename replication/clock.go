@@ -13,10 +13,14 @@ import (
 // approaches it gradually, running at most SlewRate faster or slower than real
 // time, so a lock's lease never shrinks by more than that fraction.
 type Clock struct {
-	mu     sync.Mutex
-	base   int64         // stamp at anchor
+	mu sync.Mutex
+	// base is the time at anchor in nanoseconds, so that the clock keeps the
+	// wall clock's sub-millisecond phase: counted from a whole millisecond it
+	// would run up to a millisecond behind, and PTTL would answer more than a
+	// client's PXAT asked.
+	base   int64
 	anchor time.Duration // monotonic reading that base corresponds to
-	last   int64         // greatest time issued or observed
+	last   int64         // greatest time issued or observed, ms
 	mono   func() time.Duration
 	wall   func() time.Time
 }
@@ -24,6 +28,9 @@ type Clock struct {
 // SlewRate is the largest fraction by which the log clock runs faster or slower
 // than real time while it converges on the wall clock.
 const SlewRate = 0.01
+
+// msNanos is a millisecond in nanoseconds.
+const msNanos = int64(time.Millisecond)
 
 // NewClock returns a clock starting at the wall clock's time, never below floor.
 func NewClock(floor int64) *Clock {
@@ -43,11 +50,11 @@ func newClock(floor int64, mono func() time.Duration, wall func() time.Time) *Cl
 	if wall == nil {
 		wall = time.Now
 	}
-	c := &Clock{base: wall().UnixMilli(), anchor: mono(), mono: mono, wall: wall}
-	if c.base < floor {
-		c.base = floor
+	c := &Clock{base: wall().UnixNano(), anchor: mono(), mono: mono, wall: wall}
+	if c.base < floor*msNanos {
+		c.base = floor * msNanos
 	}
-	c.last = c.base
+	c.last = c.base / msNanos
 	return c
 }
 
@@ -57,16 +64,17 @@ func (c *Clock) Now() int64 {
 	defer c.mu.Unlock()
 	monoNow := c.mono()
 	elapsed := monoNow - c.anchor // monotonic: immune to wall-clock steps
-	t := c.base + elapsed.Milliseconds()
+	now := c.base + int64(elapsed)
 	// Converge on the wall clock by re-anchoring, shifting by at most SlewRate of
 	// the time elapsed since the last anchor.
 	if elapsed >= 100*time.Millisecond {
-		drift := c.wall().UnixMilli() - t
-		limit := int64(float64(elapsed.Milliseconds()) * SlewRate)
+		drift := c.wall().UnixNano() - now
+		limit := int64(float64(elapsed) * SlewRate)
 		drift = max(-limit, min(limit, drift))
-		t += drift
-		c.base, c.anchor = t, monoNow
+		now += drift
+		c.base, c.anchor = now, monoNow
 	}
+	t := now / msNanos
 	if t < c.last {
 		t = c.last
 	}
@@ -83,8 +91,8 @@ func (c *Clock) Observe(t int64) {
 	if t > c.last {
 		c.last = t
 	}
-	if monoNow := c.mono(); c.base+(monoNow-c.anchor).Milliseconds() < t {
-		c.base, c.anchor = t, monoNow
+	if monoNow := c.mono(); c.base+int64(monoNow-c.anchor) < t*msNanos {
+		c.base, c.anchor = t*msNanos, monoNow
 	}
 }
 
@@ -98,5 +106,5 @@ func (c *Clock) Follow(t int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.last = t
-	c.base, c.anchor = t, c.mono()
+	c.base, c.anchor = t*msNanos, c.mono()
 }

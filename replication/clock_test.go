@@ -35,6 +35,21 @@ func TestClockIgnoresWallStep(t *testing.T) {
 	}
 }
 
+// The clock is never behind the wall clock it started from, to the
+// millisecond: started in the last tenth of a millisecond, it reads the next
+// one as soon as the wall clock does, so that PTTL after SET PXAT
+// <wall time + 10000> never answers more than 10000.
+func TestClockKeepsTheWallClocksPhase(t *testing.T) {
+	f := &fakeClocks{wall: time.UnixMilli(1_000_000).Add(900 * time.Microsecond)}
+	c := f.clock(0)
+	for range 2000 {
+		f.advance(50 * time.Microsecond)
+		if got, wall := c.Now(), f.wall.UnixMilli(); got != wall {
+			t.Fatalf("at wall %v the clock reads %d, want %d", f.wall.Sub(time.UnixMilli(1_000_000)), got, wall)
+		}
+	}
+}
+
 // A follower's clock runs on the stamps it applies, however far ahead its own
 // wall clock is: after applying stamp t it reads t plus the monotonic time
 // since, so as a new leader it stamps nothing far in the future.
