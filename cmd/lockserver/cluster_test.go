@@ -35,6 +35,9 @@ func TestParseClusterFlags(t *testing.T) {
 		{"--node-id", "a", "--raft-addr", "h:1", "--bootstrap", "a"},        // not id=addr
 		{"--node-id", "a", "--raft-addr", "h:1", "--bootstrap", "a=nohost"}, // not host:port
 		{"--node-id", "a", "--raft-addr", "h:1", "--bootstrap", "a=h:1", "--join", "h:2"},
+		{"--node-id", "a", "--raft-addr", "h:1", "--join", "nonsense"}, // no port
+		{"--node-id", "a", "--raft-addr", "h:1", "--join", ":6379"},    // no host
+		{"--node-id", "a", "--raft-addr", "h:1", "--bootstrap", "a=:1"},
 	} {
 		if _, err := parse(args, none); err == nil {
 			t.Errorf("%q: expected an error", args)

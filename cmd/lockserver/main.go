@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/lockserver/lockserver"
 	"github.com/lockserver/lockserver/replication"
@@ -26,8 +27,13 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "lockserver:", err)
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		// The library's errors already name it.
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "lockserver: ") {
+			msg = "lockserver: " + msg
+		}
+		fmt.Fprintln(os.Stderr, msg)
 		os.Exit(1)
 	}
 }
@@ -47,51 +53,56 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	o := &cfg.opts
 	fs.StringVar(&o.Addr, "addr", "127.0.0.1:6379", "client `address` to listen on (RESP)")
 	fs.StringVar(&o.Password, "password", "", "require AUTH with this `password` (Redis's requirepass)")
-	fs.IntVar(&o.MaxClients, "max-clients", server.DefaultMaxClients, "most concurrent client connections")
+	o.MaxClients = server.DefaultMaxClients
+	fs.Var(natural[int]{&o.MaxClients}, "max-clients", "most concurrent client connections")
 	fs.Func("maxmemory", "refuse writes with OOM above this much live memory, e.g. 4gb (0: no limit)", sizeFlag(&o.MaxMemory))
 	fs.Func("proto-max-bulk-len", "largest bulk string a client may send, e.g. 512mb", sizeFlag(&o.Limits.MaxBulk))
-	fs.Int64Var(&o.ScriptBudget, "script-budget", 0, "loop iterations and calls a script may make (0: the default)")
+	fs.Var(natural[int64]{&o.ScriptBudget}, "script-budget", "loop iterations and calls a script may make (0: the default)")
 	fs.StringVar(&o.SentinelMaster, "sentinel-master", server.DefaultSentinelMaster, "master `name` the SENTINEL commands answer to, for clients configured for Redis Sentinel")
 	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn, error")
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log `format`: text or json")
-	fs.IntVar(&cfg.procs, "procs", 0, "CPUs that run the server's code at once (0: one on a machine of two CPUs or fewer, else all; see README)")
+	fs.Var(natural[int]{&cfg.procs}, "procs", "CPUs that run the server's code at once (0: one on a machine of two CPUs or fewer, else all; see README)")
 	c := &o.Cluster
 	fs.StringVar(&c.NodeID, "node-id", "", "run as the Raft cluster member with this `id` (unset: a single standalone node)")
 	fs.StringVar(&c.RaftAddr, "raft-addr", "", "`host:port` of this member's Raft transport, which the other members reach")
 	fs.StringVar(&c.DataDir, "data-dir", "", "`directory` for this member's Raft log and snapshots (empty: in memory, lost on exit)")
-	fs.Func("bootstrap", "voters of a new cluster (this member among them), as `id=raft-host:port,...`; used only with no data", peersFlag(&c.Bootstrap))
-	fs.StringVar(&c.Join, "join", "", "client `address` of a member of an existing cluster to join, when there is no data (also after losing it)")
+	fs.Func("bootstrap", "voters of a new cluster (this member among them, at its --raft-addr), as `id=raft-host:port,...`; used only with no data", peersFlag(&c.Bootstrap))
+	fs.Func("join", "client `address` (host:port) of a member of an existing cluster to join, when there is no data (also after losing it)", func(s string) error {
+		if err := checkHostPort(s); err != nil {
+			return err
+		}
+		c.Join = s
+		return nil
+	})
+	fs.DurationVar(&c.JoinTimeout, "join-timeout", time.Minute, "how long --join keeps asking before the process gives up and exits")
 	fs.StringVar(&c.AdvertiseAddr, "advertise-addr", "", "client `address` the other members reach this one at (default: --addr)")
 	fs.Usage = func() {}
 
+	// The environment is read first and the command line over it, so that
+	// the command line wins and a bad environment value is an error even
+	// when a flag overrides it.
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if v := getenv(envName(f.Name)); v != "" && envErr == nil {
+			if err := fs.Set(f.Name, v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %w", envName(f.Name), v, err)
+			}
+		}
+	})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return nil, errors.New(usage(fs))
+			return nil, helpRequest(usage(fs))
 		}
 		return nil, fmt.Errorf("%w\n%s", err, usage(fs))
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q\n%s", fs.Arg(0), usage(fs))
 	}
-	// The environment fills in what the command line left unset.
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] || envErr != nil {
-			return
-		}
-		if v := getenv(envName(f.Name)); v != "" {
-			if err := fs.Set(f.Name, v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %w", envName(f.Name), v, err)
-			}
-		}
-	})
 	if envErr != nil {
 		return nil, envErr
 	}
-	if cfg.procs < 0 {
-		return nil, fmt.Errorf("--procs must be 0 or more, not %d", cfg.procs)
+	if c.JoinTimeout < 0 {
+		return nil, fmt.Errorf("--join-timeout must be 0 (the default) or more, not %v", c.JoinTimeout)
 	}
 	if cfg.logFormat != "text" && cfg.logFormat != "json" {
 		return nil, fmt.Errorf("--log-format must be text or json, not %q", cfg.logFormat)
@@ -108,13 +119,50 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	return cfg, nil
 }
 
+// helpRequest is parse's answer to -h or --help: the usage, for stdout.
+type helpRequest string
+
+func (h helpRequest) Error() string { return string(h) }
+
+// natural is an integer flag that refuses a negative value, which the server
+// would otherwise quietly take for its default.
+type natural[T int | int64] struct{ p *T }
+
+func (n natural[T]) String() string {
+	if n.p == nil {
+		return "0"
+	}
+	return strconv.FormatInt(int64(*n.p), 10)
+}
+
+func (n natural[T]) Set(s string) error {
+	v, err := strconv.ParseInt(s, 0, 64)
+	if err != nil || int64(T(v)) != v {
+		return errors.New("not an integer in range")
+	}
+	if v < 0 {
+		return errors.New("must be 0 or more")
+	}
+	*n.p = T(v)
+	return nil
+}
+
+// checkHostPort refuses an address another member could never be reached at.
+func checkHostPort(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || port == "" {
+		return fmt.Errorf("want host:port, got %q", addr)
+	}
+	return nil
+}
+
 // peersFlag parses a list of cluster voters: id=host:port,id=host:port.
 func peersFlag(dst *[]replication.Peer) func(string) error {
 	return func(s string) error {
 		var peers []replication.Peer
 		for _, item := range strings.Split(s, ",") {
 			id, addr, ok := strings.Cut(strings.TrimSpace(item), "=")
-			if _, _, err := net.SplitHostPort(addr); !ok || id == "" || err != nil {
+			if !ok || id == "" || checkHostPort(addr) != nil {
 				return fmt.Errorf("want id=host:port, got %q", item)
 			}
 			peers = append(peers, replication.Peer{ID: id, RaftAddr: addr})
@@ -196,8 +244,13 @@ func procs(flag int, envSet bool, runtimeDefault int) int {
 	}
 }
 
-func run(args []string, stderr io.Writer) error {
+func run(args []string, stdout, stderr io.Writer) error {
 	cfg, err := parse(args, os.Getenv)
+	var help helpRequest
+	if errors.As(err, &help) {
+		_, err = io.WriteString(stdout, string(help))
+		return err
+	}
 	if err != nil {
 		return err
 	}
@@ -214,14 +267,16 @@ func run(args []string, stderr io.Writer) error {
 		runtime.GOMAXPROCS(n)
 	}
 
-	// Catch the signals before saying ready: a supervisor (or a test) may send
+	// Until it is open a signal ends the process as it would any other: a
+	// join may wait a minute, and Ctrl-C must not. Once open, the signals
+	// are caught before saying ready: a supervisor (or a test) may send
 	// SIGTERM as soon as it reads that line, and it must drain, not kill.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	s, err := lockserver.Open(cfg.opts)
 	if err != nil {
 		return err
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	log.Info("lockserver ready", "addr", s.Addr(), "pid", os.Getpid(), "procs", runtime.GOMAXPROCS(0))
 	var fault error
 	select {

@@ -3,6 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,6 +53,9 @@ func TestParseRejectsBadInput(t *testing.T) {
 		{"--log-format", "xml"},
 		{"--log-level", "loud"},
 		{"--procs", "-1"},
+		{"--max-clients", "-1"},
+		{"--script-budget", "-10"},
+		{"--join-timeout", "-1s"},
 		{"stray"},
 		{"--no-such-flag"},
 	} {
@@ -65,6 +71,25 @@ func TestParseRejectsBadInput(t *testing.T) {
 	}
 	if _, err := parse(nil, bad); err == nil || !strings.Contains(err.Error(), "LOCKSERVER_MAX_CLIENTS") {
 		t.Errorf("a bad environment value must be named in the error, got %v", err)
+	}
+	// The command line wins over the environment, but a bad value there is
+	// still a mistake to report, not one to hide.
+	for env, args := range map[string][]string{
+		"LOCKSERVER_MAXMEMORY":     {"--maxmemory", "1gb"},
+		"LOCKSERVER_MAX_CLIENTS":   {"--max-clients", "10"},
+		"LOCKSERVER_SCRIPT_BUDGET": {"--script-budget", "1000"},
+	} {
+		for _, v := range []string{"lots", "-1"} {
+			getenv := func(k string) string {
+				if k == env {
+					return v
+				}
+				return ""
+			}
+			if _, err := parse(args, getenv); err == nil || !strings.Contains(err.Error(), env) {
+				t.Errorf("%s=%s with %q: got %v, want an error naming %s", env, v, args, err, env)
+			}
+		}
 	}
 }
 
@@ -171,4 +196,107 @@ func TestBinaryServesAndStopsOnSIGTERM(t *testing.T) {
 	if !strings.Contains(rest.String(), `"msg":"stopped"`) {
 		t.Errorf("expected a 'stopped' log line, got:\n%s", rest.String())
 	}
+}
+
+// runBinary runs the binary with args until it exits (killing it after
+// limit) and returns its stdout, its stderr and its exit code.
+func runBinary(t *testing.T, bin string, limit time.Duration, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = os.Environ()
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("%q was still running after %v:\n%s", args, limit, errOut.String())
+	}
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("%q: %v", args, err)
+	}
+	return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
+}
+
+// What a new user meets when a start goes wrong, or when they ask for help:
+// a help that succeeds, and failures that exit 1 with one line that says why.
+func TestBinaryStartsOrSaysWhy(t *testing.T) {
+	bin := buildBinary(t)
+	t.Run("help", func(t *testing.T) {
+		for _, arg := range []string{"--help", "-h"} {
+			stdout, stderr, code := runBinary(t, bin, time.Minute, arg)
+			if code != 0 || !strings.HasPrefix(stdout, "usage: lockserver") || !strings.Contains(stdout, "-join-timeout") || stderr != "" {
+				t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 0 and the usage on stdout", arg, code, stdout, stderr)
+			}
+		}
+	})
+	// fails runs the binary and checks that it exits 1 with one line, after
+	// any logs and before any usage, that names the program once and says want.
+	fails := func(t *testing.T, want string, args ...string) {
+		t.Helper()
+		_, stderr, code := runBinary(t, bin, 20*time.Second, args...)
+		var said []string
+		for _, line := range strings.Split(stderr, "\n") {
+			if strings.HasPrefix(line, "lockserver: ") {
+				said = append(said, line)
+			}
+		}
+		if code != 1 || len(said) != 1 || strings.HasPrefix(said[0], "lockserver: lockserver:") || !strings.Contains(said[0], want) {
+			t.Errorf("%q: exit %d, error lines %q; want exit 1 and one \"lockserver: \" line saying %q\n%s", args, code, said, want, stderr)
+		}
+	}
+	t.Run("address in use", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		fails(t, "listen: listen tcp "+ln.Addr().String(), "--addr", ln.Addr().String())
+	})
+	t.Run("negative max-clients", func(t *testing.T) {
+		fails(t, `invalid value "-1" for flag -max-clients: must be 0 or more`, "--max-clients", "-1")
+	})
+	t.Run("join nothing", func(t *testing.T) {
+		// A port nothing listens on: every attempt is refused until the
+		// timeout, well within the 20 s the process is given.
+		nobody := freeport.MustAddr(t)
+		fails(t, "join via "+nobody+": gave up after 1s (the join timeout)",
+			"--addr", freeport.MustAddr(t), "--node-id", "a", "--raft-addr", freeport.MustAddr(t), "--join", nobody, "--join-timeout", "1s")
+	})
+	t.Run("interrupted while joining", func(t *testing.T) {
+		cmd := exec.Command(bin, "--addr", freeport.MustAddr(t), "--node-id", "a", "--raft-addr", freeport.MustAddr(t), "--join", freeport.MustAddr(t), "--join-timeout", "10m")
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Process.Kill()
+		logs := bufio.NewScanner(stderr)
+		for logs.Scan() && !strings.Contains(logs.Text(), "join failed") {
+		}
+		if err := cmd.Process.Signal(os.Interrupt); err != nil {
+			t.Fatal(err)
+		}
+		go io.Copy(io.Discard, stderr)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatal("Ctrl-C did not stop a member waiting to join (its timeout is 10m)")
+		}
+	})
+	t.Run("bootstrap without this member", func(t *testing.T) {
+		raft := freeport.MustAddr(t)
+		fails(t, "bootstrap: this node, a, is not among the voters; list it too, as a="+raft,
+			"--addr", freeport.MustAddr(t), "--node-id", "a", "--raft-addr", raft, "--bootstrap", "b=127.0.0.1:1,c=127.0.0.1:2")
+	})
+	t.Run("bootstrap naming this member elsewhere", func(t *testing.T) {
+		raft := freeport.MustAddr(t)
+		fails(t, "the voters name this node, a, at 127.0.0.1:3, but its Raft address is "+raft,
+			"--addr", freeport.MustAddr(t), "--node-id", "a", "--raft-addr", raft, "--bootstrap", "a=127.0.0.1:3,b=127.0.0.1:1,c=127.0.0.1:2")
+	})
 }
