@@ -45,6 +45,10 @@ type Options struct {
 	ScriptBudget int64
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
+	// DisableProtectedMode turns Redis's protected mode off. On (the
+	// default), a server with no Password answers clients from non-loopback
+	// addresses with Redis's DENIED error and closes their connections.
+	DisableProtectedMode bool
 	// SentinelMaster is the master name the SENTINEL commands answer to, so
 	// that clients configured for Redis Sentinel find the leader; empty means
 	// "mymaster" (server.DefaultSentinelMaster).
@@ -138,7 +142,8 @@ func Open(opts Options) (*Server, error) {
 		Limits:     opts.Limits,
 		Logger:     opts.Logger,
 
-		SentinelMaster: opts.SentinelMaster,
+		SentinelMaster:       opts.SentinelMaster,
+		DisableProtectedMode: opts.DisableProtectedMode,
 	})
 	if s.ln != nil {
 		s.done = make(chan error, 1)

@@ -53,6 +53,9 @@ func init() {
 				s.password.Store(&v)
 				return nil
 			}},
+		{name: "protected-mode",
+			get: func(s *Server) string { return yesNo(s.protected.Load()) },
+			set: func(s *Server, v string) error { return setYesNo(&s.protected, v) }},
 		{name: "maxclients",
 			get: func(s *Server) string { return strconv.FormatInt(s.maxClients.Load(), 10) },
 			set: func(s *Server, v string) error {

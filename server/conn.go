@@ -30,7 +30,10 @@ type conn struct {
 	proto  atomic.Int32 // 2 or 3; publishers read it to render pushes
 	db     int
 	authed bool
-	quit   bool
+	// admitted is set once protected mode has let the connection's first
+	// command through.
+	admitted bool
+	quit     bool
 	// noReply and skipOne implement CLIENT REPLY OFF and SKIP.
 	noReply, skipOne bool
 	multi            *transaction // nil outside MULTI
@@ -411,6 +414,20 @@ func (c *conn) exec(args [][]byte) {
 		return
 	}
 	c.lastCmd.Store(cmd)
+	if !c.admitted {
+		// Protected mode is decided at the first command, where Redis
+		// decides at accept: a client sends a command before it reads, so
+		// it sees the same bytes, and CONFIG SET protected-mode applies to
+		// connections already accepted too.
+		if c.srv.protectedRefuses(c.nc) {
+			c.srv.stats.rejected.Add(1)
+			c.srv.log.Warn("refused a client in protected mode", "client", c.addr)
+			c.reject(cmd, keyspace.Error(errProtected))
+			c.quit = true
+			return
+		}
+		c.admitted = true
+	}
 	if !c.authed && !noAuth(cmd) {
 		c.reject(cmd, keyspace.Error("NOAUTH Authentication required."))
 		return

@@ -198,7 +198,7 @@ type fakeConn struct {
 func (f *fakeConn) Read(p []byte) (int, error)       { return f.r.Read(p) }
 func (f *fakeConn) Write(p []byte) (int, error)      { return len(p), nil }
 func (f *fakeConn) Close() error                     { return nil }
-func (f *fakeConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+func (f *fakeConn) RemoteAddr() net.Addr             { return &net.TCPAddr{IP: net.IPv6loopback} }
 func (f *fakeConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
 func (f *fakeConn) SetReadDeadline(time.Time) error  { return nil }
 func (f *fakeConn) SetWriteDeadline(time.Time) error { return nil }

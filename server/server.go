@@ -36,8 +36,12 @@ type Config struct {
 	// SentinelMaster is the master name the SENTINEL commands answer to;
 	// empty means DefaultSentinelMaster.
 	SentinelMaster string
-	Limits         Limits
-	Logger         *slog.Logger
+	// DisableProtectedMode turns Redis's protected mode off. On (the
+	// default), a server whose default user has no password answers a client
+	// from a non-loopback address with Redis's DENIED error and closes it.
+	DisableProtectedMode bool
+	Limits               Limits
+	Logger               *slog.Logger
 }
 
 // Server is a RESP server.
@@ -51,6 +55,7 @@ type Server struct {
 	// Settings that CONFIG SET changes while clients are connected.
 	password   atomic.Pointer[string]
 	maxClients atomic.Int64
+	protected  atomic.Bool // protected-mode
 	limits     *liveLimits
 	pubsubMax  atomic.Int64 // client-output-buffer-limit for pub/sub clients
 	mem        memory
@@ -121,6 +126,7 @@ func New(cfg Config) *Server {
 	s.latencyPercentiles.Store(&[]float64{50, 99, 99.9})
 	s.password.Store(&cfg.Password)
 	s.maxClients.Store(int64(cfg.MaxClients))
+	s.protected.Store(!cfg.DisableProtectedMode)
 	s.pubsubMax.Store(DefaultPubSubOutputLimit)
 	s.mem.limit.Store(max(cfg.MaxMemory, 0))
 	s.startSentinel(cfg.SentinelMaster)
@@ -228,11 +234,7 @@ func (s *Server) admit(nc net.Conn, inline bool) *conn {
 	if int64(len(s.conns)) >= s.maxClients.Load() {
 		s.mu.Unlock()
 		s.stats.rejected.Add(1)
-		// A short deadline keeps a client that does not read from holding
-		// this goroutine.
-		nc.SetWriteDeadline(time.Now().Add(time.Second))
-		nc.Write([]byte("-ERR max number of clients reached\r\n"))
-		nc.Close()
+		refuse(nc, "-ERR max number of clients reached\r\n")
 		return nil
 	}
 	c := newConn(s, nc)
@@ -241,6 +243,32 @@ func (s *Server) admit(nc net.Conn, inline bool) *conn {
 	s.wg.Add(1)
 	s.mu.Unlock()
 	return c
+}
+
+// refuse writes line to a connection the server will not serve and closes
+// it, in a goroutine of its own with a short deadline, so that a client that
+// does not read holds up neither the accept loop nor the dialer.
+func refuse(nc net.Conn, line string) {
+	go func() {
+		nc.SetWriteDeadline(time.Now().Add(time.Second))
+		nc.Write([]byte(line))
+		nc.Close()
+	}()
+}
+
+// errProtected is Redis 7.0's reply to a client refused in protected mode, word
+// for word ("Setup a an" included).
+const errProtected = "DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Setup a an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside."
+
+// protectedRefuses reports whether protected mode refuses nc: it is on, the
+// default user needs no password, and nc comes from a TCP address that is not
+// loopback (an in-memory connection is local, as a Unix socket is to Redis).
+func (s *Server) protectedRefuses(nc net.Conn) bool {
+	if !s.protected.Load() || *s.password.Load() != "" {
+		return false
+	}
+	addr, ok := nc.RemoteAddr().(*net.TCPAddr)
+	return ok && !addr.IP.IsLoopback()
 }
 
 // forget removes a connection that has ended, adding its counts to INFO's.

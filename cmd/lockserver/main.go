@@ -57,6 +57,17 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	fs.Var(natural[int]{&o.MaxClients}, "max-clients", "most concurrent client connections")
 	fs.Func("maxmemory", "refuse writes with OOM above this much live memory, e.g. 4gb (0: no limit)", sizeFlag(&o.MaxMemory))
 	fs.Func("proto-max-bulk-len", "largest bulk string a client may send, e.g. 512mb", sizeFlag(&o.Limits.MaxBulk))
+	fs.Func("protected-mode", "`yes` or no: with no password, answer clients from non-loopback addresses only with Redis's DENIED error (default yes)", func(v string) error {
+		switch strings.ToLower(v) {
+		case "yes":
+			o.DisableProtectedMode = false
+		case "no":
+			o.DisableProtectedMode = true
+		default:
+			return errors.New("want yes or no")
+		}
+		return nil
+	})
 	fs.Var(natural[int64]{&o.ScriptBudget}, "script-budget", "loop iterations and calls a script may make (0: the default)")
 	fs.StringVar(&o.SentinelMaster, "sentinel-master", server.DefaultSentinelMaster, "master `name` the SENTINEL commands answer to, for clients configured for Redis Sentinel")
 	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn, error")
