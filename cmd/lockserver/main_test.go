@@ -43,6 +43,16 @@ func TestParseFlagsAndEnvironment(t *testing.T) {
 	if cfg.logFormat != "json" {
 		t.Errorf("log format: got %q", cfg.logFormat)
 	}
+	if cfg.opts.DisableProtectedMode {
+		t.Errorf("protected mode is on by default")
+	}
+	env["LOCKSERVER_PROTECTED_MODE"] = "no"
+	if cfg, err := parse(nil, func(k string) string { return env[k] }); err != nil || !cfg.opts.DisableProtectedMode {
+		t.Errorf("LOCKSERVER_PROTECTED_MODE=no: %v, disabled %v", err, cfg != nil && cfg.opts.DisableProtectedMode)
+	}
+	if cfg, err := parse([]string{"--protected-mode", "YES"}, func(k string) string { return env[k] }); err != nil || cfg.opts.DisableProtectedMode {
+		t.Errorf("--protected-mode YES over the environment's no: %v", err)
+	}
 }
 
 func TestParseRejectsBadInput(t *testing.T) {
@@ -56,6 +66,7 @@ func TestParseRejectsBadInput(t *testing.T) {
 		{"--max-clients", "-1"},
 		{"--script-budget", "-10"},
 		{"--join-timeout", "-1s"},
+		{"--protected-mode", "maybe"},
 		{"stray"},
 		{"--no-such-flag"},
 	} {
