@@ -161,13 +161,16 @@ func TestKeysSweep(t *testing.T) {
 	if rm := f.s.Sweep(0, 3, shards, f.now+1); rm != wantExpired {
 		t.Fatalf("Sweep removed %d, want %d", rm, wantExpired)
 	}
-	// Sweeps of the shards that follow, around to shard 3, reclaim the rest.
+	// Sweeps of the shards that follow, to the last and then from the first,
+	// reclaim the rest.
 	removed := wantExpired
-	for from := 3 + shards; from < 3+numShards; {
-		n, _, _ := f.s.Expired(0, from%numShards, f.now+1, 100)
-		n = min(n, 3+numShards-from)
-		removed += f.s.Sweep(0, from%numShards, n, f.now+1)
-		from += n
+	for from := 3 + shards; from != 3; {
+		n, _, _ := f.s.Expired(0, from, f.now+1, 100)
+		if from < 3 {
+			n = min(n, 3-from)
+		}
+		removed += f.s.Sweep(0, from, n, f.now+1)
+		from = (from + n) % numShards
 	}
 	if removed != 500 {
 		t.Fatalf("a turn of sweeps removed %d in all, want 500", removed)

@@ -348,14 +348,14 @@ const minShrink = 64
 func (c *Call) modified(key []byte) { c.Store.touch(c.DB, hashKey(key)) }
 
 // Expired looks at whole shards of database dbIndex, from shard from on,
-// until it has examined at least limit keys or every shard once. It returns
-// how many shards it looked at, how many keys they hold, and how many of
-// those have expired at now. It changes nothing: an engine looks before it
-// sweeps, and a leader before it proposes a sweep.
+// until it has examined at least limit keys or reached the last shard. It
+// returns how many shards it looked at, how many keys they hold, and how
+// many of those have expired at now. It changes nothing: an engine looks
+// before it sweeps, and a leader before it proposes a sweep.
 func (s *Store) Expired(dbIndex, from int, now int64, limit int) (shards, examined, expired int) {
 	d := &s.dbs[dbIndex]
-	for ; shards < numShards && examined < limit && d.volatile > 0; shards++ {
-		m := d.shards[(from+shards)%numShards].m
+	for ; from+shards < numShards && examined < limit && d.volatile > 0; shards++ {
+		m := d.shards[from+shards].m
 		examined += len(m)
 		for _, o := range m {
 			if o.deadline != 0 && !live(o.deadline, now) {

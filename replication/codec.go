@@ -24,6 +24,7 @@ const (
 	kindBarrier   entryKind = 2 // nothing to run: a new leader's first entry
 	kindMemberSet entryKind = 3 // set a member's client address
 	kindMemberDel entryKind = 4 // forget a member
+	kindSweep     entryKind = 5 // remove expired keys from a range of shards
 )
 
 // logEntry is what one Raft log entry holds. Origin and Seq identify the
@@ -39,7 +40,13 @@ type logEntry struct {
 	// Relay names the follower that forwarded a kindCommand entry's request
 	// and answers it with its own reply (see forwarder.relays); zero if none.
 	Relay relayTag
+	// Sweep is the range of shards of database Entry.DB that a kindSweep
+	// entry sweeps at Entry.Time.
+	Sweep sweepRange
 }
+
+// sweepRange is Shards shards of a database, from shard From on.
+type sweepRange struct{ From, Shards int }
 
 // Entry flags.
 const (
@@ -105,6 +112,11 @@ func appendLogEntry(b []byte, e *logEntry) []byte {
 		b = appendString(b, e.Addr)
 	case kindMemberDel:
 		b = appendString(b, e.Member)
+	case kindSweep:
+		b = binary.AppendVarint(b, e.Entry.Time)
+		b = binary.AppendUvarint(b, uint64(e.Entry.DB))
+		b = binary.AppendUvarint(b, uint64(e.Sweep.From))
+		b = binary.AppendUvarint(b, uint64(e.Sweep.Shards))
 	}
 	return b
 }
@@ -154,6 +166,14 @@ func (d *decoder) logEntry(e *logEntry) error {
 		e.Addr = d.string()
 	case kindMemberDel:
 		e.Member = d.string()
+	case kindSweep:
+		e.Entry.Time = d.varint()
+		e.Entry.DB = d.db()
+		from, shards := d.uvarint(), d.uvarint()
+		if d.err == nil && (from >= keyspace.NumShards || shards == 0 || shards > keyspace.NumShards) {
+			d.fail(fmt.Errorf("sweep of %d shards from %d", shards, from))
+		}
+		e.Sweep = sweepRange{From: int(from), Shards: int(shards)}
 	default:
 		if d.err == nil {
 			d.err = fmt.Errorf("unknown entry kind %d", e.Kind)

@@ -33,6 +33,7 @@ func sampleEntries() []*logEntry {
 		{Kind: kindBarrier, Origin: 9, Seq: 1},
 		{Kind: kindMemberSet, Origin: 9, Seq: 2, Member: "n1", Addr: "10.0.0.1:6379"},
 		{Kind: kindMemberDel, Origin: 9, Seq: 3, Member: "n2"},
+		{Kind: kindSweep, Origin: 9, Seq: 4, Entry: Entry{Time: 1700000000123, DB: 15}, Sweep: sweepRange{From: 1023, Shards: 1024}},
 	}
 }
 
@@ -85,6 +86,13 @@ func TestLogEntryFormat(t *testing.T) {
 	}
 	if got := encodeLogEntry(e); !bytes.Equal(got, want) {
 		t.Fatalf("relayed encoding = %v, want %v", got, want)
+	}
+
+	// A sweep: its stamp, database and range of shards.
+	e = &logEntry{Kind: kindSweep, Origin: 1, Seq: 2, Entry: Entry{Time: 3, DB: 4}, Sweep: sweepRange{From: 5, Shards: 200}}
+	want = []byte{5, 1, 0, 0, 0, 0, 0, 0, 0, 2, 6, 4, 5, 0xc8, 1}
+	if got := encodeLogEntry(e); !bytes.Equal(got, want) {
+		t.Fatalf("sweep encoding = %v, want %v", got, want)
 	}
 }
 
@@ -181,6 +189,10 @@ func TestDecodeRejectsGarbage(t *testing.T) {
 		"bad db":         {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0, 0},
 		"huge count":     {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f},
 		"nameless cmd":   {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0},
+		// kind 5, origin, seq, time, db, from, shards
+		"sweep from past the shards": {5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x80, 8, 1},
+		"sweep of no shard":          {5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+		"sweep of too many shards":   {5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x81, 8},
 	}
 	for name, b := range cases {
 		if _, err := decodeLogEntry(b); err == nil {

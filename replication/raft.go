@@ -160,14 +160,20 @@ type Raft struct {
 	// Hub, Replicated (nil without a Hub).
 	pub keyspace.Publisher
 
-	// smMu serialises the use of the state machine (Apply, Read, Sweep,
-	// snapshots); the FSM holds it while it applies a batch. sm changes only
+	// smMu serialises the use of the state machine (Apply, Read, the
+	// leader's looks for expired keys, snapshots); the FSM holds it while it
+	// applies a batch. sm changes only
 	// when a snapshot is restored. Prepare may run beside the rest, unlocked.
-	smMu        sync.Mutex
-	sm          atomic.Pointer[StateMachine]
-	members     atomic.Pointer[map[string]string] // node id -> client address; replaced, never modified
-	applied     atomic.Uint64                     // index of the last entry the FSM applied
-	replayUntil uint64                            // entries up to this index were in the log at start
+	smMu    sync.Mutex
+	sm      atomic.Pointer[StateMachine]
+	members atomic.Pointer[map[string]string] // node id -> client address; replaced, never modified
+	applied atomic.Uint64                     // index of the last entry the FSM applied
+	// sweepTime is the time this node spent looking for expired keys and
+	// applying sweeps, in nanoseconds (see expireCycle); ret returns what
+	// sweeps free to the operating system.
+	sweepTime   atomic.Int64
+	ret         osReturn
+	replayUntil uint64 // entries up to this index were in the log at start
 
 	// proposeMu orders proposals: their order in the log is their Seq order.
 	proposeMu sync.Mutex
@@ -343,7 +349,7 @@ func NewRaft(opts RaftOptions) (*Raft, error) {
 		r.closeStores()
 		return nil, fmt.Errorf("replication: open node %s: %w", opts.NodeID, err)
 	}
-	for _, loop := range []func(){r.waitLoop, r.verifyLoop, r.fwd.loop, r.leadershipLoop, r.sweepLoop, r.registerLoop, r.promoteLoop, r.replicaLoop} {
+	for _, loop := range []func(){r.waitLoop, r.verifyLoop, r.fwd.loop, r.leadershipLoop, r.expireLoop, r.registerLoop, r.promoteLoop, r.replicaLoop} {
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
@@ -914,22 +920,78 @@ func (r *Raft) answerRead(rd *readOp) {
 	rd.req.finish(rd.reply)
 }
 
-// sweepLoop reclaims expired keys on this node at the time of the last applied
-// entry, which no later entry can precede.
-func (r *Raft) sweepLoop() {
-	t := time.NewTicker(sweepInterval)
+// expireLoop runs the cycles of active expiry (see expiryTick) while this
+// node leads: the followers apply the sweeps it proposes.
+func (r *Raft) expireLoop() {
+	t := time.NewTicker(expiryTick)
 	defer t.Stop()
+	var cur expiryCursor
 	for {
 		select {
 		case <-r.stop:
 			return
 		case <-t.C:
-			r.smMu.Lock()
-			sm := r.sm.Load()
-			sm.Sweep(sm.LastTime(), sweepBudget)
-			r.smMu.Unlock()
+			if r.raft.State() == raft.Leader {
+				r.expireCycle(&cur)
+			}
 		}
 	}
+}
+
+// expireCycle looks at the keys step by step while the steps find many
+// expired, and proposes a sweep of the shards of each step that found any,
+// with up to expiryInflight sweeps being committed while it looks further.
+// The time this node spends looking and applying sweeps counts against
+// expiryBusy.
+func (r *Raft) expireCycle(cur *expiryCursor) {
+	start, busy := time.Now(), r.sweepTime.Load()
+	var inflight []*Request
+	defer func() {
+		for _, req := range inflight {
+			req.Wait(r.ctx)
+		}
+	}()
+	for {
+		looked := time.Now()
+		r.smMu.Lock()
+		db, from, shards, examined, expired := cur.look(r.sm.Load(), r.clock.Now())
+		r.smMu.Unlock()
+		r.sweepTime.Add(int64(time.Since(looked)))
+		if expired > 0 {
+			req := r.proposeSweep(db, from, shards)
+			if req == nil {
+				return
+			}
+			inflight = append(inflight, req)
+		}
+		// Before it looks at shards again, the sweeps it proposed for them
+		// are applied.
+		for len(inflight) == expiryInflight || len(inflight) > 0 && from+shards == keyspace.NumShards {
+			reply := inflight[0].Wait(r.ctx)
+			inflight = inflight[1:]
+			if reply.Kind == keyspace.KindError {
+				return
+			}
+		}
+		if !again(examined, expired) || time.Duration(r.sweepTime.Load()-busy) >= expiryBusy || time.Since(start) >= expiryTick {
+			return
+		}
+	}
+}
+
+// proposeSweep proposes a sweep of shards shards of database db from shard
+// from on, and returns its request, answered with the number of keys it
+// removed once applied; nil when this node does not lead.
+func (r *Raft) proposeSweep(db, from, shards int) *Request {
+	req := &Request{}
+	req.start()
+	r.proposeMu.Lock()
+	defer r.proposeMu.Unlock()
+	if r.closed.Load() || !r.leadingLocked() {
+		return nil
+	}
+	r.proposeLocked(&logEntry{Kind: kindSweep, Entry: Entry{DB: db}, Sweep: sweepRange{From: from, Shards: shards}}, req, false)
+	return req
 }
 
 // leadershipLoop proposes the barrier as soon as this node wins an election,

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/lockserver/lockserver/keyspace"
@@ -69,7 +70,7 @@ func (r *Raft) applyLog(l *raft.Log) {
 }
 
 // applyEntry applies entry number i of the log entry at index and reports whether
-// it carried a stamp. Entries that were in the log when the node started are
+// it carried a stamp (a command or a sweep). Entries that were in the log when the node started are
 // a replay: their messages were delivered, if ever, before the restart.
 //
 // A command's reply counts the subscribers of this node that received what it
@@ -93,11 +94,20 @@ func (r *Raft) applyEntry(index uint64, i int, e *logEntry) bool {
 		r.setMember(e.Member, e.Addr)
 	case kindMemberDel:
 		r.setMember(e.Member, "")
+	case kindSweep:
+		sm := r.sm.Load()
+		start := time.Now()
+		removed := sm.Sweep(e.Entry.Time, e.Entry.DB, e.Sweep.From, e.Sweep.Shards)
+		r.sweepTime.Add(int64(time.Since(start)))
+		if removed > 0 {
+			r.ret.swept(removed, sm.keyCount())
+		}
+		reply = keyspace.Int(int64(removed))
 	}
 	if e.Origin == r.origin {
 		r.appliedLocal(e.Seq, reply)
 	}
-	return e.Kind == kindCommand
+	return e.Kind == kindCommand || e.Kind == kindSweep
 }
 
 // logFailed stops a node whose log could not be written, or failed a check

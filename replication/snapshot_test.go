@@ -50,8 +50,11 @@ func replayLog(t *testing.T, n *testNode, index uint64) *StateMachine {
 			t.Fatalf("log entry %d: %v", i, err)
 		}
 		for j, e := range entries {
-			if e.Kind == kindCommand {
+			switch e.Kind {
+			case kindCommand:
 				sm.Apply(&e.Entry, i<<16|uint64(j), nil)
+			case kindSweep:
+				sm.Sweep(e.Entry.Time, e.Entry.DB, e.Sweep.From, e.Sweep.Shards)
 			}
 		}
 	}

@@ -57,6 +57,7 @@ type Standalone struct {
 	hub     keyspace.Publisher
 	stop    chan struct{}
 	wg      sync.WaitGroup
+	ret     osReturn
 
 	qmu        sync.Mutex
 	queue      []queued     // scripts submitted while mu was held, in order; guarded by qmu
@@ -269,25 +270,40 @@ func (s *Standalone) Close() error {
 	return nil
 }
 
-// sweepInterval and sweepBudget pace the reclaiming of expired keys: at most
-// sweepBudget keys every sweepInterval, so a sweep never holds the lock long.
-const (
-	sweepInterval = 100 * time.Millisecond
-	sweepBudget   = 2000
-)
-
+// sweep runs the cycles of active expiry (see expiryTick) until Close.
 func (s *Standalone) sweep() {
 	defer s.wg.Done()
-	t := time.NewTicker(sweepInterval)
+	t := time.NewTicker(expiryTick)
 	defer t.Stop()
+	var cur expiryCursor
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
-			s.mu.Lock()
-			s.sm.Sweep(s.clock.Now(), sweepBudget)
-			s.unlock()
+			s.expireCycle(&cur)
+		}
+	}
+}
+
+// expireCycle sweeps step by step while the steps find many keys expired,
+// letting go of the state machine between steps.
+func (s *Standalone) expireCycle(cur *expiryCursor) {
+	start := time.Now()
+	for time.Since(start) < expiryBusy {
+		s.mu.Lock()
+		now := s.clock.Now()
+		db, from, shards, examined, expired := cur.look(s.sm, now)
+		removed, left := 0, 0
+		if expired > 0 {
+			removed, left = s.sm.Sweep(now, db, from, shards), s.sm.keyCount()
+		}
+		s.unlock()
+		if removed > 0 {
+			s.ret.swept(removed, left)
+		}
+		if !again(examined, expired) {
+			return
 		}
 	}
 }

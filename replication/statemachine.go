@@ -51,8 +51,6 @@ type StateMachine struct {
 	lua   *luaexec.Engine
 	last  int64  // time of the last applied entry, ms
 	seed  uint64 // the seed of the last applied entry
-	// sweepFrom is the shard where the next sweep of each database starts.
-	sweepFrom [keyspace.NumDBs]int
 	// call is the Call of every run: runs never overlap, and a Call escapes
 	// into the script engine, so a fresh one would cost an allocation per
 	// command.
@@ -117,21 +115,16 @@ func (sm *StateMachine) run(db int, cmds [][][]byte, multi bool, watch []Watch, 
 	return keyspace.Array(replies...)
 }
 
-// Sweep reclaims keys expired at now from the shards of each database that
-// hold about budget keys, resuming where the last sweep stopped; see
-// keyspace.Store.Sweep. now must not exceed the time of any entry still to
-// be applied: a Raft node passes LastTime, the standalone engine, whose
-// clock stamps every entry, its clock's time.
-func (sm *StateMachine) Sweep(now int64, budget int) int {
-	removed := 0
-	for db := range keyspace.NumDBs {
-		n, _, expired := sm.store.Expired(db, sm.sweepFrom[db], now, budget)
-		if expired > 0 {
-			removed += sm.store.Sweep(db, sm.sweepFrom[db], n, now)
-		}
-		sm.sweepFrom[db] = (sm.sweepFrom[db] + n) % keyspace.NumShards
+// Sweep removes the keys expired at now from shards shards of database db,
+// from shard from on (see keyspace.Store.Sweep), and returns how many it
+// removed. It runs as an entry does, at max(now, the last entry's time),
+// and moves the state machine's time there: no later entry runs before it,
+// so removing what had expired changes no outcome.
+func (sm *StateMachine) Sweep(now int64, db, from, shards int) int {
+	if now > sm.last {
+		sm.last = now
 	}
-	return removed
+	return sm.store.Sweep(db, from, shards, sm.last)
 }
 
 // Scripts returns the number of scripts in the script cache.

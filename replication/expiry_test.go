@@ -1,0 +1,138 @@
+package replication
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/luaexec"
+)
+
+// loadExpiring is a script that sets ARGV[1] keys that expire in ARGV[2] ms,
+// and ARGV[3] of each kind that do not: with a long deadline and with none.
+const loadExpiring = `
+for i = 1, tonumber(ARGV[1]) do redis.call('SET', 'gone' .. i, 'v', 'PX', ARGV[2]) end
+for i = 1, tonumber(ARGV[3]) do
+  redis.call('SET', 'lease' .. i, 'v', 'PX', 600000)
+  redis.call('SET', 'kept' .. i, 'v')
+end
+return 1`
+
+// keyCounts returns n's count of keys and of keys with a deadline in
+// database 0, expired ones not yet swept included.
+func keyCounts(n *testNode) (keys, volatile int) {
+	n.eng.smMu.Lock()
+	defer n.eng.smMu.Unlock()
+	k, v := n.eng.sm.Load().KeyCounts()
+	return k[0], v[0]
+}
+
+// An idle cluster reclaims expired keys: once they expire, no client writes,
+// yet every member's keyspace loses them (the leader proposes the sweeps),
+// and every member ends with the same state.
+func TestClusterIdleReclaimsExpired(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	wantReply(t, "load", do(l, 0, "EVAL", loadExpiring, "0", "5000", "300", "100"), keyspace.Int(1))
+	// No write from here on.
+	for _, n := range c.nodes {
+		c.eventually(n.id+" reclaims the expired keys", func() bool {
+			k, v := keyCounts(n)
+			return k == 200 && v == 100
+		})
+	}
+	c.eventually("every member applies the last sweep", func() bool {
+		a := l.eng.applied.Load()
+		for _, n := range c.nodes {
+			if n.eng.applied.Load() != a {
+				return false
+			}
+		}
+		return true
+	})
+	want := stateOf(t, l)
+	for _, n := range c.followers(l) {
+		if !bytes.Equal(stateOf(t, n), want) {
+			t.Errorf("%s's state differs from the leader's after the sweeps", n.id)
+		}
+	}
+	wantReply(t, "a lease kept", do(l, 0, "EXISTS", "lease1", "kept100"), keyspace.Int(2))
+}
+
+// stateOf returns n's state as stateBytes writes it.
+func stateOf(t *testing.T, n *testNode) []byte {
+	n.eng.smMu.Lock()
+	sm := n.eng.sm.Load()
+	snap := sm.freeze()
+	n.eng.smMu.Unlock()
+	var buf bytes.Buffer
+	if err := snap.write(&buf, nil); err != nil {
+		t.Fatal(err)
+	}
+	n.eng.smMu.Lock()
+	snap.release()
+	n.eng.smMu.Unlock()
+	return buf.Bytes()
+}
+
+// A standalone node reclaims keys that expire together, without a write.
+func TestStandaloneReclaimsExpired(t *testing.T) {
+	s := NewStandalone(StandaloneOptions{})
+	defer s.Close()
+	req := &Request{Cmds: [][][]byte{words("EVAL", loadExpiring, "0", "20000", "50", "10")}}
+	s.Submit(req)
+	wantReply(t, "load", req.Wait(context.Background()), keyspace.Int(1))
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		info := s.Info()
+		if info.Keys[0] == 20 && info.Expires[0] == 10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20 s: %d keys, %d with a deadline; want 20 and 10", info.Keys[0], info.Expires[0])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The cursor looks at one database after another, each from where its last
+// look stopped, skipping those without a key with a deadline; a cycle goes
+// on while a look finds a tenth or more of the keys expired.
+func TestExpiryCursor(t *testing.T) {
+	sm := NewStateMachine(luaexec.Options{})
+	apply := func(db int, cmd ...string) {
+		sm.Apply(&Entry{Time: 1000, DB: db, Cmds: [][][]byte{words(cmd...)}}, 0, nil)
+	}
+	for i := range 6000 {
+		apply(0, "SET", fmt.Sprint("a", i), "v", "PX", "100")
+	}
+	apply(3, "SET", "b", "v", "PX", "5000")
+	apply(5, "SET", "c", "v") // no deadline: never looked at
+	var cur expiryCursor
+	db, from, shards, examined, expired := cur.look(sm, 2000)
+	if db != 0 || from != 0 || examined < expiryStep || expired != examined || shards >= keyspace.NumShards {
+		t.Fatalf("first look: db %d, shards %d from %d, %d examined, %d expired", db, shards, from, examined, expired)
+	}
+	if db, from2, _, examined, expired := cur.look(sm, 2000); db != 3 || from2 != 0 || examined != 1 || expired != 0 {
+		t.Fatalf("second look: db %d from %d, %d examined, %d expired; want db 3, the key b, live", db, from2, examined, expired)
+	}
+	if db, from3, shards3, examined3, _ := cur.look(sm, 2000); db != 0 || from3 != from+shards || examined+examined3 != 6000 || from3+shards3 != keyspace.NumShards {
+		t.Fatalf("third look: db %d, %d shards from %d, %d examined; want db 0 from %d to the end, the rest of its 6000 keys",
+			db, shards3, from3, examined3, from+shards)
+	}
+	cur.look(sm, 2000) // db 3
+	if db, from4, _, _, _ := cur.look(sm, 2000); db != 0 || from4 != 0 {
+		t.Fatalf("fifth look: db %d from %d; want db 0 from its first shard again", db, from4)
+	}
+	for _, c := range []struct {
+		examined, expired int
+		again             bool
+	}{{10, 1, true}, {11, 1, false}, {4096, 4096, true}, {0, 0, false}, {5, 0, false}} {
+		if got := again(c.examined, c.expired); got != c.again {
+			t.Errorf("again(%d, %d) = %v", c.examined, c.expired, got)
+		}
+	}
+}
