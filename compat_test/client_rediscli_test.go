@@ -169,4 +169,40 @@ func redisCliScenarios(t *testing.T, redisT, ls clientTarget) {
 		}
 		each("--eval of a missing file", "", "--eval", filepath.Join(dir, "missing.lua"))
 	})
+
+	t.Run("README", func(t *testing.T) {
+		// The redis-cli lines of README.md, as a new user runs them from the
+		// project root, each followed there by the reply it prints.
+		flush()
+		readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		const prefix = "    redis-cli -p 6379 "
+		lines := 0
+		for _, line := range strings.Split(string(readme), "\n") {
+			if !strings.HasPrefix(line, prefix) {
+				continue
+			}
+			lines++
+			cmd, reply, ok := strings.Cut(strings.TrimPrefix(line, prefix), " # ")
+			cmd = strings.TrimSpace(cmd)
+			if !ok {
+				t.Errorf("README.md: %q does not say what it prints (a trailing \"# reply\")", line)
+				continue
+			}
+			args := strings.Fields(cmd)
+			for i, a := range args {
+				if strings.HasSuffix(a, ".lua") {
+					args[i] = filepath.Join("..", a)
+				}
+			}
+			if got, want := each("README: "+cmd, "", args...)[0], "stdout:\n"+reply+"\nstderr:\nexit: <nil>"; got != want {
+				t.Errorf("README.md: %s\nredis-server printed:\n%s\nREADME.md says:\n%s", cmd, got, want)
+			}
+		}
+		if lines == 0 {
+			t.Errorf("README.md has no %q lines", prefix)
+		}
+	})
 }
