@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -184,5 +187,43 @@ func TestClusterMemberNeedsClientAddress(t *testing.T) {
 	_, err := lockserver.Open(lockserver.Options{Addr: "-", Cluster: lockserver.ClusterOptions{NodeID: "a", RaftAddr: freeport.MustAddr(t)}})
 	if err == nil || !strings.Contains(err.Error(), "AdvertiseAddr") {
 		t.Fatalf("Open of a member without a listener = %v, want an error about AdvertiseAddr", err)
+	}
+}
+
+// A member whose Options.Logger is nil writes nothing on the process's
+// stderr, even through go-redis, which logs every failed dial there; and the
+// application's own go-redis clients still log there as go-redis does. The
+// test runs itself in a child process to read that process's stderr.
+func TestNilLoggerLeavesStderrToTheApplication(t *testing.T) {
+	const child = "LOCKSERVER_TEST_STDERR_CHILD"
+	if addrs := os.Getenv(child); addrs != "" {
+		nobodyJoin, nobodyApp, _ := strings.Cut(addrs, ",")
+		_, err := lockserver.Open(lockserver.Options{Addr: freeport.MustAddr(t), Cluster: lockserver.ClusterOptions{
+			NodeID: "a", RaftAddr: freeport.MustAddr(t), Join: nobodyJoin, JoinTimeout: time.Second,
+		}})
+		fmt.Println("open:", err)
+		app := redis.NewClient(&redis.Options{Addr: nobodyApp, MaxRetries: -1})
+		defer app.Close()
+		fmt.Println("app:", app.Ping(context.Background()).Err())
+		return
+	}
+	nobodyJoin, nobodyApp := freeport.MustAddr(t), freeport.MustAddr(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestNilLoggerLeavesStderrToTheApplication$", "-test.count=1")
+	cmd.Env = append(os.Environ(), child+"="+nobodyJoin+","+nobodyApp)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("child: %v\n%s%s", err, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "open: replication: open node a: join via "+nobodyJoin+": gave up after 1s (the join timeout): not sent: dial tcp "+nobodyJoin) {
+		t.Fatalf("the child's member did not fail to join %s:\n%s", nobodyJoin, stdout.String())
+	}
+	if strings.Contains(stderr.String(), nobodyJoin) {
+		t.Errorf("a member with no Logger wrote on stderr about its join:\n%s", stderr.String())
+	}
+	// go-redis's own format: "redis: <date> <time> <file>:<line>: <message>".
+	appLine := regexp.MustCompile(`(?m)^redis: \d{4}/\d\d/\d\d \d\d:\d\d:\d\d pool\.go:\d+: redis: connection pool: failed to dial after \d+ attempts: dial tcp ` + regexp.QuoteMeta(nobodyApp))
+	if !appLine.MatchString(stderr.String()) {
+		t.Errorf("the application's own client's failed dial is not on stderr as go-redis writes it:\n%s", stderr.String())
 	}
 }

@@ -43,7 +43,8 @@ type Options struct {
 	// ScriptBudget is how many loop iterations and calls a script may make; 0
 	// means luaexec.DefaultBudget.
 	ScriptBudget int64
-	// Logger receives structured logs; nil discards them.
+	// Logger receives structured logs; nil discards them, go-redis's about a
+	// member's peer connections included (see replication/goredis_log.go).
 	Logger *slog.Logger
 	// DisableProtectedMode turns Redis's protected mode off. On (the
 	// default), a server with no Password answers clients from non-loopback

@@ -172,6 +172,7 @@ func TestDoWithADoneContextRunsNothing(t *testing.T) {
 		}
 	}
 }
+
 // A negative count, size or timeout is a mistake, not a way to ask for the
 // default: Open says which.
 func TestOpenRefusesNegativeOptions(t *testing.T) {

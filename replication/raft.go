@@ -371,7 +371,7 @@ func (r *Raft) open() error {
 	hl := newHCLogger(r.log)
 	r.peers = o.Peers
 	if r.peers == nil {
-		r.peers = newRedisPeers(o.Password)
+		r.peers = newRedisPeers(o.Password, r.log)
 	}
 	r.trans = o.Transport
 	if r.trans == nil {

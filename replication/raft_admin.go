@@ -251,6 +251,7 @@ func (r *Raft) join() error {
 	args := [][]byte{argLockserver, []byte("JOIN"), []byte(r.opts.NodeID), []byte(r.trans.LocalAddr()), []byte(r.opts.ClientAddr)}
 	ctx, cancel := context.WithTimeout(r.ctx, r.opts.JoinTimeout)
 	defer cancel()
+	var last error // the error to report: the last one not cut short by the timeout
 	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 		call, cancelCall := context.WithTimeout(ctx, adminTimeout)
 		_, err := r.peers.Call(call, r.opts.Join, args...)
@@ -259,10 +260,13 @@ func (r *Raft) join() error {
 			r.log.Info("joined the cluster", "via", r.opts.Join)
 			return nil
 		}
+		if last == nil || ctx.Err() == nil {
+			last = err
+		}
 		r.log.Warn("join failed; retrying", "via", r.opts.Join, "err", err)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("join via %s: gave up after %v (the join timeout): %w", r.opts.Join, r.opts.JoinTimeout, err)
+			return fmt.Errorf("join via %s: gave up after %v (the join timeout): %w", r.opts.Join, r.opts.JoinTimeout, last)
 		case <-time.After(backoff):
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"slices"
 	"strings"
@@ -668,12 +669,13 @@ func (r *Raft) sendCommitIndex() {
 // redisPeers is the PeerClient over TCP: go-redis, one small pool per node.
 type redisPeers struct {
 	password string
+	log      *slog.Logger // the node's, for go-redis's messages about its dials
 	mu       sync.Mutex
 	clients  map[string]*redis.Client
 }
 
-func newRedisPeers(password string) *redisPeers {
-	return &redisPeers{password: password, clients: make(map[string]*redis.Client)}
+func newRedisPeers(password string, log *slog.Logger) *redisPeers {
+	return &redisPeers{password: password, log: log, clients: make(map[string]*redis.Client)}
 }
 
 // errPeersClosed is the error of a call after Close: not sent.
@@ -688,7 +690,7 @@ func (p *redisPeers) client(addr string) *redis.Client {
 	}
 	c := p.clients[addr]
 	if c == nil {
-		c = redis.NewClient(&redis.Options{
+		opts := &redis.Options{
 			Addr:     addr,
 			Password: p.password,
 			// A retried forward could apply twice: never retry.
@@ -701,7 +703,17 @@ func (p *redisPeers) client(addr string) *redis.Client {
 			MaintNotificationsConfig: &maintnotifications.Config{
 				Mode: maintnotifications.ModeDisabled,
 			},
-		})
+		}
+		// go-redis's own dialer, its failures marked for goRedisLogger.
+		dial := redis.NewDialer(opts)
+		opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, &peerDialError{err: err, log: p.log}
+			}
+			return conn, nil
+		}
+		c = redis.NewClient(opts)
 		p.clients[addr] = c
 	}
 	return c
