@@ -59,6 +59,22 @@ func init() {
 		)},
 		&Command{Name: "wait", Arity: 3, Flags: conn},
 		&Command{Name: "waitaof", Arity: 4, Flags: conn},
+		// Introspection. LATENCY DOCTOR and GRAPH, Redis's prose and ASCII
+		// charts, have no rows: they get the unknown-subcommand error.
+		&Command{Name: "slowlog", Arity: -2, Flags: admin, Subcommands: subcommands("slowlog",
+			&Command{Name: "get", Arity: -2, Flags: admin},
+			&Command{Name: "help", Arity: 2, Flags: Connection},
+			&Command{Name: "len", Arity: 2, Flags: admin},
+			&Command{Name: "reset", Arity: 2, Flags: admin},
+		)},
+		&Command{Name: "latency", Arity: -2, Flags: admin, Subcommands: subcommands("latency",
+			&Command{Name: "help", Arity: 2, Flags: Connection},
+			&Command{Name: "histogram", Arity: -2, Flags: admin},
+			&Command{Name: "history", Arity: 3, Flags: admin},
+			&Command{Name: "latest", Arity: 2, Flags: admin},
+			&Command{Name: "reset", Arity: -2, Flags: admin},
+		)},
+		&Command{Name: "monitor", Arity: 1, Flags: admin},
 
 		&Command{Name: "multi", Arity: 1, Flags: Transaction | NoScript | NoMulti | Fast},
 		&Command{Name: "exec", Arity: 1, Flags: Transaction | NoScript | NoMulti},

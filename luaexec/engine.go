@@ -63,13 +63,15 @@ type Options struct {
 }
 
 // Engine executes the commands of log entries: script commands in Lua, all
-// others in the keyspace. Exec, ExecRead, Scripts and LoadScripts must not
+// others in the keyspace. Exec, ExecRead, Scripts, LoadScripts and Stopped must not
 // run concurrently; Prepare may run beside them.
 type Engine struct {
 	store *keyspace.Store
 	opts  Options
 	cache *scriptCache
 	vm    *vm // the Lua state, built for the first script
+	// stopped counts the scripts the budget stopped.
+	stopped int64
 }
 
 // New returns an engine over store.
@@ -87,6 +89,9 @@ func New(store *keyspace.Store, opts Options) *Engine {
 }
 
 func (e *Engine) budget() int64 { return e.opts.Budget }
+
+// Stopped returns how many scripts the budget has stopped.
+func (e *Engine) Stopped() int64 { return e.stopped }
 
 func (e *Engine) machine() *vm {
 	if e.vm == nil {

@@ -297,6 +297,7 @@ func (v *vm) exec(r *run, s *compiled, keys, args [][]byte) (lua.LValue, *script
 	err := L.PCall(0, 1, v.handler)
 	info := v.errInfo
 	if r.exhausted {
+		v.e.stopped++
 		line := 0
 		if info != nil {
 			line = info.line

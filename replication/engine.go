@@ -37,8 +37,13 @@ type Info struct {
 	// Keys and Expires count each database's keys and keys with a deadline,
 	// expired ones not yet swept included, as Redis's INFO keyspace does.
 	Keys, Expires [keyspace.NumDBs]int
-	// Scripts is the number of scripts in the script cache.
-	Scripts int
+	// ExpiredKeys counts the keys reclaimed after their deadline since the
+	// node started or restored a snapshot.
+	ExpiredKeys int64
+	// Scripts is how many scripts the script cache holds; ScriptsStopped how
+	// many scripts the budget stopped (see luaexec.Options.Budget).
+	Scripts        int
+	ScriptsStopped int64
 }
 
 // Request is what a client connection asks of the engine: one command, the

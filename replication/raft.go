@@ -211,6 +211,11 @@ type Raft struct {
 
 	waits replicaWaits // the WAITs under way (raft_info.go)
 
+	metrics raftMetrics // raft_metrics.go
+	// committed is when the FSM was handed the batch it applies now: the
+	// commit of this node's proposals in it. Written by the FSM only.
+	committed time.Time
+
 	closed   atomic.Bool
 	failOnce sync.Once  // logFailed
 	fault    chan error // see Fault
@@ -230,6 +235,7 @@ type proposal struct {
 	// forwarded marks a request that a forwarder relayed: its client's next
 	// request comes back through the forwarder, which holds its own batches.
 	forwarded bool
+	at        time.Time // when it was proposed
 }
 
 // logBatch is a Raft log entry of this node's: proposals that go to the log,
@@ -436,7 +442,7 @@ func (r *Raft) open() error {
 	ls, err := newLogStore(logs, func() bool {
 		node := r.node.Load()
 		return node != nil && node.State() == raft.Leader
-	})
+	}, &r.metrics.logWrite)
 	if err != nil {
 		return err
 	}
@@ -652,7 +658,7 @@ func (r *Raft) leading() bool {
 // maxInflight batches are being committed and no batch is held, else with the
 // next batch. It does not wait for the commit. proposeMu is held.
 func (r *Raft) proposeLocked(e *logEntry, req *Request, forwarded bool) {
-	p := &proposal{seq: r.nextSeq, req: req, forwarded: forwarded}
+	p := &proposal{seq: r.nextSeq, req: req, forwarded: forwarded, at: time.Now()}
 	r.nextSeq++
 	e.Origin, e.Seq = r.origin, p.seq
 	r.localMu.Lock()
@@ -697,6 +703,7 @@ func (r *Raft) flushLocked() {
 		e.Entry.Time = stamp
 	}
 	b := &logBatch{props: r.pendingProps, sent: time.Now()}
+	r.metrics.batch.Observe(int64(len(r.pendingProps)))
 	b.future = r.raft.Apply(encodeBatch(r.pending, r.pendingSize), 0)
 	r.pending, r.pendingSize, r.pendingProps = nil, 0, nil
 	r.inflight++
@@ -767,6 +774,10 @@ func (r *Raft) appliedLocal(seq uint64, reply keyspace.Reply) {
 		if p.seq == seq && !p.done {
 			p.done = true
 			done = p.req
+			if !r.committed.IsZero() {
+				r.metrics.commit.Observe(int64(r.committed.Sub(p.at)))
+				r.metrics.apply.Observe(int64(time.Since(p.at)))
+			}
 		}
 		reads = append(reads, p.reads...)
 	}
@@ -1020,7 +1031,10 @@ func (r *Raft) leadershipLoop() {
 				r.leading()
 			}
 		case o := <-obs:
-			if _, ok := o.Data.(raft.LeaderObservation); ok {
+			if lo, ok := o.Data.(raft.LeaderObservation); ok {
+				r.metrics.leaderChanges.Add(1)
+				r.log.Info("leader changed", "event", "leader_change", "leader", string(lo.LeaderID),
+					"leader_addr", r.memberAddr(string(lo.LeaderID)), "term", r.raft.CurrentTerm(), "state", lowerState(r.raft.State()))
 				r.fwd.leaderChanged()
 				continue
 			}

@@ -16,7 +16,7 @@ import (
 // subcommands that change the membership run on the leader, to which the
 // other nodes relay them.
 //
-//	LOCKSERVER STATUS                       this node: state, term, leader, indexes
+//	LOCKSERVER STATUS                       this node: state, term, leader, indexes, readiness
 //	LOCKSERVER MEMBERS                      the members, their addresses and roles
 //	LOCKSERVER LEADER                       the leader's id and client address
 //	LOCKSERVER SNAPSHOT                     take a snapshot of this node now
@@ -33,7 +33,8 @@ var clusterSubcommands = map[string]int{ // name -> number of arguments with LOC
 
 const clusterHelp = `LOCKSERVER <subcommand> [<arg> ...]. Subcommands are:
 STATUS
-    This node's Raft state, term, leader and log indexes.
+    This node's Raft state, term, leader, log indexes, and whether it is ready
+    for clients (it knows a leader and has applied what it knows committed).
 MEMBERS
     Every member: id, Raft address, client address, voter or not.
 LEADER
@@ -75,7 +76,11 @@ func (r *Raft) clusterCommand(req *Request) {
 	case sub == "forward":
 		r.serveForward(req, args[2])
 	case sub == "status":
-		req.finish(r.Status().reply())
+		st := r.Status()
+		if err := r.readyNow(); err != nil {
+			st.NotReady = err.Error()
+		}
+		req.finish(st.reply())
 	case sub == "members":
 		st := r.Status()
 		members := make([]keyspace.Reply, len(st.Members))
@@ -357,6 +362,9 @@ type RaftStatus struct {
 	// AppliedIndex the last its state machine applied; LastIndex the last in its log.
 	CommitIndex, AppliedIndex, LastIndex uint64
 	Members                              []Member
+	// NotReady, filled in for LOCKSERVER STATUS only, says why the member is
+	// not ready for clients (see Ready); it is empty when the member is ready.
+	NotReady string
 }
 
 // Member is a node of the configuration.
@@ -390,6 +398,10 @@ func (r *Raft) Status() RaftStatus {
 }
 
 func (st RaftStatus) reply() keyspace.Reply {
+	ready := 0
+	if st.NotReady == "" {
+		ready = 1
+	}
 	u := func(n uint64) keyspace.Reply { return keyspace.Int(int64(n)) }
 	return keyspace.Map(
 		keyspace.Bulk("node"), keyspace.Bulk(st.NodeID),
@@ -401,6 +413,8 @@ func (st RaftStatus) reply() keyspace.Reply {
 		keyspace.Bulk("applied_index"), u(st.AppliedIndex),
 		keyspace.Bulk("last_index"), u(st.LastIndex),
 		keyspace.Bulk("members"), keyspace.Int(int64(len(st.Members))),
+		keyspace.Bulk("ready"), keyspace.Int(int64(ready)),
+		keyspace.Bulk("not_ready_because"), keyspace.Bulk(st.NotReady),
 	)
 }
 

@@ -221,7 +221,12 @@ func (f *forwarder) send(batch []*Request) {
 				seqs = f.tag(batch)
 				payload = encodeRequests(batch)
 			}
+			sent := time.Now()
 			res, abandoned, err := f.call(leader, addr, payload)
+			if !errors.Is(err, ErrNotSent) {
+				f.r.metrics.forwarded.Add(int64(len(batch)))
+				f.r.metrics.forward.Observe(int64(time.Since(sent)))
+			}
 			var rerr ReplyError
 			switch {
 			case err == nil:
@@ -232,7 +237,7 @@ func (f *forwarder) send(batch []*Request) {
 			case abandoned:
 				r.log.Warn("gave up on a forwarded batch: another node leads now", "leader", leader, "addr", addr)
 				for _, req := range f.owned(batch, seqs) {
-					req.finish(unknownOutcome(req, "leader "+leader+" was replaced before it answered"))
+					req.finish(f.unknown(req, "leader "+leader+" was replaced before it answered"))
 				}
 				return
 			case errors.As(err, &rerr):
@@ -243,7 +248,7 @@ func (f *forwarder) send(batch []*Request) {
 			default:
 				r.log.Warn("forwarding to the leader failed after sending", "leader", leader, "addr", addr, "err", err)
 				for _, req := range f.owned(batch, seqs) {
-					req.finish(unknownOutcome(req, "the connection to the leader failed after the command was forwarded"))
+					req.finish(f.unknown(req, "the connection to the leader failed after the command was forwarded"))
 				}
 				return
 			}
@@ -317,7 +322,7 @@ func (f *forwarder) answer(batch []*Request, seqs []uint64, res string) {
 	if err != nil {
 		f.r.log.Error("bad reply to a forwarded batch", "err", err)
 		for _, req := range f.owned(batch, seqs) {
-			req.finish(unknownOutcome(req, "the leader's reply could not be read"))
+			req.finish(f.unknown(req, "the leader's reply could not be read"))
 		}
 		return
 	}
@@ -559,6 +564,15 @@ func retryable(err error) bool {
 
 // unknownOutcome is the reply to a forwarded request whose fate is unknown:
 // UNKNOWN if it may write, TRYAGAIN if it only reads.
+// unknown is unknownOutcome, counted in the metrics.
+func (f *forwarder) unknown(req *Request, why string) keyspace.Reply {
+	reply := unknownOutcome(req, why)
+	if strings.HasPrefix(reply.Str, "UNKNOWN") {
+		f.r.metrics.unknown.Add(1)
+	}
+	return reply
+}
+
 func unknownOutcome(req *Request, why string) keyspace.Reply {
 	if readOnly(req) {
 		return keyspace.Error(errTryAgain)

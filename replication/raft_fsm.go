@@ -30,6 +30,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		r.logFailed(err)
 		return make([]any, len(logs))
 	}
+	r.committed = time.Now()
 	r.smMu.Lock()
 	defer r.smMu.Unlock()
 	for _, l := range logs {
@@ -153,9 +154,12 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if err := r.logs.failure(); err != nil {
 		return nil, err
 	}
+	began := time.Now()
 	r.smMu.Lock()
 	defer r.smMu.Unlock()
-	return r.freeze(), nil
+	s := r.freeze()
+	s.began = began
+	return s, nil
 }
 
 // Restore replaces the state with a snapshot's: at start, and when the leader
@@ -193,6 +197,9 @@ type raftSnapshot struct {
 	last    int64
 	members map[string]string // replaced, never modified (Raft.members)
 	sm      smSnapshot
+	// began, for a snapshot raft takes, is when; Persist counts it in r's
+	// metrics.
+	began time.Time
 }
 
 // freeze takes the engine's state for a snapshot. smMu is held.
@@ -221,11 +228,34 @@ func (s *raftSnapshot) write(w io.Writer) error { return s.sm.write(w, s.header(
 
 // Persist writes the snapshot to raft's sink, beside Apply.
 func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
-	if err := s.write(sink); err != nil {
+	cw := &countingWriter{w: sink}
+	if err := s.write(cw); err != nil {
 		sink.Cancel()
 		return fmt.Errorf("persist snapshot: %w", err)
 	}
-	return sink.Close()
+	if err := sink.Close(); err != nil {
+		return err
+	}
+	if r := s.r; !s.began.IsZero() {
+		took := time.Since(s.began)
+		r.metrics.snapshots.Add(1)
+		r.metrics.snapshotTime.Observe(int64(took))
+		r.metrics.snapshotBytes.Store(cw.n)
+		r.log.Info("snapshot taken", "event", "snapshot", "id", sink.ID(), "index", s.applied, "bytes", cw.n, "duration", took)
+	}
+	return nil
+}
+
+// countingWriter counts what it writes.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
 }
 
 // Release lets the state machine change in place what the snapshot held;

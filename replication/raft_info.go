@@ -22,7 +22,7 @@ func (r *Raft) Info() Info {
 		info.Replicas = len(r.replicaSet())
 	}
 	r.smMu.Lock()
-	info.Keys, info.Expires = r.sm.Load().KeyCounts()
+	r.sm.Load().figures(&info)
 	r.smMu.Unlock()
 	info.Scripts = r.sm.Load().Scripts()
 	return info

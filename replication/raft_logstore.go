@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/lockserver/lockserver/internal/histogram"
 )
 
 // logStore lets the leader write its own log in parallel with replicating it,
@@ -58,17 +60,19 @@ type logStore struct {
 	err    error
 	closed bool
 	done   chan struct{} // closed when the writer has ended
+	// timed, when set, times each write.
+	timed *histogram.Histogram
 }
 
 var errLogClosed = errors.New("replication: the log store is closed")
 
 // newLogStore wraps store and starts the writer.
-func newLogStore(store raft.LogStore, leading func() bool) (*logStore, error) {
+func newLogStore(store raft.LogStore, leading func() bool, timed *histogram.Histogram) (*logStore, error) {
 	last, err := store.LastIndex()
 	if err != nil {
 		return nil, err
 	}
-	s := &logStore{LogStore: store, leading: leading, done: make(chan struct{})}
+	s := &logStore{LogStore: store, leading: leading, timed: timed, done: make(chan struct{})}
 	s.changed = sync.NewCond(&s.mu)
 	s.durable.Store(last)
 	go s.write()
@@ -159,7 +163,11 @@ func (s *logStore) write() {
 		}
 		s.writing, s.queue = s.queue, nil
 		s.mu.Unlock()
+		began := time.Now()
 		err := s.LogStore.StoreLogs(s.writing)
+		if s.timed != nil {
+			s.timed.Observe(int64(time.Since(began)))
+		}
 		s.mu.Lock()
 		if err != nil {
 			s.err = fmt.Errorf("replication: write the raft log: %w", err)

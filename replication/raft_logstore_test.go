@@ -127,7 +127,7 @@ func testLog(t *testing.T) (*logStore, *gatedStore, *atomic.Bool) {
 	t.Helper()
 	g := &gatedStore{LogStore: raft.NewInmemStore()}
 	var leading atomic.Bool
-	s, err := newLogStore(g, leading.Load)
+	s, err := newLogStore(g, leading.Load, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

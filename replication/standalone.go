@@ -231,7 +231,7 @@ func (s *Standalone) Now() int64 { return s.clock.Now() }
 func (s *Standalone) Info() Info {
 	info := Info{Role: "master"}
 	s.mu.Lock()
-	info.Keys, info.Expires = s.sm.KeyCounts()
+	s.sm.figures(&info)
 	s.unlock()
 	info.Scripts = s.sm.Scripts()
 	return info

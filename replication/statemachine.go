@@ -51,6 +51,8 @@ type StateMachine struct {
 	lua   *luaexec.Engine
 	last  int64  // time of the last applied entry, ms
 	seed  uint64 // the seed of the last applied entry
+	// expired counts the keys Sweep reclaimed (INFO's expired_keys).
+	expired int64
 	// call is the Call of every run: runs never overlap, and a Call escapes
 	// into the script engine, so a fresh one would cost an allocation per
 	// command.
@@ -124,7 +126,9 @@ func (sm *StateMachine) Sweep(now int64, db, from, shards int) int {
 	if now > sm.last {
 		sm.last = now
 	}
-	return sm.store.Sweep(db, from, shards, sm.last)
+	n := sm.store.Sweep(db, from, shards, sm.last)
+	sm.expired += int64(n)
+	return n
 }
 
 // Scripts returns the number of scripts in the script cache.
@@ -181,4 +185,11 @@ func (sm *StateMachine) KeyCounts() (keys, expires [keyspace.NumDBs]int) {
 		keys[i], expires[i] = sm.store.KeyCounts(i)
 	}
 	return keys, expires
+}
+
+// figures fills in what Info reports of the state machine.
+func (sm *StateMachine) figures(info *Info) {
+	info.Keys, info.Expires = sm.KeyCounts()
+	info.ExpiredKeys = sm.expired
+	info.ScriptsStopped = sm.lua.Stopped()
 }

@@ -48,6 +48,12 @@ type call struct {
 func (c *conn) record(cl *call, failed bool) {
 	d := time.Since(cl.start) - cl.blocked
 	c.srv.countCall(cl.cmd, d, failed)
+	if t := c.srv.slowlogSlower.Load(); t >= 0 && d.Microseconds() >= t || c.srv.latencyThreshold.Load() > 0 {
+		c.info.Lock()
+		name := c.info.name
+		c.info.Unlock()
+		c.srv.checkSlow(cl.cmd, cl.args, d, c.addr, name)
+	}
 }
 
 // countCall adds one call of cmd that took d.
@@ -175,6 +181,17 @@ func (e *errorStats) snapshot() []errorCount {
 		out = append(out, errorCount{errorKey{code: code}, n})
 	}
 	slices.SortFunc(out, func(a, b errorCount) int { return strings.Compare(a.code, b.code) })
+	return out
+}
+
+// byCommand returns the counts by command and code.
+func (e *errorStats) byCommand() []errorCount {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]errorCount, 0, len(e.byCmd))
+	for k, n := range e.byCmd {
+		out = append(out, errorCount{k, n})
+	}
 	return out
 }
 

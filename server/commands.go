@@ -75,6 +75,12 @@ func init() {
 	for name, h := range clusterHandlers {
 		handlers[name] = h
 	}
+	for name, h := range slowlogHandlers {
+		handlers[name] = h
+	}
+	for name, h := range latencyHandlers {
+		handlers[name] = h
+	}
 }
 
 // help returns a HELP subcommand listing what a container command offers, in

@@ -105,6 +105,21 @@ func init() {
 				s.latencyPercentiles.Store(&ps)
 				return nil
 			}},
+		{name: "slowlog-log-slower-than",
+			get: func(s *Server) string { return strconv.FormatInt(s.slowlogSlower.Load(), 10) },
+			set: func(s *Server, v string) error { return setBounded(&s.slowlogSlower, v, -1, math.MaxInt64) }},
+		{name: "slowlog-max-len",
+			get: func(s *Server) string { return strconv.FormatInt(s.slowlogMax.Load(), 10) },
+			set: func(s *Server, v string) error {
+				if err := setBounded(&s.slowlogMax, v, 0, math.MaxInt64); err != nil {
+					return err
+				}
+				s.slowlog.trim(s.slowlogMax.Load())
+				return nil
+			}},
+		{name: "latency-monitor-threshold",
+			get: func(s *Server) string { return strconv.FormatInt(s.latencyThreshold.Load(), 10) },
+			set: func(s *Server, v string) error { return setBounded(&s.latencyThreshold, v, 0, math.MaxInt64) }},
 		{name: "save", get: func(*Server) string { return "" }, set: onlyValue("save", "")},
 		{name: "appendonly", get: func(*Server) string { return "no" }, set: func(s *Server, v string) error {
 			if !strings.EqualFold(v, "yes") && !strings.EqualFold(v, "no") {
@@ -162,6 +177,15 @@ func setMemoryAtLeast(dst interface{ Store(int64) }, v string, least int64) erro
 	}
 	if n < least {
 		return errors.New("argument must be between " + strconv.FormatInt(least, 10) + " and 9223372036854775807 inclusive")
+	}
+	dst.Store(n)
+	return nil
+}
+
+func setBounded(dst interface{ Store(int64) }, v string, lo, hi int64) error {
+	n, err := parseBounded(v, lo, hi)
+	if err != nil {
+		return err
 	}
 	dst.Store(n)
 	return nil

@@ -159,19 +159,35 @@ func (s *Server) infoPersistence(b *infoBuilder) {
 	b.line("aof_last_write_status", "ok")
 }
 
-func (s *Server) infoStats(b *infoBuilder) {
-	var commands, netIn, netOut int64
+// totals are the server's counts with those of the open connections.
+type totals struct {
+	clients                 int
+	commands, netIn, netOut int64
+}
+
+func (s *Server) totals() totals {
+	var t totals
 	s.each(func(c *conn) {
-		commands += c.commands.Load()
-		netIn += c.rd.total.Load()
-		netOut += c.written.Load()
+		t.clients++
+		t.commands += c.commands.Load()
+		t.netIn += c.rd.total.Load()
+		t.netOut += c.written.Load()
 	})
+	t.commands += s.stats.commands.Load()
+	t.netIn += s.stats.netIn.Load()
+	t.netOut += s.stats.netOut.Load()
+	return t
+}
+
+func (s *Server) infoStats(b *infoBuilder) {
+	t := s.totals()
 	channels, patterns, shards := s.hub.counts()
 	b.line("total_connections_received", s.stats.connections.Load())
-	b.line("total_commands_processed", s.stats.commands.Load()+commands)
-	b.line("total_net_input_bytes", s.stats.netIn.Load()+netIn)
-	b.line("total_net_output_bytes", s.stats.netOut.Load()+netOut)
+	b.line("total_commands_processed", t.commands)
+	b.line("total_net_input_bytes", t.netIn)
+	b.line("total_net_output_bytes", t.netOut)
 	b.line("rejected_connections", s.stats.rejected.Load())
+	b.line("expired_keys", b.engineInfo().ExpiredKeys)
 	b.line("evicted_keys", 0)
 	b.line("evicted_clients", 0)
 	b.line("pubsub_channels", channels)

@@ -79,6 +79,14 @@ type Server struct {
 	// those INFO latencystats shows.
 	latencyTracking    atomic.Bool
 	latencyPercentiles atomic.Pointer[[]float64]
+	// The slow log (slowlog-log-slower-than in microseconds, -1 for off;
+	// slowlog-max-len) and the latency monitor (latency-monitor-threshold in
+	// milliseconds, 0 for off).
+	slowlog          slowlog
+	slowlogSlower    atomic.Int64
+	slowlogMax       atomic.Int64
+	latency          latencyMonitor
+	latencyThreshold atomic.Int64
 }
 
 // stats are the counters of INFO's stats section. Per-connection counts are
@@ -124,6 +132,8 @@ func New(cfg Config) *Server {
 	s.cmdStats = make([]commandStats, keyspace.NumIDs())
 	s.latencyTracking.Store(true)
 	s.latencyPercentiles.Store(&[]float64{50, 99, 99.9})
+	s.slowlogSlower.Store(10000)
+	s.slowlogMax.Store(128)
 	s.password.Store(&cfg.Password)
 	s.maxClients.Store(int64(cfg.MaxClients))
 	s.protected.Store(!cfg.DisableProtectedMode)
@@ -337,7 +347,9 @@ func (s *Server) Do(ctx context.Context, db int, args [][]byte) keyspace.Reply {
 		s.stats.errors.count(cmd, r.Str)
 	}
 	s.stats.commands.Add(1)
-	s.countCall(cmd, time.Since(start), failed)
+	d := time.Since(start)
+	s.countCall(cmd, d, failed)
+	s.checkSlow(cmd, args, d, "", "")
 	return r
 }
 

@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime"
@@ -24,6 +25,8 @@ import (
 	"github.com/lockserver/lockserver"
 	"github.com/lockserver/lockserver/replication"
 	"github.com/lockserver/lockserver/server"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 func main() {
@@ -44,6 +47,9 @@ type config struct {
 	logLevel  slog.Level
 	logFormat string
 	procs     int
+	// metricsAddr is where /metrics, /healthz and /readyz are served over
+	// HTTP; empty for nowhere.
+	metricsAddr string
 }
 
 func parse(args []string, getenv func(string) string) (*config, error) {
@@ -72,6 +78,7 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	fs.StringVar(&o.SentinelMaster, "sentinel-master", server.DefaultSentinelMaster, "master `name` the SENTINEL commands answer to, for clients configured for Redis Sentinel")
 	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn, error")
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log `format`: text or json")
+	fs.StringVar(&cfg.metricsAddr, "metrics-addr", "", "HTTP `address` serving Prometheus metrics (/metrics), /healthz and /readyz, e.g. 127.0.0.1:9121 (empty: none)")
 	fs.Var(natural[int]{&cfg.procs}, "procs", "CPUs that run the server's code at once (0: one on a machine of two CPUs or fewer, else all; see README)")
 	c := &o.Cluster
 	fs.StringVar(&c.NodeID, "node-id", "", "run as the Raft cluster member with this `id` (unset: a single standalone node)")
@@ -288,7 +295,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	log.Info("lockserver ready", "addr", s.Addr(), "pid", os.Getpid(), "procs", runtime.GOMAXPROCS(0))
+	var metrics *http.Server
+	if cfg.metricsAddr != "" {
+		if metrics, err = serveMetrics(cfg.metricsAddr, s, log); err != nil {
+			s.Close()
+			return err
+		}
+		defer metrics.Close()
+	}
+	log.Info("lockserver ready", "addr", s.Addr(), "metrics_addr", cfg.metricsAddr, "pid", os.Getpid(), "procs", runtime.GOMAXPROCS(0))
 	var fault error
 	select {
 	case <-ctx.Done():
@@ -301,4 +316,22 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// serveMetrics serves the server's Handler on addr, with the Go runtime's
+// and the process's collectors beside the server's own.
+func serveMetrics(addr string, s *lockserver.Server, log *slog.Logger) (*http.Server, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s.Collector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: listen: %w", err)
+	}
+	hs := &http.Server{Handler: s.Handler(reg), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server failed", "err", err)
+		}
+	}()
+	return hs, nil
 }
