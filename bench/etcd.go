@@ -125,8 +125,9 @@ func newEtcdClient(endpoints []string) (*clientv3.Client, error) {
 // etcdCycles returns workers that lock and unlock etcd's concurrency.Mutex,
 // each with its own session (lease), as separate lock users would. With
 // hot > 0 the workers share that many mutexes and the latency recorded is the
-// wait to acquire; otherwise each has its own and both operations count.
-func etcdCycles(ctx context.Context, endpoints []string, prefix string, clients, hot int) ([]stepFunc, func(), error) {
+// wait to acquire, or with h the hand-off; otherwise each has its own and
+// both operations count.
+func etcdCycles(ctx context.Context, endpoints []string, prefix string, clients, hot int, h *handoff) ([]stepFunc, func(), error) {
 	cli, err := newEtcdClient(endpoints)
 	if err != nil {
 		return nil, nil, err
@@ -156,14 +157,19 @@ func etcdCycles(ctx context.Context, endpoints []string, prefix string, clients,
 			if err := mu.Lock(ctx); err != nil {
 				return fmt.Errorf("etcd mutex lock: %w", err)
 			}
-			m.observe(start)
+			if h != nil {
+				h.acquired(m)
+				h.releasing()
+			} else {
+				m.observe(start)
+			}
 			start = time.Now()
 			// The release must happen even when the run ends meanwhile, or
 			// the next holder would wait for the session's lease.
 			if err := mu.Unlock(context.WithoutCancel(ctx)); err != nil {
 				return fmt.Errorf("etcd mutex unlock: %w", err)
 			}
-			if hot == 0 {
+			if hot == 0 && h == nil {
 				m.observe(start)
 			}
 			return nil

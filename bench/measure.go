@@ -24,9 +24,12 @@ type meter struct {
 }
 
 // observe records an operation that started at start and has just completed.
-func (m *meter) observe(start time.Time) {
+func (m *meter) observe(start time.Time) { m.record(time.Since(start)) }
+
+// record records an operation that took d and has just completed.
+func (m *meter) record(d time.Duration) {
 	if m.recording.Load() {
-		m.hist.record(time.Since(start))
+		m.hist.record(d)
 		m.ops++
 	}
 	m.live.Add(1)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -256,15 +255,17 @@ func usedMemory(ctx context.Context, c respClient, fallback func() (int64, error
 // temporary directory, so the server runs as its own process with its own GC.
 func (b *bench) lockserverBinary(ctx context.Context) (string, error) {
 	b.buildOnce.Do(func() {
-		out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-		gomod := strings.TrimSpace(string(out))
-		if err != nil || gomod == "" || gomod == os.DevNull {
-			b.buildErr = fmt.Errorf("build lockserver: run the bench inside the lockserver module (go env GOMOD: %q, %v)", gomod, err)
+		// The bench is a module of its own that replaces lockserver's with
+		// the directory above it: build the server there.
+		out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/lockserver/lockserver").Output()
+		dir := strings.TrimSpace(string(out))
+		if err != nil || dir == "" {
+			b.buildErr = fmt.Errorf("build lockserver: run the bench inside its module, bench/ (go list -m lockserver: %q, %v)", dir, err)
 			return
 		}
 		bin := filepath.Join(b.tmp, "lockserver")
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/lockserver")
-		cmd.Dir = filepath.Dir(gomod)
+		cmd.Dir = dir
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.buildErr = fmt.Errorf("build lockserver: %w\n%s", err, out)
 			return

@@ -29,7 +29,7 @@ func memoryRow(rows []row, system string) (row, bool) {
 	return row{}, false
 }
 
-// targets sets each goal of issues 2, 3 and 4 beside this run's figures.
+// targets sets each goal of issues 2, 3, 4 and 18 beside this run's figures.
 func targets(rows []row) []target {
 	var out []target
 	// relative checks a ratio of a system's figure to another's, in one setting.
@@ -72,6 +72,25 @@ func targets(rows []row) []target {
 		t.Measured, t.Status = "p99 "+fmtDur(r.P99), metIf(r.P99 < 10*time.Millisecond)
 	}
 	out = append(out, t)
+
+	// Issue 18: the Go Mutex on the cluster hands a hot lock off faster
+	// (p50) than etcd's Mutex and than redsync on redis-server with
+	// appendfsync always.
+	for _, c := range handoffClients {
+		for _, other := range []struct{ sys, workload, name string }{
+			{"etcd3", "handoff-mutex", "etcd 3-node concurrency.Mutex"},
+			{"redis-aof", "handoff-redsync", "redsync on redis-server appendfsync always"},
+		} {
+			t := target{Goal: fmt.Sprintf("3-node cluster Mutex hand-off p50 below %s, %d contenders", other.name, c), Status: "not measured"}
+			a, okA := find(rows, "lockserver-raft3", "handoff-mutex", c, 0)
+			b, okB := find(rows, other.sys, other.workload, c, 0)
+			if okA && okB && a.P50 > 0 && b.P50 > 0 {
+				t.Measured = fmt.Sprintf("p50 %s vs %s", fmtDur(a.P50), fmtDur(b.P50))
+				t.Status = metIf(a.P50 < b.P50)
+			}
+			out = append(out, t)
+		}
+	}
 
 	for _, sys := range []string{"lockserver", "embedded"} {
 		t := target{Goal: sys + " memory per held lock <= 1.5x redis-server's", Status: "not measured"}

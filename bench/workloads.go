@@ -60,6 +60,18 @@ func workloads() []workload {
 			skip: respSkip, points: setnxPoints},
 		{name: "redis-benchmark", about: "(c) redis-benchmark -c 50 SET, GET and EVALSHA of redisson_lock.lua, at -P 1 and -P 16; latency as it reports (p50, p99; no p999)",
 			skip: redisBenchmarkSkip, points: redisBenchmarkPoints},
+		{name: "mutex", about: "(e) the Go lock package's Mutex (lock.Mutex: fencing token, lease watchdog, wait queue) lock + unlock cycles, one key per client; etcd3: its concurrency.Mutex; ops/s counts acquires and releases",
+			skip: mutexSkip, points: mutexPoints},
+		{name: "handoff-mutex", about: "(f) hot-lock hand-off: every client contends for one lock, taking it, releasing it at once, and asking again; latency is from the holder starting its release to the next holder's acquisition returning. The Go lock package's Mutex; etcd3: its concurrency.Mutex. acq/s",
+			skip: mutexSkip, points: handoffPoints("handoff-mutex", (*bench).mutexHandoff)},
+		{name: "handoff-redsync", about: "(f) as handoff-mutex, with redsync v4 (SET NX PX, its default retry delay of 50-250 ms)",
+			skip: goRedisSkip, points: handoffPoints("handoff-redsync", (*bench).redsyncHandoff)},
+		{name: "handoff-redislock", about: "(f) as handoff-mutex, with bsm/redislock (SET NX PX, retrying every 10 ms)",
+			skip: goRedisSkip, points: handoffPoints("handoff-redislock", (*bench).redislockHandoff)},
+		{name: "handoff-redisson", about: "(f) as handoff-mutex, with Redisson's scripts through go-redis as in lock-hot (waiters woken by the unlock message)",
+			skip: respSkip, points: handoffPoints("handoff-redisson", func(b *bench, ctx context.Context, inst *instance, clients int, h *handoff) ([]stepFunc, func(), error) {
+				return b.redissonHot(ctx, inst, b.prefix(), clients, 1, h)
+			})},
 		{name: "held", about: "(d) memory per held Redisson lock (hash, 1 h lease; used_memory from INFO before and after loading them, each read after MEMORY PURGE), and lock-cycle throughput at 50 clients as held locks grow",
 			skip: heldSkip, sequence: runHeld, steps: func(b *bench) int { return 2 * len(heldSteps(b.cfg.held)) }},
 	}
@@ -123,7 +135,7 @@ func (b *bench) lockPoint(ctx context.Context, sys system, inst *instance, clien
 	b.progress.step(fmt.Sprintf("%s %s c=%d", sys.name, name, clients))
 	r := row{Workload: name, System: sys.name, Clients: clients, Held: held}
 	prepare := func(ctx context.Context) ([]stepFunc, func(), error) {
-		return etcdCycles(ctx, inst.etcd, b.prefix(), clients, 0)
+		return etcdCycles(ctx, inst.etcd, b.prefix(), clients, 0, nil)
 	}
 	if inst.client != nil {
 		prepare = func(ctx context.Context) ([]stepFunc, func(), error) {
@@ -169,11 +181,11 @@ func hotPoints(b *bench) []point {
 		out = append(out, func(ctx context.Context, b *bench, sys system, inst *instance) row {
 			b.progress.step(fmt.Sprintf("%s lock-hot c=%d", sys.name, clients))
 			prepare := func(ctx context.Context) ([]stepFunc, func(), error) {
-				return etcdCycles(ctx, inst.etcd, b.prefix(), clients, hotKeys(clients))
+				return etcdCycles(ctx, inst.etcd, b.prefix(), clients, hotKeys(clients), nil)
 			}
 			if inst.client != nil {
 				prepare = func(ctx context.Context) ([]stepFunc, func(), error) {
-					return b.redissonHot(ctx, inst, b.prefix(), clients)
+					return b.redissonHot(ctx, inst, b.prefix(), clients, hotKeys(clients), nil)
 				}
 			}
 			return row{Workload: "lock-hot", System: sys.name, Clients: clients}.fill(b.measure(ctx, inst, prepare), "acq/s", inst)
@@ -186,9 +198,9 @@ func hotPoints(b *bench) []point {
 // RLock.lock() does: try the lock script; when it answers the holder's
 // remaining lease, wait for an unlock message on the lock's channel (or for
 // that lease to run out) and try again. As in Redisson, one subscription per
-// lock is shared by every waiter, and each message wakes one waiter.
-func (b *bench) redissonHot(ctx context.Context, inst *instance, prefix string, clients int) ([]stepFunc, func(), error) {
-	n := hotKeys(clients)
+// lock is shared by every waiter, and each message wakes one waiter. The
+// latency recorded is the wait to acquire, or with h the hand-off.
+func (b *bench) redissonHot(ctx context.Context, inst *instance, prefix string, clients, n int, h *handoff) ([]stepFunc, func(), error) {
 	keys := make([]string, n)
 	wake := make(map[string]chan struct{}, n)
 	var channels []string
@@ -261,7 +273,12 @@ func (b *bench) redissonHot(ctx context.Context, inst *instance, prefix string, 
 					return nil
 				}
 			}
-			m.observe(start)
+			if h != nil {
+				h.acquired(m)
+				h.releasing()
+			} else {
+				m.observe(start)
+			}
 			return b.redissonUnlock(ctx, c, lockKeys, owner)
 		}
 	}
