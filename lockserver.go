@@ -40,8 +40,9 @@ type Options struct {
 	MaxMemory int64
 	// Limits bound request sizes (bulk length, arguments, inline length).
 	Limits server.Limits
-	// ScriptBudget is how many loop iterations and calls a script may make; 0
-	// means luaexec.DefaultBudget.
+	// ScriptBudget is how many steps a script may take (luaexec.Options.Budget:
+	// operations, and 16 bytes of strings built or scanned); 0 means
+	// luaexec.DefaultBudget, about a second of one core at worst.
 	ScriptBudget int64
 	// Logger receives structured logs; nil discards them, go-redis's about a
 	// member's peer connections included (see replication/goredis_log.go).

@@ -18,8 +18,10 @@ import (
 // in cjson objects and RESP3 maps follows insertion, not Lua's hash order;
 // {big_number=...} and {verbatim_string=...} with a format other than txt
 // reply in their RESP2 forms (keyspace has no big number kind and keeps no
-// verbatim format); and a runaway script is stopped by the budget where
-// redis-server goes BUSY.
+// verbatim format); a constructor's fields whose keys are computed when it
+// runs are stored after its other fields, so that {..., [1 + 0] = 'x'}
+// keeps 'x' at 1 where Lua keeps the first value; and a runaway script is
+// stopped by the budget where redis-server goes BUSY.
 
 // evalAll sends each script as EVAL script 0 to both servers.
 func (p *pair) evalAll(scripts []string) {
@@ -1056,6 +1058,12 @@ var diffTables = []string{
 	"local t = {} t[1], t[1] = 1, 2 return t[1]",
 	"local function f() return 5, 6 end local t = {} t[1], t[2] = f() return t",
 	"local k = 'x' local t = {[k] = 1, 2, [3] = 3, y = 4} return {t.x, t[1], t[3], t.y}",
+	// Only a constructor's last field expands a call or '...' into several values.
+	"local function f() return 1, 2, 3 end local k = 'a' local t = {[k] = f()} return {t.a, tostring(t[2])}",
+	"local function f() return 1, 2, 3 end local k = 'a' local t = {f(), [k] = 4} return {#t, t.a}",
+	"local function f(...) local k = 'a' local t = {..., [k] = 'x'} return {#t, t.a} end return f(1, 2, 3)",
+	"local function f(...) local k = 'a' local t = {[k] = 'x', ...} return {#t, t.a} end return f(1, 2, 3)",
+	"local function f(...) return select('#', ...), ... end return {f(1, nil, 3)}",
 	"local t = {} t[0/0] = 1",
 	"local t = {} t[nil] = 1",
 	"local t = {} local k = nil t[k] = 1",

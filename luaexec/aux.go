@@ -75,8 +75,14 @@ func toStringValue(v lua.LValue) (string, bool) {
 	return "", false
 }
 
+// checkNumber is luaL_checknumber, which converts a numeric string: the
+// budget is charged for scanning it.
 func checkNumber(L *lua.LState, n int) float64 {
-	f, ok := toNumber(L.Get(n))
+	val := L.Get(n)
+	if s, ok := val.(lua.LString); ok {
+		chargeScan(L, len(s))
+	}
+	f, ok := toNumber(val)
 	if !ok {
 		typeError(L, n, "number")
 	}

@@ -1,6 +1,7 @@
 package luaexec
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -16,9 +17,9 @@ import (
 func (v *vm) openBase() {
 	L := v.L
 	fns := map[string]lua.LGFunction{
-		"assert":         baseAssert,
+		"assert":         v.assert,
 		"collectgarbage": baseCollectGarbage,
-		"error":          baseError,
+		"error":          v.error,
 		"gcinfo":         func(L *lua.LState) int { L.Push(lua.LNumber(0)); return 1 },
 		"getmetatable":   v.getmetatable,
 		"ipairs":         v.ipairs,
@@ -27,12 +28,12 @@ func (v *vm) openBase() {
 		"next":           v.next,
 		"pairs":          v.pairs,
 		"pcall":          v.pcall,
-		"rawequal":       baseRawEqual,
+		"rawequal":       v.rawequal,
 		"rawget":         v.rawget,
 		"rawset":         v.rawset,
 		"select":         baseSelect,
 		"setmetatable":   v.setmetatable,
-		"tonumber":       baseTonumber,
+		"tonumber":       v.tonumber,
 		"tostring":       v.baseTostring,
 		"type":           func(L *lua.LState) int { L.Push(lua.LString(checkAny(L, 1).Type().String())); return 1 },
 		"unpack":         v.unpack,
@@ -45,9 +46,13 @@ func (v *vm) openBase() {
 	v.ipairsIter = L.NewFunction(v.ipairsAux)
 }
 
-func baseAssert(L *lua.LState) int {
+// assert raises its message with a position, copying it: the copy is
+// charged, as is every message built below.
+func (v *vm) assert(L *lua.LState) int {
 	if !lua.LVAsBool(checkAny(L, 1)) {
-		raiseError(L, "%s", optString(L, 2, "assertion failed!"))
+		msg := optString(L, 2, "assertion failed!")
+		v.chargeLen(L, len(msg))
+		raiseError(L, "%s", msg)
 	}
 	return L.GetTop()
 }
@@ -74,10 +79,11 @@ func baseCollectGarbage(L *lua.LState) int {
 
 // baseError is Lua 5.1's error: a string or number message gets the position
 // of the function at the given level.
-func baseError(L *lua.LState) int {
+func (v *vm) error(L *lua.LState) int {
 	level := optInt(L, 2, 1)
 	msg := L.Get(1)
 	if s, ok := toStringValue(msg); ok && level > 0 {
+		v.chargeLen(L, len(s))
 		msg = lua.LString(where(L, level) + s)
 	}
 	L.Error(msg, 0)
@@ -163,15 +169,22 @@ func (v *vm) pairs(L *lua.LState) int {
 	return 3
 }
 
-func baseRawEqual(L *lua.LState) int {
+func (v *vm) rawequal(L *lua.LState) int {
 	a, b := checkAny(L, 1), checkAny(L, 2)
+	if s, ok := a.(lua.LString); ok {
+		if t, ok := b.(lua.LString); ok && len(s) == len(t) {
+			v.chargeLen(L, len(s))
+		}
+	}
 	L.Push(lua.LBool(a == b))
 	return 1
 }
 
 func (v *vm) rawget(L *lua.LState) int {
 	t := v.contents(checkTable(L, 1))
-	L.Push(t.RawGet(checkAny(L, 2)))
+	k := checkAny(L, 2)
+	v.chargeString(L, k)
+	L.Push(t.RawGet(k))
 	return 1
 }
 
@@ -181,6 +194,7 @@ func (v *vm) rawset(L *lua.LState) int {
 	val := checkAny(L, 3)
 	v.refuseReadonly(L, t)
 	checkKey(L, k)
+	v.chargeString(L, k)
 	v.chargeGap(L, t, k)
 	t.RawSet(k, val)
 	L.SetTop(1)
@@ -220,8 +234,11 @@ func baseSelect(L *lua.LState) int {
 
 // baseTonumber is Lua 5.1's tonumber: base 10 converts as the language
 // does (strtod: "1e3", "0x10", " 5 ", "inf"); other bases use strtoul.
-func baseTonumber(L *lua.LState) int {
+func (v *vm) tonumber(L *lua.LState) int {
 	base := optInt(L, 2, 10)
+	if s, ok := L.Get(1).(lua.LString); ok {
+		v.chargeLen(L, len(s))
+	}
 	if base == 10 {
 		if f, ok := toNumber(checkAny(L, 1)); ok {
 			L.Push(lua.LNumber(f))
@@ -291,8 +308,13 @@ func (v *vm) tostring(L *lua.LState, val lua.LValue) string {
 		}
 		return "false"
 	}
+	v.charge(L, objectCharge)
 	return fmt.Sprintf("%s: 0x%08x", val.Type().String(), v.objectID(val))
 }
+
+// objectCharge is what printing an object costs: formatting, and numbering
+// it in a map that keeps it until the script ends.
+const objectCharge = 8
 
 // objectID numbers the objects that a run prints, in the order it prints them.
 func (v *vm) objectID(val lua.LValue) int {
@@ -361,10 +383,14 @@ func (v *vm) pcall(L *lua.LState) int {
 }
 
 // caught accounts for an error that pcall or xpcall caught: it re-raises a
-// stopped budget, and charges for the traceback gopher-lua built when the
-// error handler could not run (a full call stack).
+// stopped budget, charges for unwinding (a Go panic and its recovery), and
+// for the traceback gopher-lua built when the error handler could not run
+// (a full call stack).
 func (v *vm) caught(L *lua.LState, err error) {
 	v.reraise(L)
+	if err != nil {
+		v.charge(L, caughtCharge)
+	}
 	if ae, ok := err.(*lua.ApiError); ok && ae.StackTrace != "" {
 		v.charge(L, overflowCharge)
 	}
@@ -453,14 +479,20 @@ func (v *vm) load(L *lua.LState) int {
 }
 
 func (v *vm) loadChunk(L *lua.LState, src, name string) int {
-	v.chargeBytes(L, len(src))
+	v.charge(L, 1)
 	if strings.HasPrefix(src, "\x1bLua") {
 		L.Push(lua.LNil)
 		L.Push(lua.LString(chunkID(name) + ": bytecode loading is not supported"))
 		return 2
 	}
 	id := chunkID(name)
-	proto, err := compileChunk(src, id, 1, 1)
+	// Compiling is charged as the work it takes, up to what is left.
+	proto, pool, work, err := compileChunk(src, id, 1, 1, int(max(v.run.steps, 1)))
+	var se *syntaxError
+	if errors.As(err, &se) && se.overBudget {
+		v.charge(L, v.run.steps+1)
+	}
+	v.charge(L, int64(work))
 	if err != nil {
 		L.Push(lua.LNil)
 		L.Push(lua.LString(err.Error()))
@@ -470,7 +502,7 @@ func (v *vm) loadChunk(L *lua.LState, src, name string) int {
 		v.sources = make(map[string]string)
 	}
 	v.sources[id] = name
-	L.Push(v.closure(proto))
+	L.Push(v.closure(proto, pool))
 	return 1
 }
 

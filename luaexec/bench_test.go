@@ -1,6 +1,8 @@
 package luaexec
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/lockserver/lockserver/internal/lockscripts"
@@ -72,4 +74,43 @@ func BenchmarkEvalReturn(b *testing.B) {
 // A loop of budgeted iterations, to relate steps to time.
 func BenchmarkEvalLoop1000(b *testing.B) {
 	benchEvalsha(b, "local n = 0 for i = 1, 1000 do n = n + i end return n", nil, "0")
+}
+
+// BenchmarkWorstInputs runs each of the worst inputs (budget_test.go) with
+// the default budget against 16 MB strings, and reports its CPU time beside
+// its wall time: the budget's bound on the work of one script is the largest.
+//
+//	go test -run '^$' -bench WorstInputs -benchtime 3x ./luaexec
+func BenchmarkWorstInputs(b *testing.B) {
+	h := worstHarness(b, DefaultBudget, 16<<20)
+	for _, w := range worstInputs {
+		b.Run(w.name, func(b *testing.B) {
+			start := cpuTime()
+			for i := 0; i < b.N; i++ {
+				if r := h.eval(w.script); !r.IsError() {
+					b.Fatalf("not stopped: %s", show(r))
+				}
+			}
+			b.ReportMetric(float64((cpuTime()-start).Milliseconds())/float64(b.N), "cpu-ms/op")
+		})
+	}
+}
+
+// BenchmarkCompileDistinctConstants compiles a table constructor of 30,000
+// distinct numbers, which took 4-9 s when every constant was searched for
+// among all the others.
+func BenchmarkCompileDistinctConstants(b *testing.B) {
+	var src strings.Builder
+	src.WriteString("local t = {")
+	for i := 0; i < 30000; i++ {
+		src.WriteString(strconv.Itoa(i) + ",")
+	}
+	src.WriteString("} return #t")
+	body := src.String()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if s, msg := compileScript("", body, DefaultBudget); s == nil {
+			b.Fatal(msg)
+		}
+	}
 }

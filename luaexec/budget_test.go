@@ -14,21 +14,29 @@ func budgetErr(script string, budget int64, line int) string {
 func itoa(n int) string     { return strconv.Itoa(n) }
 func itoa64(n int64) string { return strconv.FormatInt(n, 10) }
 
-// The budget counts deterministically: the main body costs one step and each
-// loop iteration one more, so a 100-iteration loop needs exactly 101 steps.
+// The budget counts deterministically. The main body below weighs 3 (one
+// for running it, one for the loop statement, one for the return), the
+// empty loop body 1 for each of its 100 runs, and the reply one value:
+// exactly 104 steps.
 func TestBudgetCountsSteps(t *testing.T) {
 	const script = "for i = 1, 100 do end return 'done'"
-	if got := show(newHarness(t, Options{Budget: 101}).eval(script)); got != `"done"` {
-		t.Fatalf("with 101 steps: %s", got)
+	if got := show(newHarness(t, Options{Budget: 104}).eval(script)); got != `"done"` {
+		t.Fatalf("with 104 steps: %s", got)
 	}
-	if got := show(newHarness(t, Options{Budget: 100}).eval(script)); got != budgetErr(script, 100, 1) {
-		t.Fatalf("with 100 steps: %s", got)
+	want := "-ERR Script reply too large: building it exceeded the script's execution budget of 103 steps (one a value, one for 16 bytes)"
+	if got := show(newHarness(t, Options{Budget: 103}).eval(script)); got != want {
+		t.Fatalf("with 103 steps: %s", got)
+	}
+	if got := show(newHarness(t, Options{Budget: 102}).eval(script)); got != budgetErr(script, 102, 1) {
+		t.Fatalf("with 102 steps: %s", got)
 	}
 }
 
-// A runaway script stops at the same point on every node: here each
-// iteration is one loop step and one redis.call step, so with 101 steps the
-// counter reaches exactly 50, twice.
+// A runaway script stops at the same point on every node. The main body
+// weighs 2 (running it, the loop); each run of the loop's body weighs 2
+// (running it, the call) and redis.call charges 1 for its 9 bytes of
+// arguments: 2 + 3n steps, so with 101 steps the counter reaches exactly
+// 33, twice.
 func TestBudgetStopsAtTheSamePoint(t *testing.T) {
 	const script = "while true do redis.call('incr', 'n') end"
 	for i := 0; i < 2; i++ {
@@ -36,8 +44,8 @@ func TestBudgetStopsAtTheSamePoint(t *testing.T) {
 		if got := show(h.eval(script)); got != budgetErr(script, 101, 1) {
 			t.Fatalf("run %d: %s", i, got)
 		}
-		if got := show(h.do("GET", "n")); got != `"50"` {
-			t.Fatalf("run %d stopped with n = %s, want 50", i, got)
+		if got := show(h.do("GET", "n")); got != `"33"` {
+			t.Fatalf("run %d stopped with n = %s, want 33", i, got)
 		}
 	}
 }
@@ -121,5 +129,102 @@ func TestStackOverflowInLoopIsBudgeted(t *testing.T) {
 	const script = "local function f() return 1 + f() end while true do pcall(f) end"
 	if got := show(h.eval(script)); !strings.Contains(got, "Script exceeded its execution budget") {
 		t.Fatalf("%s", got)
+	}
+}
+
+// worstInputs are scripts that do as much work as they can for each step of
+// the budget: the attacks of issue 19 (a 16 MB string hashed as a table key,
+// APPEND in a loop, sha1hex, tonumber, assert and error_reply of 16 MB, a
+// pcall(error) loop, a reply of 1000 references to 1 MB) and the others that
+// charging only loop iterations and calls left cheap. They run against a
+// keyspace holding big and big2 (equal, distinct copies), spaces, and mb,
+// one sixteenth of their size (worstHarness), and each must be stopped: by
+// the budget, or, for replies, by the reply's own charge.
+// BenchmarkWorstInputs measures how long each takes with the default budget
+// and 16 MB strings.
+var worstInputs = []struct {
+	name, script string
+	reply        bool // stopped building its reply rather than running
+}{
+	{"TableKey", "local s = redis.call('get', 'big') local t = {} for i = 1, 4000 do t[s] = i end", false},
+	{"TableRead", "local s = redis.call('get', 'big') local t = {} rawset(t, s, 1) local n = 0 for i = 1, 4000 do n = n + t[s] end", false},
+	{"AppendByte", "redis.call('set', 'a', 'x') while true do redis.call('append', 'a', 'x') end", false},
+	{"AppendDoubling", "redis.call('set', 'a', 'x') while true do redis.call('append', 'a', redis.call('get', 'a')) end", false},
+	{"Sha1hex", "local s = redis.call('get', 'big') for i = 1, 1000 do redis.sha1hex(s) end", false},
+	{"Tonumber", "local s = redis.call('get', 'spaces') for i = 1, 1000 do tonumber(s) end", false},
+	{"Assert", "local s = redis.call('get', 'big') for i = 1, 200 do pcall(assert, false, s) end", false},
+	{"ErrorReply", "local s = redis.call('get', 'big') for i = 1, 200 do redis.error_reply(s) end", false},
+	{"PcallError", "while true do pcall(error) end", false},
+	{"PcallErrorDeep", "local function d(n) if n == 0 then while true do pcall(error, 'x') end end d(n - 1) end d(1900)", false},
+	{"Equal", "local s, s2 = redis.call('get', 'big'), redis.call('get', 'big2') while true do local _ = s == s2 end", false},
+	{"Less", "local s, s2 = redis.call('get', 'big'), redis.call('get', 'big2') while true do local _ = s < s2 end", false},
+	{"Sort", "local t = {redis.call('get', 'big'), redis.call('get', 'big2')} while true do table.sort(t) end", false},
+	{"Next", "local s = redis.call('get', 'big') local t = {[s] = 1, x = 2} while true do next(t, s) end", false},
+	{"Format", "local s = redis.call('get', 'big') while true do string.format('%.5s', s) end", false},
+	{"Varargs", "local function f(...) while true do select('#', ...) end end local t = {} for i = 1, 7900 do t[i] = i end f(unpack(t))", false},
+	{"LongBody", "local x while true do " + strings.Repeat("x = type(nil) ", 5000) + "end", false},
+	{"IndexChain", "local t = {} for i = 1, 99 do t = setmetatable({}, {__index = t}) end while true do local x = t.x end", false},
+	{"NewindexChain", "local t = {} for i = 1, 99 do t = setmetatable({}, {__newindex = t}) end local k = 'k' while true do t[k] = 1 end", false},
+	{"Tostring", "while true do tostring({}) end", false},
+	{"Coroutines", "local co = coroutine.wrap(function() while true do coroutine.yield(1) end end) while true do co() end", false},
+	{"Loadstring", "local src = string.rep('x = 1 ', 50000) while true do loadstring(src) end", false},
+	{"Closures", "while true do local f = function() end end", false},
+	{"Reply1000Refs", "local s = redis.call('get', 'mb') local t = {} for i = 1, 1000 do t[i] = s end return t", true},
+	{"ReplySelfNested", "local t = {} t[1] = t t[2] = t return t", true},
+}
+
+// worstHarness is an engine with the given budget over the keys that the
+// worst inputs read, of size bytes (mb of size/16).
+func worstHarness(t testing.TB, budget int64, size int) *harness {
+	h := newHarness(t, Options{Budget: budget})
+	h.do("SET", "big", strings.Repeat("x", size))
+	h.do("SET", "big2", strings.Repeat("x", size))
+	h.do("SET", "spaces", strings.Repeat(" ", size))
+	h.do("SET", "mb", strings.Repeat("x", size/16))
+	return h
+}
+
+// Every worst input is stopped, deterministically: the outcome is the
+// budget's error, never a wall clock's. (How long each takes is
+// BenchmarkWorstInputs's to measure.)
+// With a budget of 200,000 steps and 1 MB strings (64k steps a use), a
+// script that used each string only once or twice would end otherwise.
+func TestWorstInputsAreStoppedByTheBudget(t *testing.T) {
+	h := worstHarness(t, 200_000, 1<<20)
+	for _, w := range worstInputs {
+		got := show(h.eval(w.script))
+		want := "Script exceeded its execution budget of 200000 steps"
+		if w.reply {
+			want = "-ERR Script reply too large: building it exceeded the script's execution budget of 200000 steps"
+		}
+		if !strings.Contains(got, want) {
+			if len(got) > 300 {
+				got = got[:300] + "..."
+			}
+			t.Errorf("%s: %s", w.name, got)
+		}
+	}
+}
+
+// A script's reply is charged as bytes built: one step a value and one for
+// 16 bytes, from what the script left of its budget. Here the main body
+// weighs 3 and string.rep and the reply of n bytes 1+n/16 each: with 10,000
+// steps a reply of 79,840 bytes fits, and one of 80,000 does not, which the
+// script learns from a clear error rather than by the server building it.
+func TestScriptReplyIsBudgeted(t *testing.T) {
+	h := newHarness(t, Options{Budget: 10_000})
+	if got := show(h.eval("return #string.rep('x', 79840)")); got != ":79840" {
+		t.Fatalf("%s", got)
+	}
+	if got := h.eval("return string.rep('x', 79840)"); got.Str != strings.Repeat("x", 79840) {
+		t.Errorf("a reply of 79840 bytes: %.100s", show(got))
+	}
+	want := "-ERR Script reply too large: building it exceeded the script's execution budget of 10000 steps (one a value, one for 16 bytes)"
+	if got := show(h.eval("return string.rep('x', 80000)")); got != want {
+		t.Errorf("a reply of 80000 bytes: %.100s", got)
+	}
+	// 1000 references to one string are 1000 strings to write out.
+	if got := show(h.eval("local s = string.rep('x', 1000) local t = {} for i = 1, 1000 do t[i] = s end return t")); got != want {
+		t.Errorf("1000 references to 1000 bytes: %.100s", got)
 	}
 }

@@ -176,10 +176,13 @@ func splitArgs(line string) ([]string, bool) {
 //
 // The body becomes the body of a function rather than a main chunk: a main
 // chunk is vararg and gopher-lua builds an 'arg' table for it on every call.
-func compileChunk(src, chunk string, firstLine, baseLevel int) (*lua.FunctionProto, error) {
-	stmts, usesDots, err := parseChunk(src, chunk, firstLine, baseLevel)
+//
+// Compiling is work: it returns the work it took, in steps (lexer.go), and
+// gives up with an error once that passes maxWork (0: no limit).
+func compileChunk(src, chunk string, firstLine, baseLevel, maxWork int) (*lua.FunctionProto, []lua.LValue, int, error) {
+	stmts, usesDots, pool, work, err := parseChunk(src, chunk, firstLine, baseLevel, maxWork)
 	if err != nil {
-		return nil, err
+		return nil, nil, 0, err
 	}
 	decl := &ast.LocalAssignStmt{Names: wrapperLocals, Exprs: []ast.Expr{&ast.Comma3Expr{}}}
 	fn := &ast.FunctionExpr{ParList: &ast.ParList{HasVargs: usesDots, Names: []string{}}, Stmts: stmts}
@@ -187,11 +190,11 @@ func compileChunk(src, chunk string, firstLine, baseLevel int) (*lua.FunctionPro
 	ret := &ast.ReturnStmt{Exprs: []ast.Expr{fn}}
 	proto, err := safeCompile([]ast.Stmt{decl, ret}, chunk)
 	if err != nil {
-		return nil, err
+		return nil, nil, 0, err
 	}
 	// No script reads 'arg' (Lua 5.1's main chunk has none), so never build it.
 	proto.FunctionPrototypes[0].IsVarArg &^= lua.VarArgNeedsArg
-	return proto, nil
+	return proto, pool, work, nil
 }
 
 // safeCompile runs gopher-lua's compiler, turning its errors (and any panic
@@ -249,9 +252,9 @@ func fixSetList(proto *lua.FunctionProto) {
 }
 
 // closure instantiates a compiled chunk in the VM: it runs the wrapper with
-// the helpers and the globals' current values, and returns the function it
-// returns.
-func (v *vm) closure(proto *lua.FunctionProto) *lua.LFunction {
+// the helpers, the globals' current values and the chunk's pooled constants,
+// and returns the function it returns.
+func (v *vm) closure(proto *lua.FunctionProto, pool []lua.LValue) *lua.LFunction {
 	L := v.L
 	L.Push(L.NewFunctionFromProto(proto))
 	for _, h := range v.helpers {
@@ -264,6 +267,7 @@ func (v *vm) closure(proto *lua.FunctionProto) *lua.LFunction {
 		lib, field, _ := strings.Cut(name, ".")
 		L.Push(v.contents(v.hidden.RawGetString(lib).(*lua.LTable)).RawGetString(field))
 	}
+	L.Push(poolTable(L, pool))
 	L.Call(len(wrapperLocals), 1)
 	fn := L.Get(-1).(*lua.LFunction)
 	L.Pop(1)
@@ -286,6 +290,7 @@ type compiled struct {
 	body    string
 	shebang shebang
 	proto   *lua.FunctionProto
+	pool    []lua.LValue   // its pooled constants (see consts.go)
 	fn      *lua.LFunction // instantiated in the VM on first use
 	// keys and argv are fn's aliases of KEYS and ARGV, nil when the script
 	// reads neither: each run points them to its tables.
@@ -293,9 +298,10 @@ type compiled struct {
 	used       atomic.Uint64 // the cache's epoch when it was last used
 }
 
-// compileScript checks and compiles a script body as EVAL and SCRIPT LOAD do.
-// The error text has no code; callers prefix "ERR ".
-func compileScript(sha, body string) (*compiled, string) {
+// compileScript checks and compiles a script body as EVAL and SCRIPT LOAD do,
+// within budget steps of compile work. The error text has no code; callers
+// prefix "ERR ".
+func compileScript(sha, body string, budget int64) (*compiled, string) {
 	sb, msg := parseShebang(body)
 	if msg != "" {
 		return nil, msg
@@ -305,11 +311,11 @@ func compileScript(sha, body string) (*compiled, string) {
 		// Redis blanks the shebang line, so lines keep their numbers.
 		src, first = body[strings.IndexByte(body, '\n')+1:], 2
 	}
-	proto, err := compileChunk(src, "user_script", first, 0)
+	proto, pool, _, err := compileChunk(src, "user_script", first, 0, int(budget))
 	if err != nil {
 		return nil, "Error compiling script (new function): " + err.Error()
 	}
-	return &compiled{sha: sha, body: body, shebang: sb, proto: proto}, ""
+	return &compiled{sha: sha, body: body, shebang: sb, proto: proto, pool: pool}, ""
 }
 
 // scriptCache holds the script bodies, which are replicated state (SCRIPT
@@ -338,13 +344,14 @@ type scriptCache struct {
 	mu       sync.RWMutex
 	bodies   map[string]string
 	max      int
+	budget   int64 // of compile work for one script
 	compiled map[string]*compiled
 	epoch    atomic.Uint64 // the stamp of uses now; advanced under the write lock
 	ready    atomic.Pointer[map[string]*compiled]
 }
 
-func newScriptCache(max int) *scriptCache {
-	c := &scriptCache{bodies: make(map[string]string), max: max, compiled: make(map[string]*compiled)}
+func newScriptCache(max int, budget int64) *scriptCache {
+	c := &scriptCache{bodies: make(map[string]string), max: max, budget: budget, compiled: make(map[string]*compiled)}
 	c.ready.Store(&map[string]*compiled{})
 	return c
 }
@@ -435,7 +442,7 @@ func (c *scriptCache) get(sha, body string) (*compiled, string) {
 		return s, ""
 	}
 	c.mu.RUnlock()
-	s, msg := compileScript(sha, body)
+	s, msg := compileScript(sha, body, c.budget)
 	if s == nil {
 		return nil, msg
 	}

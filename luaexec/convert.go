@@ -1,6 +1,7 @@
 package luaexec
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/lockserver/lockserver/keyspace"
@@ -191,20 +192,52 @@ const (
 	resultSlots  = 2 // the error handler and the result itself
 )
 
-// toReply converts a script's result for the client.
-func (v *vm) toReply(val lua.LValue, resp int) keyspace.Reply {
-	return v.luaToReply(val, resp, resultSlots)
+// toReply converts a script's result for the client. Building the reply,
+// which the server then writes out, is work like building any string: it is
+// charged at bytesPerStep for each byte of its strings and one step for
+// each value, against the steps the script has left (steps). A reply that
+// does not fit is not built further, and the script fails with
+// errReplyTooLarge: a script's reply is bounded as all its work is.
+func (v *vm) toReply(val lua.LValue, resp int, steps int64) keyspace.Reply {
+	b := replyBuilder{resp: resp, left: steps}
+	r := b.value(val, resultSlots)
+	if b.left < 0 {
+		return keyspace.Error(fmt.Sprintf(errReplyTooLarge, v.e.budget()))
+	}
+	return r
 }
 
-func (v *vm) luaToReply(val lua.LValue, resp, slots int) keyspace.Reply {
+const errReplyTooLarge = "ERR Script reply too large: building it exceeded the script's execution budget of %d steps (one a value, one for 16 bytes)"
+
+// replyBuilder converts a script's result, counting what it builds.
+type replyBuilder struct {
+	resp int
+	left int64 // steps
+}
+
+// tableProbe is what a table in a reply costs beyond its values, counted as
+// bytes: the seven fields (err, ok, map, ...) looked up to tell its kind.
+const tableProbe = 4 * bytesPerStep
+
+// spend charges one value of n bytes and reports whether the budget allows it.
+func (b *replyBuilder) spend(n int) bool {
+	b.left -= 1 + int64(n)/bytesPerStep
+	return b.left >= 0
+}
+
+func (b *replyBuilder) value(val lua.LValue, slots int) keyspace.Reply {
 	if slots+4 > luaMaxCStack {
 		return keyspace.Error("ERR reached lua stack limit")
 	}
 	switch x := val.(type) {
 	case lua.LString:
+		if !b.spend(len(x)) {
+			return keyspace.Null
+		}
 		return keyspace.Bulk(string(x))
 	case lua.LBool:
-		if resp == 3 {
+		b.spend(0)
+		if b.resp == 3 {
 			return keyspace.Reply{Kind: keyspace.KindBool, Int: boolInt(bool(x))}
 		}
 		if x {
@@ -212,9 +245,13 @@ func (v *vm) luaToReply(val lua.LValue, resp, slots int) keyspace.Reply {
 		}
 		return keyspace.Null
 	case lua.LNumber:
+		b.spend(0)
 		return keyspace.Int(toInteger(float64(x)))
 	case *lua.LTable:
-		return v.tableToReply(x, resp, slots)
+		if !b.spend(tableProbe) {
+			return keyspace.Null
+		}
+		return b.table(x, slots)
 	}
 	return keyspace.Null
 }
@@ -226,56 +263,64 @@ func boolInt(b bool) int64 {
 	return 0
 }
 
-func (v *vm) tableToReply(t *lua.LTable, resp, slots int) keyspace.Reply {
+// str charges a string of a table reply (err, ok, ...).
+func (b *replyBuilder) str(s lua.LString) string {
+	b.spend(len(s))
+	return string(s)
+}
+
+func (b *replyBuilder) table(t *lua.LTable, slots int) keyspace.Reply {
 	if s, ok := t.RawGetString("err").(lua.LString); ok {
-		return keyspace.Error(strings.TrimRight(string(s), "\r\n"))
+		return keyspace.Error(strings.TrimRight(b.str(s), "\r\n"))
 	}
 	if s, ok := t.RawGetString("ok").(lua.LString); ok {
-		return keyspace.Status(string(s))
+		return keyspace.Status(b.str(s))
 	}
 	if n, ok := t.RawGetString("double").(lua.LNumber); ok {
 		return keyspace.Double(float64(n))
 	}
 	if s, ok := t.RawGetString("big_number").(lua.LString); ok {
 		// keyspace has no big number kind: the RESP2 form, a bulk string.
-		return keyspace.Bulk(strings.NewReplacer("\r", " ", "\n", " ").Replace(string(s)))
+		return keyspace.Bulk(strings.NewReplacer("\r", " ", "\n", " ").Replace(b.str(s)))
 	}
 	if vs, ok := t.RawGetString("verbatim_string").(*lua.LTable); ok {
 		if _, ok := vs.RawGetString("format").(lua.LString); ok {
 			if s, ok := vs.RawGetString("string").(lua.LString); ok {
-				return keyspace.Reply{Kind: keyspace.KindVerbatim, Str: string(s)}
+				return keyspace.Reply{Kind: keyspace.KindVerbatim, Str: b.str(s)}
 			}
 		}
 	}
 	if m, ok := t.RawGetString("map").(*lua.LTable); ok {
 		elems := []keyspace.Reply{}
-		forEach(m, func(k, val lua.LValue) {
-			elems = append(elems, v.luaToReply(k, resp, slots+4), v.luaToReply(val, resp, slots+3))
+		forEach(m, func(k, val lua.LValue) bool {
+			elems = append(elems, b.value(k, slots+4), b.value(val, slots+3))
+			return b.left >= 0
 		})
 		return keyspace.Map(elems...)
 	}
 	if s, ok := t.RawGetString("set").(*lua.LTable); ok {
 		elems := []keyspace.Reply{}
-		forEach(s, func(k, _ lua.LValue) {
-			elems = append(elems, v.luaToReply(k, resp, slots+3))
+		forEach(s, func(k, _ lua.LValue) bool {
+			elems = append(elems, b.value(k, slots+3))
+			return b.left >= 0
 		})
 		return keyspace.Reply{Kind: keyspace.KindSet, Elems: elems}
 	}
 	elems := []keyspace.Reply{}
-	for i := 1; ; i++ {
+	for i := 1; b.left >= 0; i++ {
 		e := t.RawGetInt(i)
 		if e == lua.LNil {
 			break
 		}
-		elems = append(elems, v.luaToReply(e, resp, slots+1))
+		elems = append(elems, b.value(e, slots+1))
 	}
 	return keyspace.Array(elems...)
 }
 
 // forEach calls fn for each entry of t in its iteration order, which, unlike
-// LTable.ForEach's, is deterministic (array part, then insertion order).
-func forEach(t *lua.LTable, fn func(k, v lua.LValue)) {
-	for k, v := t.Next(lua.LNil); k != lua.LNil; k, v = t.Next(k) {
-		fn(k, v)
+// LTable.ForEach's, is deterministic (array part, then insertion order),
+// until fn returns false.
+func forEach(t *lua.LTable, fn func(k, v lua.LValue) bool) {
+	for k, v := t.Next(lua.LNil); k != lua.LNil && fn(k, v); k, v = t.Next(k) {
 	}
 }

@@ -4,8 +4,8 @@
 // Scripts run inside the replicated state machine, so everything here is
 // deterministic: the time a script sees is its entry's, math.random starts
 // from the same state for every script, unordered replies are sorted, and a
-// runaway script is stopped by a budget counted in loop iterations, calls and
-// bytes, never by a wall clock.
+// runaway script is stopped by a budget counted in operations and bytes,
+// never by a wall clock.
 //
 // Scripts behave as on Redis 7.0: the same conversions between replies and
 // Lua values (convert.go), the same error texts, the same sandbox (globals
@@ -32,9 +32,12 @@ import (
 
 // Defaults for Options.
 const (
-	// DefaultBudget is a few hundred milliseconds of script work on one
-	// core: 2 million loop iterations or calls, or 32 MB of strings built or
-	// scanned.
+	// DefaultBudget bounds one script to about a second of one core at
+	// worst, on the 2-core bench machine: 2 million operations, or 32 MB of
+	// strings built, copied, hashed or scanned. Most scripts that run to the
+	// end of it take 0.05-0.4 s of CPU; the most any input was found to take
+	// is 0.97 s, a loop storing through a chain of 99 __newindex tables
+	// (BenchmarkWorstInputs).
 	DefaultBudget = 2_000_000
 	// DefaultMaxScriptSize bounds a script body (Redis allows up to
 	// proto-max-bulk-len, 512 MB; a body this large is already absurd).
@@ -46,11 +49,15 @@ const (
 // Options tune an Engine. The zero value is usable.
 type Options struct {
 	// Budget is how many steps one script may take before it is stopped with
-	// an error: a step is a loop iteration or a function call, building or
-	// scanning 16 bytes in a library function or a concatenation, or four
-	// steps of the pattern matcher. Every
-	// node counts alike, so a script stops at the same point everywhere.
-	// 0 means DefaultBudget.
+	// an error. Every function call and loop iteration costs the operations
+	// of the body it runs (weight.go); building, copying, hashing, comparing
+	// or scanning 16 bytes costs a step, whether a library function, a
+	// table key, a comparison, an error message or the script's reply does
+	// it; so do 16 values expanded from '...', four steps of the pattern
+	// matcher, a command's arguments and each value of its reply, and
+	// compiling (a token, or 16 bytes of source). Every node counts alike,
+	// so a script stops at the same point everywhere. It also bounds what
+	// compiling a script body may cost. 0 means DefaultBudget.
 	Budget int64
 	// MaxScriptSize is the largest script body accepted, in bytes. 0 means
 	// DefaultMaxScriptSize.
@@ -85,7 +92,7 @@ func New(store *keyspace.Store, opts Options) *Engine {
 	if opts.CompiledScripts <= 0 {
 		opts.CompiledScripts = DefaultCompiledScripts
 	}
-	return &Engine{store: store, opts: opts, cache: newScriptCache(opts.CompiledScripts)}
+	return &Engine{store: store, opts: opts, cache: newScriptCache(opts.CompiledScripts, opts.Budget)}
 }
 
 func (e *Engine) budget() int64 { return e.opts.Budget }
@@ -351,7 +358,7 @@ func (e *Engine) run(c *keyspace.Call, p *plan) keyspace.Reply {
 	}
 	v := e.machine()
 	if s := p.script; s.fn == nil {
-		s.fn = v.closure(s.proto)
+		s.fn = v.closure(s.proto, s.pool)
 		s.keys, s.argv = upvalue(s.fn, aliasPrefix+"KEYS"), upvalue(s.fn, aliasPrefix+"ARGV")
 	}
 	r := &v.current
@@ -367,7 +374,7 @@ func (e *Engine) run(c *keyspace.Call, p *plan) keyspace.Reply {
 	if serr != nil {
 		return serr.reply(p.script.sha)
 	}
-	return v.toReply(ret, r.resp)
+	return v.toReply(ret, r.resp, r.steps)
 }
 
 // NumScripts returns how many scripts the script cache holds.

@@ -27,9 +27,10 @@ return out`
 // with as many, fewer or more arguments, sees exactly what it was called
 // with, and spends the steps a probe on a new engine does.
 func TestKeysAndArgvFreshEveryCall(t *testing.T) {
-	// 2000 probe iterations fit; with 500 deleted keys left in KEYS, each
-	// next would cost 31 more steps and the probe would stop.
-	opts := Options{Budget: 5000}
+	// 2000 probe iterations fit (two steps each, the loop's and the call's);
+	// with 500 deleted keys left in KEYS, each next would cost 31 more steps
+	// and the probe would stop.
+	opts := Options{Budget: 10000}
 	dirty := []string{
 		"return 1",
 		"KEYS[1] = 'changed' ARGV[1] = 'changed'",
@@ -91,7 +92,7 @@ func TestCallArgumentsReused(t *testing.T) {
 func TestAliasedGlobalsAreTheGlobals(t *testing.T) {
 	v := newVM(New(nil, Options{}))
 	var globals []string
-	forEach(v.hidden, func(k, _ lua.LValue) { globals = append(globals, string(k.(lua.LString))) })
+	forEach(v.hidden, func(k, _ lua.LValue) bool { globals = append(globals, string(k.(lua.LString))); return true })
 	sort.Strings(globals)
 	if got, want := strings.Join(aliasedGlobals, " "), strings.Join(globals, " "); got != want {
 		t.Fatalf("aliases:\n%s\nglobals:\n%s", got, want)

@@ -248,7 +248,7 @@ func FuzzConvert(f *testing.F) {
 				}
 				continue
 			}
-			got := v.toReply(val, resp)
+			got := v.toReply(val, resp, DefaultBudget)
 			want, ok := roundTrip(r, resp)
 			if !ok {
 				want = keyspace.Null

@@ -73,8 +73,12 @@ type token struct {
 	num  float64 // numbers
 }
 
-// syntaxError is a compile error, formatted as Lua formats it.
-type syntaxError struct{ msg string }
+// syntaxError is a compile error, formatted as Lua formats it. overBudget
+// marks the one that stops a chunk too large to compile within its budget.
+type syntaxError struct {
+	msg        string
+	overBudget bool
+}
 
 func (e *syntaxError) Error() string { return e.msg }
 
@@ -89,7 +93,19 @@ type lexer struct {
 	buf      []byte // text of the token being read, as Lua's ls->buff
 	t        token  // current token
 	ahead    token  // lookahead token, kind tkEOS+1 when none
+	// The work of compiling what was read so far (see compileWork):
+	// tokens, and extra for what the parser counts; maxWork bounds it.
+	tokens, extra, maxWork int
 }
+
+// Compiling costs the budget, as running does (compileChunk): a step for
+// each token and for each 16 bytes of source (a long string or comment), and
+// functionWeight for each function, whose prototype takes gopher-lua's
+// compiler some 20 kB of allocations and keeps 6 kB.
+const functionWeight = 256
+
+// work is the compile work of what was read so far.
+func (lx *lexer) work() int { return lx.tokens + lx.pos/bytesPerStep + lx.extra }
 
 const noToken = tkEOS + 1
 
@@ -126,7 +142,7 @@ func (lx *lexer) fail(msg string, tok int) {
 	if tok != 0 {
 		msg = fmt.Sprintf("%s near '%s'", msg, lx.tokenText(tok))
 	}
-	panic(&syntaxError{msg})
+	panic(&syntaxError{msg: msg})
 }
 
 // syntaxError raises msg near the current token (luaX_syntaxerror).
@@ -166,11 +182,23 @@ func (lx *lexer) advance() {
 		return
 	}
 	lx.t = lx.lex()
+	lx.tokens++
+	lx.checkWork()
+}
+
+// checkWork stops a chunk whose compile work passes maxWork.
+func (lx *lexer) checkWork() {
+	if lx.maxWork > 0 && lx.work() > lx.maxWork {
+		msg := fmt.Sprintf("%s:%d: script too large to compile within the execution budget of %d steps", lx.chunk, lx.line, lx.maxWork)
+		panic(&syntaxError{msg: msg, overBudget: true})
+	}
 }
 
 // lookahead reads the token after the current one (luaX_lookahead).
 func (lx *lexer) lookahead() {
 	lx.ahead = lx.lex()
+	lx.tokens++
+	lx.checkWork()
 }
 
 func (lx *lexer) newline() {

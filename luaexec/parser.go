@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/ast"
 )
 
@@ -23,7 +24,7 @@ const (
 // wrapper chunk (see compile.go), reached as upvalues. A '#' cannot appear in
 // a Lua name, so no script can name, shadow or reassign them.
 const (
-	hBudget   = "budget#"    // charges one step; at the top of every function and loop body
+	hBudget   = "budget#"    // charges a body's weight; at the top of every function and loop body
 	hConcat   = "concat#"    // a .. b .. c, with Lua 5.1's number formatting and a size charge
 	hNeg      = "neg#"       // unary minus with Lua 5.1's string coercion
 	hMod      = "mod#"       // a % b as Lua 5.1 computes it: a - floor(a/b)*b
@@ -33,10 +34,13 @@ const (
 	hSetIndex = "setindex#"  // t[k] = v where k may be a large integer (see arith.go)
 	hSetFlds  = "setfields#" // table constructor fields whose keys are not constants
 	hLen      = "len#"       // the length operator, charged for gopher-lua's scans (tables.go)
+	hCmp      = "cmp#"       // a comparison of two values neither of which is a constant (weight.go)
+	hKey      = "key#"       // the key of a table read that is not a constant (weight.go)
+	hVarg     = "varg#"      // '...' expanded into a list of values (weight.go)
 )
 
 // helperNames lists the helpers in the order the wrapper chunk receives them.
-var helperNames = []string{hBudget, hConcat, hNeg, hMod, hForInit, hForLimit, hForStep, hSetIndex, hSetFlds, hLen}
+var helperNames = []string{hBudget, hConcat, hNeg, hMod, hForInit, hForLimit, hForStep, hSetIndex, hSetFlds, hLen, hCmp, hKey, hVarg}
 
 // aliasedGlobals are the globals that scripts read as upvalues of the
 // wrapper chunk rather than through the sandbox: every global the VM
@@ -73,19 +77,19 @@ var aliases = func() map[string]bool {
 }()
 
 // wrapperLocals are the locals of the wrapper chunk: the helpers, then the
-// aliases of the globals and of the fields.
+// aliases of the globals and of the fields, then the constant pool.
 var wrapperLocals = func() []string {
 	names := append([]string(nil), helperNames...)
 	for _, name := range append(aliasedGlobals, aliasedFields...) {
 		names = append(names, aliasPrefix+name)
 	}
-	return names
+	return append(names, hPool)
 }()
 
 // unalias turns an alias that a script assigns to back into the global or
 // the field it names, so that the store goes to the read-only globals or
 // library, which refuse it as before.
-func unalias(e ast.Expr) ast.Expr {
+func (p *parser) unalias(e ast.Expr) ast.Expr {
 	id, ok := e.(*ast.IdentExpr)
 	if !ok || !aliases[id.Value] {
 		return e
@@ -97,7 +101,7 @@ func unalias(e ast.Expr) ast.Expr {
 	}
 	obj := &ast.IdentExpr{Value: aliasPrefix + lib}
 	obj.SetLine(id.Line())
-	get := &ast.AttrGetExpr{Object: obj, Key: stringConst(field, id.Line())}
+	get := &ast.AttrGetExpr{Object: obj, Key: p.stringConst(field, id.Line())}
 	get.SetLine(id.Line())
 	return get
 }
@@ -124,6 +128,8 @@ type funcState struct {
 	vararg   bool
 	usesDots bool
 	block    *blockScope
+	consts   map[constKey]struct{} // the constants it names itself (see consts.go)
+	pooled   bool                  // it reads constants from the pool
 }
 
 type blockScope struct {
@@ -136,11 +142,17 @@ type parser struct {
 	lx    *lexer
 	fs    *funcState
 	level int
+	// pool holds the chunk's pooled constants, and poolIndex where each is;
+	// nans counts NaN constants, each distinct (see consts.go).
+	pool      []lua.LValue
+	poolIndex map[constKey]int
+	nans      int
 }
 
 // parseChunk parses a Lua 5.1 chunk into an instrumented gopher-lua AST. It
-// reports whether the chunk uses '...' at its top level.
-func parseChunk(src, chunk string, firstLine, baseLevel int) (stmts []ast.Stmt, usesDots bool, err error) {
+// reports whether the chunk uses '...' at its top level, and returns the
+// chunk's pooled constants (see consts.go).
+func parseChunk(src, chunk string, firstLine, baseLevel, maxWork int) (stmts []ast.Stmt, usesDots bool, pool []lua.LValue, work int, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			se, ok := r.(*syntaxError)
@@ -151,12 +163,13 @@ func parseChunk(src, chunk string, firstLine, baseLevel int) (stmts []ast.Stmt, 
 		}
 	}()
 	p := &parser{lx: newLexer(src, chunk, firstLine), level: baseLevel}
+	p.lx.maxWork = maxWork
 	p.lx.advance() // the first token
 	p.fs = &funcState{vararg: true}
 	p.enterBlock(false)
 	stmts = p.chunk()
 	p.check(tkEOS)
-	return withBudget(firstLine, stmts), p.fs.usesDots, nil
+	return p.withBudget(firstLine, p.digitsFirst(stmts)), p.fs.usesDots, p.pool, p.lx.work(), nil
 }
 
 // ---- scopes ----
@@ -297,9 +310,10 @@ func helperCall(name string, line int, args ...ast.Expr) *ast.FuncCallExpr {
 }
 
 // withBudget puts a budget charge at the top of a function or loop body,
-// carrying the line of the statement it instruments.
-func withBudget(line int, body []ast.Stmt) []ast.Stmt {
-	call := helperCall(hBudget, line)
+// carrying the line of the statement it instruments: the body's weight, with
+// the expressions evaluated with each run of it (weight.go).
+func (p *parser) withBudget(line int, body []ast.Stmt, extra ...ast.Expr) []ast.Stmt {
+	call := helperCall(hBudget, line, p.numberConst(float64(bodyWeight(body, extra...)), line))
 	call.AdjustRet = false
 	stmt := &ast.FuncCallStmt{Expr: call}
 	stmt.SetLine(line)
@@ -338,7 +352,7 @@ func stringConst(s string, line int) *ast.StringExpr {
 
 // concat builds lhs .. rhs as one call of the concat helper over all the
 // operands of a chain, folding adjacent constants.
-func concat(lhs, rhs ast.Expr, line int) ast.Expr {
+func (p *parser) concat(lhs, rhs ast.Expr, line int) ast.Expr {
 	var ops []ast.Expr
 	if c, ok := rhs.(*ast.FuncCallExpr); ok && isHelper(c, hConcat) {
 		ops = c.Args
@@ -348,9 +362,9 @@ func concat(lhs, rhs ast.Expr, line int) ast.Expr {
 	if a, ok := constString(lhs); ok {
 		if b, ok := constString(ops[0]); ok {
 			if len(ops) == 1 {
-				return stringConst(a+b, line)
+				return p.stringConst(a+b, line)
 			}
-			return helperCall(hConcat, line, append([]ast.Expr{stringConst(a+b, line)}, ops[1:]...)...)
+			return helperCall(hConcat, line, append([]ast.Expr{p.stringConst(a+b, line)}, ops[1:]...)...)
 		}
 	}
 	return helperCall(hConcat, line, append([]ast.Expr{lhs}, ops...)...)
@@ -473,7 +487,7 @@ func (p *parser) whileStat(line int) ast.Stmt {
 	body := p.block()
 	p.leaveBlock()
 	p.checkMatch(tkEnd, tkWhile, line)
-	s := &ast.WhileStmt{Condition: cond, Stmts: withBudget(line, body)}
+	s := &ast.WhileStmt{Condition: cond, Stmts: p.withBudget(line, body, cond)}
 	s.SetLine(line)
 	s.SetLastLine(p.lx.lastLine)
 	return s
@@ -488,7 +502,7 @@ func (p *parser) repeatStat(line int) ast.Stmt {
 	cond := p.expr()
 	p.leaveBlock()
 	p.leaveBlock()
-	s := &ast.RepeatStmt{Condition: cond, Stmts: withBudget(line, body)}
+	s := &ast.RepeatStmt{Condition: cond, Stmts: p.withBudget(line, body, cond)}
 	s.SetLine(line)
 	s.SetLastLine(p.lx.lastLine)
 	return s
@@ -534,6 +548,8 @@ func (p *parser) forNum(name string, line int) ast.Stmt {
 	var step ast.Expr
 	if p.testNext(',') {
 		step = p.expr()
+	} else {
+		step = p.numberConst(1, line) // what gopher-lua's compiler adds
 	}
 	body := p.forBody(1)
 	s := &ast.NumberForStmt{
@@ -541,7 +557,7 @@ func (p *parser) forNum(name string, line int) ast.Stmt {
 		Init:  forBound(hForInit, init, line),
 		Limit: forBound(hForLimit, limit, line),
 		Step:  forBound(hForStep, step, line),
-		Stmts: withBudget(line, body),
+		Stmts: p.withBudget(line, body),
 	}
 	s.SetLine(line)
 	return s
@@ -561,7 +577,7 @@ func (p *parser) forList(first string, line int) ast.Stmt {
 	p.checkNext(tkIn)
 	exprs := p.exprList()
 	body := p.forBody(len(names))
-	s := &ast.GenericForStmt{Names: names, Exprs: exprs, Stmts: withBudget(line, body)}
+	s := &ast.GenericForStmt{Names: names, Exprs: exprs, Stmts: p.withBudget(line, body)}
 	s.SetLine(line)
 	return s
 }
@@ -581,13 +597,15 @@ func (p *parser) funcStat(line int) ast.Stmt {
 	// funcname -> NAME {'.' NAME} [':' NAME]
 	nameLine := p.lx.line
 	name := p.checkName()
-	p.resolve(name)
 	var target ast.Expr = &ast.IdentExpr{Value: name}
+	if p.resolve(name) {
+		target = p.global(name, nameLine)
+	}
 	target.SetLine(nameLine)
 	fname := &ast.FuncName{}
 	for p.tok() == '.' {
 		p.lx.advance()
-		key := stringConst(p.checkName(), p.lx.line)
+		key := p.stringConst(p.checkName(), p.lx.line)
 		get := &ast.AttrGetExpr{Object: target, Key: key}
 		get.SetLine(p.lx.line)
 		target = get
@@ -596,6 +614,7 @@ func (p *parser) funcStat(line int) ast.Stmt {
 	if p.testNext(':') {
 		fname.Receiver = target
 		fname.Method = p.checkName()
+		p.record(strKey(fname.Method))
 		method = true
 	} else {
 		fname.Func = target
@@ -651,7 +670,7 @@ func (p *parser) exprStat() ast.Stmt {
 		if cur.kind != exVar {
 			p.lx.syntaxError("syntax error")
 		}
-		lhs = append(lhs, unalias(cur.e))
+		lhs = append(lhs, storedKey(p.unalias(cur.e)))
 		if !p.testNext(',') {
 			break
 		}
@@ -757,6 +776,7 @@ func (p *parser) retStat() ast.Stmt {
 	var exprs []ast.Expr
 	if !blockFollow(p.tok()) && p.tok() != ';' {
 		exprs = p.exprList()
+		spread(exprs, p.lx.lastLine)
 	}
 	s := &ast.ReturnStmt{Exprs: exprs}
 	s.SetLine(p.lx.lastLine)
@@ -766,6 +786,8 @@ func (p *parser) retStat() ast.Stmt {
 // ---- functions ----
 
 func (p *parser) body(method bool, line int) *ast.FunctionExpr {
+	p.lx.extra += functionWeight
+	p.lx.checkWork()
 	fs := &funcState{parent: p.fs, line: line}
 	p.fs = fs
 	p.enterBlock(false)
@@ -804,7 +826,7 @@ func (p *parser) body(method bool, line int) *ast.FunctionExpr {
 	last := p.lx.line
 	p.checkMatch(tkEnd, tkFunction, line)
 	p.fs = fs.parent
-	fn := &ast.FunctionExpr{ParList: params, Stmts: withBudget(line, stmts)}
+	fn := &ast.FunctionExpr{ParList: params, Stmts: p.withBudget(line, p.digitsFirst(stmts))}
 	fn.SetLine(line)
 	fn.SetLastLine(last)
 	return fn
@@ -848,7 +870,10 @@ func (p *parser) prefixExp() expr {
 	case tkName:
 		line := p.lx.line
 		name := p.checkName()
-		if p.resolve(name) && aliases[aliasPrefix+name] {
+		if p.resolve(name) {
+			if !aliases[aliasPrefix+name] {
+				return expr{e: p.global(name, line), kind: exVar}
+			}
 			name = aliasPrefix + name // read as an upvalue; see aliasedGlobals
 		}
 		id := &ast.IdentExpr{Value: name}
@@ -872,19 +897,20 @@ func (p *parser) primaryExp() expr {
 				e = expr{e: alias, kind: exVar}
 				continue
 			}
-			get := &ast.AttrGetExpr{Object: e.e, Key: stringConst(name, p.lx.lastLine)}
+			get := &ast.AttrGetExpr{Object: e.e, Key: p.stringConst(name, p.lx.lastLine)}
 			get.SetLine(p.lx.lastLine)
 			e = expr{e: get, kind: exVar}
 		case '[':
 			p.lx.advance()
 			key := p.expr()
 			p.checkNext(']')
-			get := &ast.AttrGetExpr{Object: e.e, Key: key}
+			get := &ast.AttrGetExpr{Object: e.e, Key: chargedKey(key, p.lx.lastLine)}
 			get.SetLine(p.lx.lastLine)
 			e = expr{e: get, kind: exVar}
 		case ':':
 			p.lx.advance()
 			method := p.checkName()
+			p.record(strKey(method))
 			args, line := p.funcArgs()
 			call := &ast.FuncCallExpr{Receiver: e.e, Method: method, Args: args}
 			call.SetLine(line)
@@ -911,13 +937,14 @@ func (p *parser) funcArgs() ([]ast.Expr, int) {
 		args := []ast.Expr{}
 		if p.tok() != ')' {
 			args = p.exprList()
+			spread(args, line)
 		}
 		p.checkMatch(')', '(', line)
 		return args, line
 	case '{':
 		return []ast.Expr{p.constructor()}, line
 	case tkString:
-		s := stringConst(p.lx.t.str, line)
+		s := p.stringConst(p.lx.t.str, line)
 		p.lx.advance()
 		return []ast.Expr{s}, line
 	}
@@ -930,9 +957,9 @@ func (p *parser) simpleExp() ast.Expr {
 	var e ast.Expr
 	switch p.tok() {
 	case tkNumber:
-		e = numberLiteral(p.lx.t.num, line)
+		e = p.numberConst(p.lx.t.num, line)
 	case tkString:
-		e = stringConst(p.lx.t.str, line)
+		e = p.stringConst(p.lx.t.str, line)
 	case tkNil:
 		e = &ast.NilExpr{}
 	case tkTrue:
@@ -982,13 +1009,20 @@ func (p *parser) constructor() ast.Expr {
 		}
 	}
 	p.checkMatch('}', '{', line)
+	if n := len(t.Fields); n > 0 && t.Fields[n-1].Key == nil {
+		values := []ast.Expr{t.Fields[n-1].Value}
+		spread(values, line)
+		t.Fields[n-1].Value = values[0]
+	}
 	// Fields whose keys are not constants are stored by a helper after the
-	// constant ones, for the reason given at assignment.
+	// constant ones, for the reason given at assignment. Only the last field
+	// of the constructor expands a call or '...' into several values: a
+	// value that is last only once the others have moved keeps one.
 	var kept []*ast.Field
 	var moved []ast.Expr
 	for _, f := range t.Fields {
 		if f.Key != nil && !isConstKey(f.Key) {
-			moved = append(moved, f.Key, f.Value)
+			moved = append(moved, f.Key, oneValue(f.Value))
 		} else {
 			kept = append(kept, f)
 		}
@@ -996,14 +1030,28 @@ func (p *parser) constructor() ast.Expr {
 	if len(moved) == 0 {
 		return t
 	}
+	if n := len(kept); n > 0 && kept[n-1] != t.Fields[len(t.Fields)-1] {
+		kept[n-1].Value = oneValue(kept[n-1].Value)
+	}
 	t.Fields = kept
 	return helperCall(hSetFlds, line, append([]ast.Expr{t}, moved...)...)
+}
+
+// oneValue makes e, a call or '...', give one value, as in parentheses.
+func oneValue(e ast.Expr) ast.Expr {
+	switch x := e.(type) {
+	case *ast.FuncCallExpr:
+		x.AdjustRet = true
+	case *ast.Comma3Expr:
+		x.AdjustRet = true
+	}
+	return e
 }
 
 func (p *parser) recField() *ast.Field {
 	var key ast.Expr
 	if p.tok() == tkName {
-		key = stringConst(p.checkName(), p.lx.lastLine)
+		key = p.stringConst(p.checkName(), p.lx.lastLine)
 	} else {
 		p.lx.advance() // '['
 		key = p.expr()
@@ -1109,6 +1157,7 @@ func (p *parser) subExpr(limit int) (ast.Expr, int) {
 			}
 		}
 		e.SetLine(line)
+		e = p.folded(e, line)
 	default:
 		e = p.simpleExp()
 	}
@@ -1122,17 +1171,18 @@ func (p *parser) subExpr(limit int) (ast.Expr, int) {
 		line := p.lx.lastLine
 		switch op {
 		case opConcat:
-			e = concat(e, rhs, line)
+			e = p.concat(e, rhs, line)
 		case opMod:
 			e = helperCall(hMod, line, e, rhs)
 		case opAnd, opOr:
 			e = &ast.LogicalOpExpr{Operator: opText[op], Lhs: e, Rhs: rhs}
 		case opNe, opEq, opLt, opLe, opGt, opGe:
-			e = &ast.RelationalOpExpr{Operator: opText[op], Lhs: e, Rhs: rhs}
+			e = p.compare(op, e, rhs, line)
 		default:
 			e = &ast.ArithmeticOpExpr{Operator: opText[op], Lhs: e, Rhs: rhs}
 		}
 		e.SetLine(line)
+		e = p.folded(e, line)
 		op = next
 	}
 	p.leaveLevel()

@@ -37,8 +37,8 @@ func (v *vm) redisLib() *lua.LTable {
 		"pcall":              func(L *lua.LState) int { return v.redisCall(L, false) },
 		"log":                v.redisLog,
 		"setresp":            v.redisSetResp,
-		"sha1hex":            redisSha1hex,
-		"error_reply":        redisErrorReply,
+		"sha1hex":            v.redisSha1hex,
+		"error_reply":        v.redisErrorReply,
 		"status_reply":       redisStatusReply,
 		"set_repl":           redisSetRepl,
 		"acl_check_cmd":      v.redisACLCheckCmd,
@@ -200,9 +200,21 @@ func (v *vm) redisCall(L *lua.LState, raise bool) int {
 		L.Push(t)
 		return 1
 	}
-	v.charge(L, int64(len(reply.Elems)))
+	v.charge(L, elements(reply))
 	L.Push(v.toLua(L, reply, r.resp))
 	return 1
+}
+
+// elements counts the elements of a reply, nested ones included: what
+// converting it to Lua builds.
+func elements(r keyspace.Reply) int64 {
+	n := int64(len(r.Elems))
+	for _, e := range r.Elems {
+		if len(e.Elems) > 0 {
+			n += elements(e)
+		}
+	}
+	return n
 }
 
 // dispatch runs one command for a script, after the checks Redis's
@@ -243,7 +255,7 @@ func (v *vm) dispatch(r *run, args [][]byte) keyspace.Reply {
 	return reply
 }
 
-func redisSha1hex(L *lua.LState) int {
+func (v *vm) redisSha1hex(L *lua.LState) int {
 	if L.GetTop() != 1 {
 		return raiseTable(L, "wrong number of arguments")
 	}
@@ -254,6 +266,7 @@ func redisSha1hex(L *lua.LState) int {
 	case lua.LNumber:
 		s = formatNumber(float64(x))
 	}
+	v.chargeLen(L, len(s))
 	L.Push(lua.LString(sha1hex(s)))
 	return 1
 }
@@ -265,12 +278,13 @@ func sha1hex(s string) string {
 
 // redisErrorReply returns {err=...}; a bad argument makes it return the
 // error table rather than raise, as Redis does.
-func redisErrorReply(L *lua.LState) int {
+func (v *vm) redisErrorReply(L *lua.LState) int {
 	s, ok := L.Get(1).(lua.LString)
 	if L.GetTop() != 1 || !ok {
 		L.Push(errorTable(L, "wrong number or type of arguments"))
 		return 1
 	}
+	v.chargeLen(L, len(s)) // the error text is built anew
 	text := string(s)
 	if !strings.HasPrefix(text, "-") {
 		text = "-" + text
@@ -326,6 +340,7 @@ func (v *vm) redisACLCheckCmd(L *lua.LState) int {
 	if msg != "" {
 		return raiseTable(L, msg)
 	}
+	v.chargeLen(L, len(v.argBytes))
 	if v.lookupScriptCommand(args) == nil {
 		return raiseTable(L, "Invalid command passed to redis.acl_check_cmd()")
 	}

@@ -164,6 +164,7 @@ const specials = "^$*+?.([%-"
 func (v *vm) strFind(L *lua.LState, find bool) int {
 	s := checkString(L, 1)
 	p := checkString(L, 2)
+	v.chargeLen(L, len(p)) // scanned for specials
 	init := posRelat(optInteger(L, 3, 1), len(s)) - 1
 	if init < 0 {
 		init = 0
@@ -386,6 +387,7 @@ func (v *vm) strFormat(L *lua.LState) int {
 				b.WriteString(s) // Lua keeps long strings whole, NULs included
 				continue
 			}
+			v.chargeLen(L, len(s))
 			if j := strings.IndexByte(s, 0); j >= 0 {
 				s = s[:j] // sprintf stops at NUL
 			}

@@ -117,6 +117,7 @@ func (v *vm) tableForeach(L *lua.LState) int {
 	t := v.contents(checkTable(L, 1))
 	fn := L.CheckFunction(2)
 	for k, val := v.tableNext(L, t, lua.LNil); k != lua.LNil; k, val = v.tableNext(L, t, k) {
+		v.charge(L, 1) // the call, which may be a library function
 		L.Push(fn)
 		L.Push(k)
 		L.Push(val)
@@ -134,6 +135,7 @@ func (v *vm) tableForeachi(L *lua.LState) int {
 	fn := L.CheckFunction(2)
 	n := v.length(L, t)
 	for i := 1; i <= n; i++ {
+		v.charge(L, 1) // the call, which may be a library function
 		L.Push(fn)
 		L.Push(lua.LNumber(i))
 		L.Push(t.RawGetInt(i))
@@ -172,6 +174,11 @@ func (v *vm) tableSort(L *lua.LState) int {
 
 func (s *sorter) less(a, b lua.LValue) bool {
 	s.v.charge(s.L, 1)
+	if x, ok := a.(lua.LString); ok {
+		if y, ok := b.(lua.LString); ok {
+			s.v.chargeLen(s.L, min(len(x), len(y)))
+		}
+	}
 	if s.comp == lua.LNil {
 		return lessThan(s.L, a, b)
 	}

@@ -78,6 +78,7 @@ const scanStep = 16
 
 // next returns the entry after k, charging for the slots it skipped.
 func (v *vm) tableNext(L *lua.LState, t *lua.LTable, k lua.LValue) (lua.LValue, lua.LValue) {
+	v.chargeString(L, k)
 	array, keys := tableSizes(t)
 	from, ok := position(t, k, array)
 	if !ok {
@@ -100,7 +101,7 @@ func (v *vm) tableNext(L *lua.LState, t *lua.LTable, k lua.LValue) (lua.LValue, 
 func (v *vm) forEach(L *lua.LState, t *lua.LTable, fn func(k, v lua.LValue)) {
 	array, keys := tableSizes(t)
 	v.charge(L, int64((array+keys)/scanStep))
-	forEach(t, fn)
+	forEach(t, func(k, val lua.LValue) bool { fn(k, val); return true })
 }
 
 // length is the # of a table, charging for the nils gopher-lua scans past.
@@ -110,6 +111,14 @@ func (v *vm) length(L *lua.LState, t *lua.LTable) int {
 		v.charge(L, int64((array-n)/scanStep))
 	}
 	return n
+}
+
+// chargeString charges for scanning val when it is a string: hashing a
+// table key, converting a numeric string.
+func (v *vm) chargeString(L *lua.LState, val lua.LValue) {
+	if s, ok := val.(lua.LString); ok {
+		v.chargeLen(L, len(s))
+	}
 }
 
 // maxFreeGap is the gap past a table's array part that a store may leave

@@ -20,7 +20,11 @@ const (
 	callStackSize = 2000
 	// overflowCharge is what a caught stack overflow costs the budget, for
 	// the traceback gopher-lua builds (a few milliseconds at full depth).
-	overflowCharge         = 25_000
+	overflowCharge = 25_000
+	// caughtCharge is what an error caught by pcall or xpcall costs beyond
+	// the call: gopher-lua raises errors as Go panics, which take
+	// microseconds to unwind and recover.
+	caughtCharge           = 8
 	coroutineCallStackSize = 200
 	registrySize           = 1024
 	registryMaxSize        = 1 << 20
@@ -154,6 +158,7 @@ func newVM(e *Engine) *vm {
 	v.hidden.RawSetString("_VERSION", lua.LString("Lua 5.1"))
 
 	v.setTypeMetatables()
+	L.G.Registry.RawSetString(vmKey, &lua.LUserData{Value: v})
 	v.identity = L.NewFunction(func(L *lua.LState) int { return 1 })
 	v.handler = L.NewFunction(func(L *lua.LState) int {
 		v.errInfo = v.errorInfo(L, L.Get(1))
@@ -170,6 +175,9 @@ func newVM(e *Engine) *vm {
 		L.NewFunction(v.setIndex),
 		L.NewFunction(v.setFields),
 		L.NewFunction(v.lenOp),
+		L.NewFunction(v.compare),
+		L.NewFunction(v.key),
+		L.NewFunction(v.varg),
 	}
 	return v
 }
@@ -223,9 +231,11 @@ func (v *vm) nonexistentGlobal(L *lua.LState) int {
 
 // ---- budget ----
 
-// budget is the helper at the top of every function and loop body.
+// budget is the helper at the top of every function and loop body: it
+// charges the body's weight (weight.go).
 func (v *vm) budget(L *lua.LState) int {
-	v.charge(L, 1)
+	w, _ := L.Get(1).(lua.LNumber)
+	v.charge(L, max(int64(w), 1))
 	return 0
 }
 
@@ -247,6 +257,28 @@ func (v *vm) charge(L *lua.LState, n int64) {
 // chargeBytes charges for n bytes produced or scanned.
 func (v *vm) chargeBytes(L *lua.LState, n int) {
 	v.charge(L, 1+int64(n)/bytesPerStep)
+}
+
+// chargeLen charges for n bytes that an operation already charged (by its
+// weight, or as a call) scans: nothing for a short string.
+func (v *vm) chargeLen(L *lua.LState, n int) {
+	if n >= bytesPerStep {
+		v.charge(L, int64(n)/bytesPerStep)
+	}
+}
+
+// vmKey is where the registry of a VM's Lua state holds the VM, for code
+// that has only the state (argument conversions).
+const vmKey = "luaexec#vm"
+
+// chargeScan is chargeLen for code that has only the Lua state.
+func chargeScan(L *lua.LState, n int) {
+	if n < bytesPerStep {
+		return
+	}
+	if ud, ok := L.G.Registry.RawGetString(vmKey).(*lua.LUserData); ok {
+		ud.Value.(*vm).chargeLen(L, n)
+	}
 }
 
 func (v *vm) budgetMessage() string {

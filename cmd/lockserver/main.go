@@ -74,7 +74,7 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 		}
 		return nil
 	})
-	fs.Var(natural[int64]{&o.ScriptBudget}, "script-budget", "loop iterations and calls a script may make (0: the default)")
+	fs.Var(natural[int64]{&o.ScriptBudget}, "script-budget", "steps a script may take: operations, or 16 bytes built or scanned (0: the default, 2000000, about a second of one core at worst)")
 	fs.StringVar(&o.SentinelMaster, "sentinel-master", server.DefaultSentinelMaster, "master `name` the SENTINEL commands answer to, for clients configured for Redis Sentinel")
 	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn, error")
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log `format`: text or json")

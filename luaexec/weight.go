@@ -1,0 +1,286 @@
+package luaexec
+
+import (
+	"fmt"
+
+	lua "github.com/yuin/gopher-lua"
+	"github.com/yuin/gopher-lua/ast"
+)
+
+// The budget's charge for code: every function call and every loop
+// iteration charges, on entry, the weight of the body it is about to run,
+// so that a long body costs more than a short one and no single step can
+// stand for an unbounded amount of work. The weight of a body is the number
+// of operations it holds (statements, calls, table reads and writes,
+// arithmetic, comparisons, table constructors and their fields, closures),
+// counting every branch of an if whether it runs or not; a loop or function
+// nested in it charges its own body when that runs. A string constant that
+// an operation hashes or compares weighs its length as bytes do
+// (bytesPerStep), so that a megabyte-long field name costs what hashing it
+// costs.
+//
+// What the weight cannot know, the length of a string known only when the
+// script runs, is charged by helpers: cmp# for comparisons of two values
+// neither of which is a constant, key# for a table read whose key is not a
+// constant, setindex# and setfields# for stores (arith.go), varg# for '...'
+// expanded into a list of values.
+
+// bodyWeight is what one run of a body charges: its statements and any
+// expressions evaluated with it (a loop's condition), at least 1.
+func bodyWeight(body []ast.Stmt, extra ...ast.Expr) int {
+	w := 1 + stmtsWeight(body)
+	for _, e := range extra {
+		w += exprWeight(e)
+	}
+	return w
+}
+
+func stmtsWeight(stmts []ast.Stmt) int {
+	w := 0
+	for _, s := range stmts {
+		w += stmtWeight(s)
+	}
+	return w
+}
+
+func exprsWeight(exprs []ast.Expr) int {
+	w := 0
+	for _, e := range exprs {
+		w += exprWeight(e)
+	}
+	return w
+}
+
+func stmtWeight(s ast.Stmt) int {
+	switch x := s.(type) {
+	case *ast.AssignStmt:
+		return len(x.Lhs) + exprsWeight(x.Lhs) + exprsWeight(x.Rhs)
+	case *ast.LocalAssignStmt:
+		return 1 + exprsWeight(x.Exprs)
+	case *ast.FuncCallStmt:
+		return exprWeight(x.Expr)
+	case *ast.DoBlockStmt:
+		return 1 + stmtsWeight(x.Stmts)
+	case *ast.WhileStmt:
+		return 1 + exprWeight(x.Condition) // the body charges itself
+	case *ast.RepeatStmt:
+		return 1
+	case *ast.IfStmt:
+		return 1 + exprWeight(x.Condition) + stmtsWeight(x.Then) + stmtsWeight(x.Else)
+	case *ast.NumberForStmt:
+		return 1 + exprWeight(x.Init) + exprWeight(x.Limit) + exprWeight(x.Step)
+	case *ast.GenericForStmt:
+		return 1 + exprsWeight(x.Exprs)
+	case *ast.FuncDefStmt:
+		w := 1 + exprWeight(x.Name.Func) + exprWeight(x.Name.Receiver)
+		return w + len(x.Name.Method)/bytesPerStep
+	case *ast.ReturnStmt:
+		return 1 + exprsWeight(x.Exprs)
+	}
+	return 1
+}
+
+func exprWeight(e ast.Expr) int {
+	switch x := e.(type) {
+	case nil, *ast.NilExpr, *ast.TrueExpr, *ast.FalseExpr, *ast.NumberExpr, *ast.Comma3Expr:
+		return 0
+	case *ast.StringExpr:
+		return len(x.Value) / bytesPerStep
+	case *ast.IdentExpr:
+		return 0 // a global with a long name is read through _G (see global)
+	case *ast.AttrGetExpr:
+		return 1 + exprWeight(x.Object) + exprWeight(x.Key)
+	case *ast.TableExpr:
+		w := 1
+		for _, f := range x.Fields {
+			w += 1 + exprWeight(f.Key) + exprWeight(f.Value)
+		}
+		return w
+	case *ast.FuncCallExpr:
+		w := 1 + exprWeight(x.Func) + exprWeight(x.Receiver) + exprsWeight(x.Args)
+		return w + len(x.Method)/bytesPerStep
+	case *ast.LogicalOpExpr:
+		return 1 + exprWeight(x.Lhs) + exprWeight(x.Rhs)
+	case *ast.RelationalOpExpr:
+		return 1 + exprWeight(x.Lhs) + exprWeight(x.Rhs)
+	case *ast.StringConcatOpExpr:
+		return 1 + exprWeight(x.Lhs) + exprWeight(x.Rhs)
+	case *ast.ArithmeticOpExpr:
+		return 1 + exprWeight(x.Lhs) + exprWeight(x.Rhs)
+	case *ast.UnaryMinusOpExpr:
+		return exprWeight(x.Expr) // a folded constant
+	case *ast.UnaryNotOpExpr:
+		return 1 + exprWeight(x.Expr)
+	case *ast.UnaryLenOpExpr:
+		return 1 + exprWeight(x.Expr)
+	case *ast.FunctionExpr:
+		return 1 // its body charges itself when called
+	}
+	return 1
+}
+
+// cheapOperand reports whether comparing anything with e, or reading a
+// table with e as key, costs at most the weight of e: e is a constant.
+func cheapOperand(e ast.Expr) bool {
+	switch x := e.(type) {
+	case *ast.NilExpr, *ast.TrueExpr, *ast.FalseExpr, *ast.NumberExpr, *ast.StringExpr:
+		return true
+	case *ast.UnaryMinusOpExpr:
+		_, ok := x.Expr.(*ast.NumberExpr)
+		return ok
+	}
+	return false
+}
+
+// Operators of the cmp# helper.
+const (
+	cmpEq = iota
+	cmpNe
+	cmpLt
+	cmpLe
+	cmpGt
+	cmpGe
+)
+
+var cmpOps = map[int]int{opEq: cmpEq, opNe: cmpNe, opLt: cmpLt, opLe: cmpLe, opGt: cmpGt, opGe: cmpGe}
+
+// compare builds lhs op rhs: natively when one side is a constant, else as
+// a call of cmp#, which charges for comparing two strings.
+func (p *parser) compare(op int, lhs, rhs ast.Expr, line int) ast.Expr {
+	if cheapOperand(lhs) || cheapOperand(rhs) {
+		e := &ast.RelationalOpExpr{Operator: opText[op], Lhs: lhs, Rhs: rhs}
+		e.SetLine(line)
+		return e
+	}
+	return helperCall(hCmp, line, lhs, rhs, p.numberConst(float64(cmpOps[op]), line))
+}
+
+// chargedKey returns the key of a table read: itself when it is a
+// constant, else wrapped in key#, which charges for hashing it.
+func chargedKey(key ast.Expr, line int) ast.Expr {
+	if cheapOperand(key) {
+		return key
+	}
+	return helperCall(hKey, line, key)
+}
+
+// storedKey undoes chargedKey for the target of an assignment, which
+// setindex# charges.
+func storedKey(e ast.Expr) ast.Expr {
+	if a, ok := e.(*ast.AttrGetExpr); ok {
+		if c, ok := a.Key.(*ast.FuncCallExpr); ok && isHelper(c, hKey) {
+			a.Key = c.Args[0]
+		}
+	}
+	return e
+}
+
+// spread wraps a '...' that ends a list of values (arguments, results, a
+// constructor's fields) in varg#, which charges for the values it expands to.
+func spread(list []ast.Expr, line int) {
+	if n := len(list); n > 0 {
+		if d, ok := list[n-1].(*ast.Comma3Expr); ok && !d.AdjustRet {
+			call := helperCall(hVarg, line, d)
+			call.AdjustRet = false
+			list[n-1] = call
+		}
+	}
+}
+
+// compare is cmp#(a, b, op): a op b as the VM computes it, charging for the
+// bytes two strings have in common that it may compare. Errors read as the
+// VM's do.
+func (v *vm) compare(L *lua.LState) int {
+	a, b := L.Get(1), L.Get(2)
+	op := int(L.CheckNumber(3))
+	if op == cmpGt || op == cmpGe {
+		a, b, op = b, a, op-cmpGt+cmpLt // a > b is b < a
+	}
+	var r bool
+	sa, aStr := a.(lua.LString)
+	sb, bStr := b.(lua.LString)
+	if aStr && bStr {
+		if op > cmpNe || len(sa) == len(sb) {
+			v.chargeLen(L, min(len(sa), len(sb)))
+		}
+	}
+	switch op {
+	case cmpEq, cmpNe:
+		r = L.Equal(a, b) == (op == cmpEq)
+	case cmpLt:
+		r = v.lessThan(L, a, b, "__lt")
+	case cmpLe:
+		r = v.lessThan(L, a, b, "__le")
+	}
+	L.Push(lua.LBool(r))
+	return 1
+}
+
+// lessThan is a < b (event __lt) or a <= b (__le) as gopher-lua's VM
+// computes them: numbers and strings directly (strings byte by byte), two
+// tables or userdata through their shared metamethod, a <= b without __le as
+// not (b < a).
+func (v *vm) lessThan(L *lua.LState, a, b lua.LValue, event string) bool {
+	x, aNum := a.(lua.LNumber)
+	y, bNum := b.(lua.LNumber)
+	switch {
+	case aNum && bNum:
+		if event == "__lt" {
+			return x < y
+		}
+		return x <= y
+	case aNum || a.Type() != b.Type():
+		v.raiseHere(L, fmt.Sprintf("attempt to compare %s with %s", a.Type().String(), b.Type().String()))
+	}
+	if s, ok := a.(lua.LString); ok {
+		t := b.(lua.LString)
+		if event == "__lt" {
+			return s < t
+		}
+		return s <= t
+	}
+	if r, ok := v.rational(L, a, b, event); ok {
+		return r
+	}
+	if event == "__le" {
+		if r, ok := v.rational(L, b, a, "__lt"); ok {
+			return !r
+		}
+		a, b = b, a
+	}
+	v.raiseHere(L, fmt.Sprintf("attempt to compare %s with %s", a.Type().String(), b.Type().String()))
+	return false
+}
+
+// rational calls the comparison metamethod a and b share, if they do.
+func (v *vm) rational(L *lua.LState, a, b lua.LValue, event string) (bool, bool) {
+	m := L.GetMetaField(a, event)
+	if _, ok := m.(*lua.LFunction); !ok || m != L.GetMetaField(b, event) {
+		return false, false
+	}
+	L.Push(m)
+	L.Push(a)
+	L.Push(b)
+	L.Call(2, 1)
+	r := lua.LVAsBool(L.Get(-1))
+	L.Pop(1)
+	return r, true
+}
+
+// key is key#(k): it charges for hashing k, a string, and returns it.
+func (v *vm) key(L *lua.LState) int {
+	k := L.Get(1)
+	if s, ok := k.(lua.LString); ok {
+		v.chargeLen(L, len(s))
+	}
+	L.Push(k)
+	return 1
+}
+
+// varg is varg#(...): it charges for the values '...' expands to and
+// returns them.
+func (v *vm) varg(L *lua.LState) int {
+	n := L.GetTop()
+	v.charge(L, int64(n/scanStep))
+	return n
+}
