@@ -61,11 +61,13 @@ func init() {
 		&Command{Name: "waitaof", Arity: 4, Flags: conn},
 		// Introspection. LATENCY DOCTOR and GRAPH, Redis's prose and ASCII
 		// charts, have no rows: they get the unknown-subcommand error.
+		// Redis lets scripts call SLOWLOG: no NoScript, though the script
+		// engine, which runs only keyspace commands, refuses it all the same.
 		&Command{Name: "slowlog", Arity: -2, Flags: admin, Subcommands: subcommands("slowlog",
-			&Command{Name: "get", Arity: -2, Flags: admin},
+			&Command{Name: "get", Arity: -2, Flags: Connection | Admin},
 			&Command{Name: "help", Arity: 2, Flags: Connection},
-			&Command{Name: "len", Arity: 2, Flags: admin},
-			&Command{Name: "reset", Arity: 2, Flags: admin},
+			&Command{Name: "len", Arity: 2, Flags: Connection | Admin},
+			&Command{Name: "reset", Arity: 2, Flags: Connection | Admin},
 		)},
 		&Command{Name: "latency", Arity: -2, Flags: admin, Subcommands: subcommands("latency",
 			&Command{Name: "help", Arity: 2, Flags: Connection},
