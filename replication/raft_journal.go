@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -37,20 +38,25 @@ import (
 // A record is its length and CRC-32C, then its generation and entries.
 // Reading at open goes from the beginning for as long as records check out
 // and share the first one's generation (random, so that no stale record of an
-// earlier pass can continue the current one); a record torn by a crash ends
-// the reading, and it held nothing raft was told was stored. What is read is
-// written to bolt before raft starts.
+// earlier pass can continue the current one). A record torn by a crash ends
+// the reading: it can only be the last one written, which raft was never told
+// was stored. Anything else that ends the reading early is corruption, which
+// the member refuses to start with (CorruptionError): a record that fails
+// with a valid record of the pass after it, or a log that ends before the
+// high-water mark (logMark), which moves only once a write is durable. What
+// is read is written to bolt before raft starts.
 type journal struct {
 	raft.LogStore // bolt: the entries flushed
 
 	flushAt int // pending entries that start a flush
 
-	wmu sync.Mutex // the file: held by whoever writes it
-	f   *os.File
-	cap int64  // the file's size
-	off int64  // where the next record goes; under wmu
-	gen uint64 // the current pass's generation; under wmu
-	buf []byte // the record being written; under wmu
+	wmu  sync.Mutex // the file and the mark: held by whoever writes them
+	f    *os.File
+	mark *logMark
+	cap  int64  // the file's size
+	off  int64  // where the next record goes; under wmu
+	gen  uint64 // the current pass's generation; under wmu
+	buf  []byte // the record being written; under wmu
 
 	mu       sync.Mutex
 	changed  *sync.Cond  // pending, flushing, err or closed changed
@@ -79,7 +85,8 @@ var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
 // openJournal opens (or creates, size bytes long) the journal at path in
 // front of store, writes to store what the journal holds that store does
-// not, and starts the flusher.
+// not, checks the log against its high-water mark (raft.mark, beside path),
+// and starts the flusher.
 func openJournal(path string, store raft.LogStore, size int64, flushAt int) (*journal, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -89,19 +96,28 @@ func openJournal(path string, store raft.LogStore, size int64, flushAt int) (*jo
 	j.changed = sync.NewCond(&j.mu)
 	if err := j.open(size); err != nil {
 		f.Close()
+		if j.mark != nil {
+			j.mark.close()
+		}
+		var ce *CorruptionError
+		if errors.As(err, &ce) {
+			return nil, err // it names the file
+		}
 		return nil, fmt.Errorf("raft journal %s: %w", path, err)
 	}
 	go j.flusher()
 	return j, nil
 }
 
-// open fills the file to size, replays it into the store and starts a pass.
+// open fills the file to size, replays it into the store, checks the log
+// against its mark and starts a pass.
 func (j *journal) open(size int64) error {
 	st, err := j.f.Stat()
 	if err != nil {
 		return err
 	}
 	j.cap = st.Size()
+	found := j.cap
 	if j.cap < size {
 		zeros := make([]byte, 1<<20)
 		for j.cap < size {
@@ -122,7 +138,7 @@ func (j *journal) open(size int64) error {
 	if _, err := io.ReadFull(io.NewSectionReader(j.f, 0, j.cap), data); err != nil {
 		return err
 	}
-	logs, err := j.replay(data)
+	logs, failed, err := j.replay(data)
 	if err != nil {
 		return err
 	}
@@ -131,28 +147,64 @@ func (j *journal) open(size int64) error {
 			return err
 		}
 	}
+	last, err := j.LogStore.LastIndex()
+	if err != nil {
+		return err
+	}
+	markPath := filepath.Join(filepath.Dir(j.f.Name()), "raft.mark")
+	if j.mark, err = openMark(markPath, last); err != nil {
+		return err
+	}
+	if j.mark.index > last {
+		problem := fmt.Sprintf("the log ends at entry %d, but this member had made entries up to %d durable (%s says so)", last, j.mark.index, markPath)
+		if failed >= 0 {
+			problem = fmt.Sprintf("the record at byte %d fails its checksum, and this member had made entries up to %d durable (%s says so)", failed, j.mark.index, markPath)
+		}
+		if found < size {
+			problem += fmt.Sprintf("; the file was %d bytes long, not %d", found, size)
+		}
+		return &CorruptionError{Path: j.f.Name(), Index: last + 1, Problem: problem}
+	}
 	return j.restart()
 }
 
 // replay returns the entries of the journal's current pass that the store
-// does not hold, in order.
-func (j *journal) replay(data []byte) ([]*raft.Log, error) {
+// does not hold, in order, and the offset of the record that ended the
+// reading by failing its checks (-1 if it ended at zeros, a stale record or
+// the end of the file). A failed record is a torn one only if no record of
+// the pass follows it.
+func (j *journal) replay(data []byte) (logs []*raft.Log, failed int, err error) {
 	last, err := j.LogStore.LastIndex()
 	if err != nil {
-		return nil, err
+		return nil, -1, err
 	}
 	base := last + 1 // the index of logs[0]
-	var logs []*raft.Log
 	var gen uint64
+	corrupt := func(off int, problem string) error {
+		return &CorruptionError{Path: j.f.Name(), Index: base + uint64(len(logs)), Problem: fmt.Sprintf("the record at byte %d %s", off, problem)}
+	}
 	for off := 0; off+journalRecordHeader <= len(data); {
 		n := int(binary.LittleEndian.Uint32(data[off:]))
-		if n < journalBodyHeader || n > len(data)-off-journalRecordHeader {
-			break
+		ok := n >= journalBodyHeader && n <= len(data)-off-journalRecordHeader
+		if ok {
+			body := data[off+journalRecordHeader : off+journalRecordHeader+n]
+			ok = crc32.Checksum(body, crc32c) == binary.LittleEndian.Uint32(data[off+4:])
+		}
+		if !ok {
+			if off == 0 && len(data) >= journalRecordHeader+8 {
+				gen = binary.LittleEndian.Uint64(data[journalRecordHeader:]) // the first record's, if intact
+			}
+			if next := nextRecord(data, off+1, gen); next >= 0 {
+				return nil, -1, corrupt(off, fmt.Sprintf("fails its checksum, and a valid record of the same pass follows it at byte %d", next))
+			}
+			if !allZero(data[off : off+journalRecordHeader]) {
+				failed = off
+			} else {
+				failed = -1
+			}
+			return logs, failed, nil
 		}
 		body := data[off+journalRecordHeader : off+journalRecordHeader+n]
-		if crc32.Checksum(body, crc32c) != binary.LittleEndian.Uint32(data[off+4:]) {
-			break
-		}
 		if g := binary.LittleEndian.Uint64(body); off == 0 {
 			gen = g
 		} else if g != gen {
@@ -160,7 +212,7 @@ func (j *journal) replay(data []byte) ([]*raft.Log, error) {
 		}
 		entries, err := decodeJournalEntries(body[8:])
 		if err != nil {
-			return nil, fmt.Errorf("record at %d: %w", off, err)
+			return nil, -1, corrupt(off, err.Error())
 		}
 		for _, l := range entries {
 			if l.Index < base {
@@ -170,13 +222,43 @@ func (j *journal) replay(data []byte) ([]*raft.Log, error) {
 				logs = logs[:i] // written again: the later record holds
 			}
 			if l.Index != base+uint64(len(logs)) {
-				return nil, fmt.Errorf("record at %d: entry %d follows %d", off, l.Index, base+uint64(len(logs))-1)
+				return nil, -1, corrupt(off, fmt.Sprintf("holds entry %d after entry %d", l.Index, base+uint64(len(logs))-1))
 			}
 			logs = append(logs, l)
 		}
 		off += journalRecordHeader + n
 	}
-	return logs, nil
+	return logs, -1, nil
+}
+
+// nextRecord returns the offset of the first valid record of generation gen
+// that starts at or after from, or -1. A record torn by a crash was the last
+// one written, so none follows it.
+func nextRecord(data []byte, from int, gen uint64) int {
+	pattern := binary.LittleEndian.AppendUint64(nil, gen)
+	for at := from + journalRecordHeader; at <= len(data)-journalBodyHeader; {
+		i := bytes.Index(data[at:], pattern)
+		if i < 0 {
+			return -1
+		}
+		start := at + i - journalRecordHeader
+		n := int(binary.LittleEndian.Uint32(data[start:]))
+		if n >= journalBodyHeader && n <= len(data)-start-journalRecordHeader &&
+			crc32.Checksum(data[start+journalRecordHeader:start+journalRecordHeader+n], crc32c) == binary.LittleEndian.Uint32(data[start+4:]) {
+			return start
+		}
+		at += i + 1
+	}
+	return -1
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // StoreLog stores one entry; see StoreLogs.
@@ -214,10 +296,16 @@ func (j *journal) StoreLogs(logs []*raft.Log) error {
 			return err
 		}
 		if direct {
-			return j.LogStore.StoreLogs(logs)
+			if err := j.LogStore.StoreLogs(logs); err != nil {
+				return err
+			}
+			return j.mark.write(logs[len(logs)-1].Index)
 		}
 	}
 	if err := j.write(j.encode(logs)); err != nil {
+		return err
+	}
+	if err := j.mark.write(logs[len(logs)-1].Index); err != nil {
 		return err
 	}
 	j.mu.Lock()
@@ -398,7 +486,8 @@ func (j *journal) LastIndex() (uint64, error) {
 
 // DeleteRange deletes entries min to max, inclusive. Everything goes to the
 // store first and the journal starts over, so that reading it after a crash
-// cannot bring deleted entries back.
+// cannot bring deleted entries back. A range that reaches the mark (raft's
+// tail, cut where it conflicts with a new leader's log) moves it down first.
 func (j *journal) DeleteRange(min, max uint64) error {
 	j.wmu.Lock()
 	defer j.wmu.Unlock()
@@ -408,16 +497,25 @@ func (j *journal) DeleteRange(min, max uint64) error {
 	if err := j.restart(); err != nil {
 		return err
 	}
+	if min <= j.mark.index && j.mark.index <= max {
+		below := uint64(0)
+		if min > 0 {
+			below = min - 1
+		}
+		if err := j.mark.lower(below); err != nil {
+			return err
+		}
+	}
 	return j.LogStore.DeleteRange(min, max)
 }
 
 // Close stops the flusher, writes the pending entries to the store and
-// closes the file; the store stays open.
+// closes the files; the store stays open.
 func (j *journal) Close() error {
 	j.wmu.Lock()
 	defer j.wmu.Unlock()
 	j.stopFlusher()
-	return errors.Join(j.flushAll(), j.f.Close())
+	return errors.Join(j.flushAll(), j.f.Close(), j.mark.close())
 }
 
 // stopFlusher ends the flusher, after the flush it may be making.

@@ -2,6 +2,7 @@ package replication
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -10,7 +11,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
 // journalDir is a data directory: a bolt store and the journal in front of it.
@@ -19,7 +19,7 @@ type journalDir struct {
 	dir      string
 	size     int64
 	flushAt  int
-	bolt     *raftboltdb.BoltStore
+	bolt     *checkedStore
 	j        *journal
 	appended time.Time
 }
@@ -37,7 +37,7 @@ func newJournalDir(t *testing.T, size int64, flushAt int) *journalDir {
 
 func (d *journalDir) open() {
 	d.t.Helper()
-	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(d.dir, "raft.db")})
+	bolt, err := openCheckedStore(filepath.Join(d.dir, "raft.db"), nil)
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -54,6 +54,7 @@ func (d *journalDir) open() {
 func (d *journalDir) crash() {
 	d.j.stopFlusher()
 	d.j.f.Close()
+	d.j.mark.close()
 	d.bolt.Close()
 	d.j, d.bolt = nil, nil
 }
@@ -133,26 +134,173 @@ func TestJournalKeepsWhatItTookThroughACrash(t *testing.T) {
 }
 
 // A record torn by a crash (a sector of it not written) ends the reading:
-// the entries before it are kept, its own are not.
+// the entries before it are kept, its own are not. The crash came before its
+// sync returned, so the high-water mark had not moved past the entries before.
 func TestJournalStopsAtATornRecord(t *testing.T) {
 	d := newJournalDir(t, 1<<20, 1<<20)
 	d.store(1, 30, 2, 10, 100)
-	d.j.wmu.Lock()
-	torn := d.j.off
-	d.j.wmu.Unlock()
+	torn := d.offset()
+	mark := d.read("raft.mark")
 	d.store(31, 40, 2, 10, 100)
 	d.crash()
-	path := filepath.Join(d.dir, "raft.journal")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[torn+200] ^= 0xff
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	d.write("raft.mark", mark)
+	d.flipAt(torn + 200)
 	d.open()
 	d.want(1, 30, 2, 100)
+}
+
+// offset returns where the journal's next record goes.
+func (d *journalDir) offset() int64 {
+	d.j.wmu.Lock()
+	defer d.j.wmu.Unlock()
+	return d.j.off
+}
+
+func (d *journalDir) read(file string) []byte {
+	d.t.Helper()
+	b, err := os.ReadFile(filepath.Join(d.dir, file))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return b
+}
+
+func (d *journalDir) write(file string, b []byte) {
+	d.t.Helper()
+	if err := os.WriteFile(filepath.Join(d.dir, file), b, 0o600); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+// markIndex reads the high-water mark from its file.
+func (d *journalDir) markIndex() uint64 {
+	d.t.Helper()
+	m, err := openMark(filepath.Join(d.dir, "raft.mark"), 1)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	m.close()
+	return m.index
+}
+
+// flipAt flips a byte of the stopped journal.
+func (d *journalDir) flipAt(off int64) {
+	d.t.Helper()
+	b := d.read("raft.journal")
+	b[off] ^= 0x01
+	d.write("raft.journal", b)
+}
+
+// reopen opens the stopped journal again and returns the error it fails with.
+func (d *journalDir) reopen() error {
+	d.t.Helper()
+	bolt, err := openCheckedStore(filepath.Join(d.dir, "raft.db"), nil)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	j, err := openJournal(filepath.Join(d.dir, "raft.journal"), bolt, d.size, d.flushAt)
+	if err == nil {
+		d.bolt, d.j = bolt, j
+		d.t.Fatal("the journal opened")
+	}
+	bolt.Close()
+	return err
+}
+
+// A record that fails its checksum with a valid record of the same pass after
+// it was not torn by a crash, which tears only the last: the journal refuses
+// to open, naming the first entry the record held. It does so even when the
+// high-water mark is behind (a power loss lost its later writes).
+func TestJournalRefusesAFailedRecordBeforeValidOnes(t *testing.T) {
+	for _, zero := range []bool{false, true} { // a flipped byte; a header zeroed
+		d := newJournalDir(t, 1<<20, 1<<20)
+		d.store(1, 30, 2, 10, 100)
+		bad := d.offset()
+		mark := d.read("raft.mark")
+		d.store(31, 60, 2, 10, 100)
+		d.crash()
+		d.write("raft.mark", mark)
+		if zero {
+			b := d.read("raft.journal")
+			clear(b[bad : bad+journalRecordHeader])
+			d.write("raft.journal", b)
+		} else {
+			d.flipAt(bad + 300)
+		}
+		wantCorruption(t, d.reopen(), "raft.journal", 31)
+	}
+}
+
+// The last record failing its checksum once its write had returned (the
+// high-water mark names its entries) is corruption, not a torn tail.
+func TestJournalRefusesALastRecordThatFailsOnceDurable(t *testing.T) {
+	d := newJournalDir(t, 1<<20, 1<<20)
+	d.store(1, 30, 2, 10, 100)
+	last := d.offset()
+	d.store(31, 40, 2, 10, 100)
+	d.crash()
+	d.flipAt(last + 200)
+	wantCorruption(t, d.reopen(), "raft.journal", 31)
+}
+
+// A journal cut short, or lost altogether, holds fewer entries than the
+// member had made durable: refused, naming the first one missing.
+func TestJournalRefusesATruncatedOrMissingJournal(t *testing.T) {
+	d := newJournalDir(t, 1<<20, 1<<20)
+	d.store(1, 30, 2, 10, 100)
+	cut := d.offset()
+	d.store(31, 60, 2, 10, 100)
+	d.crash()
+	if err := os.Truncate(filepath.Join(d.dir, "raft.journal"), cut+50); err != nil {
+		t.Fatal(err)
+	}
+	wantCorruption(t, d.reopen(), "raft.journal", 31)
+
+	e := newJournalDir(t, 1<<20, 1<<20)
+	e.store(1, 30, 2, 10, 100)
+	e.crash()
+	if err := os.Remove(filepath.Join(e.dir, "raft.journal")); err != nil {
+		t.Fatal(err)
+	}
+	wantCorruption(t, e.reopen(), "raft.journal", 1)
+}
+
+// The mark's file lost, with entries in the log, leaves nothing to check the
+// log against: refused. A new data directory has none and gets one.
+func TestJournalRefusesAMissingMark(t *testing.T) {
+	d := newJournalDir(t, 1<<20, 1<<20)
+	d.store(1, 10, 2, 10, 100)
+	d.crash()
+	if err := os.Remove(filepath.Join(d.dir, "raft.mark")); err != nil {
+		t.Fatal(err)
+	}
+	wantCorruption(t, d.reopen(), "raft.mark", 0)
+}
+
+// A write of the mark torn by a power loss spoils one of its two slots: the
+// other holds the mark before it, and the log, which holds that much, opens.
+// With both spoilt the mark is unreadable, which is corruption.
+func TestJournalMarkSurvivesATornSlot(t *testing.T) {
+	d := newJournalDir(t, 1<<20, 1<<20)
+	d.store(1, 10, 2, 10, 100)
+	d.store(11, 20, 2, 10, 100)
+	d.crash()
+	m := d.read("raft.mark")
+	d.j = nil
+	newest := 0
+	if binary.LittleEndian.Uint64(m[markSlotGap:]) > binary.LittleEndian.Uint64(m) {
+		newest = markSlotGap
+	}
+	m[newest+9] ^= 0xff
+	d.write("raft.mark", m)
+	d.open()
+	d.want(1, 20, 2, 100)
+	d.crash()
+	m = d.read("raft.mark")
+	m[10] ^= 0xff // a byte the first flip left alone
+	m[markSlotGap+10] ^= 0xff
+	d.write("raft.mark", m)
+	wantCorruption(t, d.reopen(), "raft.mark", 0)
 }
 
 // A journal far smaller than the log starts over many times; each time it
@@ -211,6 +359,9 @@ func TestJournalWritesTheUnjournalableToBolt(t *testing.T) {
 	d.store(6, 6, 1, 1, 16<<10) // bigger than the journal
 	if last, _ := d.bolt.LastIndex(); last != 6 {
 		t.Fatalf("bolt holds entries up to %d after a too-big entry, want 6", last)
+	}
+	if m := d.markIndex(); m != 6 {
+		t.Fatalf("the high-water mark is %d after a too-big entry, want 6", m)
 	}
 	d.store(7, 9, 1, 3, 100)
 	var got raft.Log

@@ -117,6 +117,32 @@ func startCluster(t *testing.T, bin string) []*node {
 	return nodes
 }
 
+// leaderOf returns the running node that a running node names as leader,
+// once there is one.
+func leaderOf(t *testing.T, nodes []*node) *node {
+	t.Helper()
+	var l *node
+	eventually(t, "a leader", func() error {
+		for _, n := range nodes {
+			if n.cmd == nil {
+				continue
+			}
+			v, err := n.rdb.Do(context.Background(), "LOCKSERVER", "LEADER").Result()
+			if err != nil {
+				continue
+			}
+			for _, m := range nodes {
+				if m.cmd != nil && fmt.Sprint(v.(map[any]any)["id"]) == m.id {
+					l = m
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("no node names a running leader")
+	})
+	return l
+}
+
 // eventually retries op, as a client does across an election.
 func eventually(t *testing.T, what string, op func() error) {
 	t.Helper()
@@ -140,28 +166,7 @@ func TestBinaryCluster(t *testing.T) {
 	bin := buildBinary(t)
 	nodes := startCluster(t, bin)
 	ctx := context.Background()
-	leader := func() *node {
-		var l *node
-		eventually(t, "a leader", func() error {
-			for _, n := range nodes {
-				if n.cmd == nil {
-					continue
-				}
-				v, err := n.rdb.Do(ctx, "LOCKSERVER", "LEADER").Result()
-				if err != nil {
-					continue
-				}
-				for _, m := range nodes {
-					if m.cmd != nil && fmt.Sprint(v.(map[any]any)["id"]) == m.id {
-						l = m
-						return nil
-					}
-				}
-			}
-			return fmt.Errorf("no node names a running leader")
-		})
-		return l
-	}
+	leader := func() *node { return leaderOf(t, nodes) }
 
 	l := leader()
 	var f *node
