@@ -385,6 +385,45 @@ func TestClusterJoinAndRemove(t *testing.T) {
 	wantReply(t, "SET after the removal", do(via, 0, "SET", "k", "w"), keyspace.OK)
 }
 
+// A JOIN that names a live member's id at other addresses is refused, through
+// the leader or a follower, and the member stays a voter where it is; the same
+// addresses are the member itself, wiped and restarted, and get OK. Once the
+// member is down, a JOIN of its id at new addresses (it moved) is accepted.
+func TestClusterJoinRefusesALiveMembersID(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	fs := c.followers(l)
+	live, via := fs[0], fs[1]
+	for _, n := range []*testNode{l, via} {
+		wantErrPrefix(t, "JOIN of "+live.id+" at other addresses through "+n.id,
+			do(n, 0, "LOCKSERVER", "JOIN", live.id, "raft-elsewhere", "client-elsewhere"), "ERR node "+live.id+" is a live member")
+	}
+	member := func(id string) (Member, bool) {
+		for _, m := range c.leader().eng.Status().Members {
+			if m.ID == id {
+				return m, true
+			}
+		}
+		return Member{}, false
+	}
+	if m, _ := member(live.id); !m.Voter || m.RaftAddr != live.raftAddr() {
+		t.Fatalf("after the refused JOIN, %s is %+v", live.id, m)
+	}
+	wantReply(t, "SET after the refused JOINs", do(via, 0, "SET", "k", "v"), keyspace.OK)
+	c.eventually(live.id+" applies the SET", func() bool { return same(localGet(live, "k"), keyspace.Bulk("v")) })
+
+	wantReply(t, "JOIN of "+live.id+" at its own addresses", do(via, 0, "LOCKSERVER", "JOIN", live.id, live.raftAddr(), live.clientAddr()), keyspace.OK)
+	c.eventually(live.id+" a voter again", func() bool { m, _ := member(live.id); return m.Voter })
+
+	live.stop()
+	c.eventually("the JOIN of the stopped "+live.id+" at new addresses", func() bool {
+		return do(c.leader(), 0, "LOCKSERVER", "JOIN", live.id, "raft-moved", "client-moved").Kind != keyspace.KindError
+	})
+	if m, ok := member(live.id); !ok || m.Voter || m.RaftAddr != "raft-moved" || m.ClientAddr != "client-moved" {
+		t.Fatalf("after the JOIN of the stopped member at new addresses, it is %+v", m)
+	}
+}
+
 // LOCKSERVER answers bad input as Redis answers a container command's.
 func TestClusterCommandErrors(t *testing.T) {
 	c := newTestCluster(t, 3)

@@ -43,6 +43,7 @@ SNAPSHOT
     Take a snapshot of this node's state now.
 JOIN <id> <raft-addr> <client-addr>
     Add a node as a non-voter; the leader promotes it once it has caught up.
+    The id of a live member at other addresses is refused.
 REMOVE <id>
     Remove a node from the cluster.
 REGISTER <id> <client-addr>
@@ -187,6 +188,11 @@ func (r *Raft) proposeWait(ctx context.Context, e *logEntry) error {
 // addNode adds a node as a non-voter, and records its client address. A node
 // asks to join only when it has no state; if it is still a voter it lost its
 // log, and it is removed first, before it can vote with an empty log.
+//
+// A member of that id at other addresses must be down: one that still
+// answers heartbeats is a live member, and the JOIN someone else's, refused
+// rather than demote the member to a non-voter at addresses where nothing
+// runs. The same addresses are the member itself, wiped and restarted.
 func (r *Raft) addNode(ctx context.Context, id, raftAddr, clientAddr string) error {
 	if id == r.opts.NodeID {
 		return fmt.Errorf("node %s is the leader", id)
@@ -196,7 +202,15 @@ func (r *Raft) addNode(ctx context.Context, id, raftAddr, clientAddr string) err
 		return err
 	}
 	for _, s := range cf.Configuration().Servers {
-		if string(s.ID) == id && s.Suffrage == raft.Voter {
+		if string(s.ID) != id {
+			continue
+		}
+		known := r.memberAddr(id)
+		if (string(s.Address) != raftAddr || known != "" && known != clientAddr) && r.heard(id) {
+			return fmt.Errorf("node %s is a live member, at raft address %s and client address %s: a new node joins under an id of its own, and this one at other addresses once it is down or removed (LOCKSERVER REMOVE %s)",
+				id, s.Address, known, id)
+		}
+		if s.Suffrage == raft.Voter {
 			if err := r.raft.RemoveServer(s.ID, 0, 0).Error(); err != nil {
 				return fmt.Errorf("remove the wiped voter %s: %w", id, err)
 			}
@@ -207,6 +221,14 @@ func (r *Raft) addNode(ctx context.Context, id, raftAddr, clientAddr string) err
 	}
 	r.log.Info("added a non-voter", "id", id, "raft", raftAddr, "client", clientAddr)
 	return r.proposeWait(ctx, &logEntry{Kind: kindMemberSet, Member: id, Addr: clientAddr})
+}
+
+// heard reports whether the leader's heartbeats reach member id: none of
+// them has failed since the last one that did, in this term.
+func (r *Raft) heard(id string) bool {
+	r.peerMu.Lock()
+	defer r.peerMu.Unlock()
+	return !r.unreachable[id]
 }
 
 // removeNode forgets a node's address, then removes it from the configuration.
