@@ -145,14 +145,24 @@ func (r *Raft) clusterChange(sub string, args [][]byte) keyspace.Reply {
 }
 
 // onLeader runs change if this node leads, or sends args to the leader.
+//
+// A JOIN comes from a node with no state. If this node takes that node for
+// the leader (its id, or its client address), the leader lost its data and
+// was restarted before this node noticed it had gone, and the address is the
+// joining process's own, which serves nothing until the join ends: sent
+// there, the JOIN would wait on itself. It waits instead for the others to
+// elect a leader.
 func (r *Raft) onLeader(ctx context.Context, args [][]byte, change func() error) error {
+	joining := func(leader, addr string) bool {
+		return len(args) == 5 && strings.EqualFold(string(args[1]), "join") && (leader == string(args[2]) || addr == string(args[4]))
+	}
 	for backoff := 5 * time.Millisecond; ; backoff = min(2*backoff, 200*time.Millisecond) {
 		leader := r.leaderID()
 		addr := r.memberAddr(leader)
 		switch {
 		case leader == r.opts.NodeID && r.leading():
 			return change()
-		case leader != "" && leader != r.opts.NodeID && addr != "":
+		case leader != "" && leader != r.opts.NodeID && addr != "" && !joining(leader, addr):
 			_, err := r.peers.Call(ctx, addr, args...)
 			if err == nil || !retryable(err) {
 				return err

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -281,4 +282,79 @@ func TestBinaryClusterKeepsAcknowledgedWritesWhenEveryMemberIsKilled(t *testing.
 			return err
 		})
 	}
+}
+
+// A leader killed, wiped and restarted at once with --join through a
+// follower that still takes the dead leader for the leader: the follower must
+// not relay the JOIN to the dead leader's client address, which is now the
+// joining process's own and serves nothing until the join ends. A listener
+// that never answers stands in for that port while the JOIN is sent, so that
+// it reaches the follower before the follower notices the leader is gone;
+// then the real process starts with --join. A relayed call waited out the
+// 30 s admin timeout; the member must be back within seconds.
+func TestBinaryWipedLeaderRejoinsAtOnce(t *testing.T) {
+	bin := buildBinary(t)
+	nodes := startCluster(t, bin)
+	ctx := context.Background()
+	l := leaderOf(t, nodes)
+	eventually(t, "SET before the kill", func() error { return l.rdb.Set(ctx, "before", "1", 0).Err() })
+	var via *node
+	for _, n := range nodes {
+		if n != l {
+			via = n
+		}
+	}
+	eventually(t, via.id+" knows the leader and its client address", func() error {
+		v, err := via.rdb.Do(ctx, "LOCKSERVER", "LEADER").Result()
+		if m, ok := v.(map[any]any); err == nil && (!ok || m["id"] != l.id || m["client"] != l.addr) {
+			err = fmt.Errorf("%s names %v", via.id, v)
+		}
+		return err
+	})
+
+	l.kill()
+	mute, err := net.Listen("tcp", l.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		var held []net.Conn // read nothing, answer nothing; closed with mute
+		for {
+			c, err := mute.Accept()
+			if err != nil {
+				for _, c := range held {
+					c.Close()
+				}
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	if err := os.RemoveAll(l.dir); err != nil {
+		t.Fatal(err)
+	}
+	// 20 s: room for a machine slowed by -race and other tests, not for the
+	// 30 s wait on a relay to the joining process.
+	join, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	// One JOIN, bounded only by join: go-redis would retry a read that timed out.
+	admin := redis.NewClient(&redis.Options{Addr: via.addr, Password: "secret", ReadTimeout: -1, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer admin.Close()
+	start := time.Now()
+	err = admin.Do(join, "LOCKSERVER", "JOIN", l.id, l.raftAddr, l.addr).Err()
+	t.Logf("JOIN through %s while it took the dead %s for the leader: %v after %v", via.id, l.id, err, time.Since(start))
+	if err != nil {
+		t.Fatalf("JOIN of the wiped leader through %s: %v after %v", via.id, err, time.Since(start))
+	}
+	mute.Close()
+
+	l.member("--join", via.addr)
+	l.start(t, bin)
+	eventually(t, "the rejoined member holds the write", func() error {
+		v, err := l.rdb.Get(ctx, "before").Result()
+		if err == nil && v != "1" {
+			err = fmt.Errorf("before = %q", v)
+		}
+		return err
+	})
 }
