@@ -1,9 +1,11 @@
 package replication
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,12 +15,32 @@ import (
 	"github.com/lockserver/lockserver/keyspace"
 )
 
+// The failure-detection timeouts of the harness's nodes. A node that hears
+// from no leader for testHeartbeat stands for election, and a leader that
+// hears from no majority for as long steps down. Under -race on a busy 2-core
+// machine a goroutine can wait hundreds of milliseconds for a CPU, and 300 ms
+// cost a leader several times a run; tests must survive a leader change
+// anyway (see retry), but should seldom see one they did not cause.
+const (
+	testHeartbeat = time.Second
+	testElection  = time.Second
+	// testRPCTimeout bounds a call on the in-memory transport (raft's default
+	// is 500 ms): past it the call fails, as a heartbeat lost on the network.
+	testRPCTimeout = 2 * time.Second
+	// testWait bounds every wait of the harness for a cluster to get
+	// somewhere: a new leader after a loss takes up to two heartbeat timeouts
+	// to notice and two election timeouts to elect, and more on a busy
+	// machine.
+	testWait = 30 * time.Second
+)
+
 // testCluster runs Raft engines in one process on raft's in-memory transport.
 // A node's internal commands reach another node's engine directly, as the
 // server would hand them over. Partitions cut both directions, for Raft and
-// for forwarding alike.
+// for forwarding alike. What the nodes log is printed if the test fails.
 type testCluster struct {
 	t     *testing.T
+	logs  *nodeLog
 	mu    sync.Mutex
 	nodes []*testNode
 	cut   map[[2]string]bool // pairs of node ids that cannot talk
@@ -50,7 +72,7 @@ func newTestCluster(t *testing.T, size int) *testCluster {
 
 // newTestClusterWith does the same with options for every node.
 func newTestClusterWith(t *testing.T, size int, opts RaftOptions) *testCluster {
-	c := &testCluster{t: t, cut: map[[2]string]bool{}, opts: opts}
+	c := &testCluster{t: t, cut: map[[2]string]bool{}, opts: opts, logs: newNodeLog(t)}
 	var peers []Peer
 	for i := range size {
 		n := c.add(fmt.Sprintf("n%d", i+1))
@@ -88,7 +110,7 @@ func (n *testNode) start(opts RaftOptions) {
 // open opens an engine for the node as start does, and returns it.
 func (n *testNode) open(opts RaftOptions) (*Raft, error) {
 	c := n.c
-	_, n.trans = raft.NewInmemTransport(raft.ServerAddress(n.raftAddr()))
+	_, n.trans = raft.NewInmemTransportWithTimeout(raft.ServerAddress(n.raftAddr()), testRPCTimeout)
 	c.mu.Lock()
 	for _, o := range c.nodes {
 		if o != n && o.trans != nil && !c.cut[pair(n.id, o.id)] {
@@ -104,8 +126,9 @@ func (n *testNode) open(opts RaftOptions) (*Raft, error) {
 	opts.Peers = &testPeers{from: n}
 	opts.Hub = n.hub
 	opts.Wall = func() time.Time { return time.Now().Add(time.Duration(n.wallAdd.Load())) }
-	opts.HeartbeatTimeout, opts.ElectionTimeout = 300*time.Millisecond, 300*time.Millisecond
-	opts.ForwardWait = 2 * time.Second
+	opts.HeartbeatTimeout, opts.ElectionTimeout = testHeartbeat, testElection
+	opts.ForwardWait = 2 * testElection
+	opts.Logger = c.logs.logger
 	return NewRaft(opts)
 }
 
@@ -225,10 +248,10 @@ func (c *testCluster) followers(l *testNode) []*testNode {
 	return fs
 }
 
-// eventually polls cond until it holds, failing the test after 10 s.
+// eventually polls cond until it holds, failing the test after testWait.
 func (c *testCluster) eventually(what string, cond func() bool) {
 	c.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testWait)
 	for !cond() {
 		if time.Now().After(deadline) {
 			c.t.Fatalf("timed out waiting for %s", what)
@@ -391,3 +414,34 @@ func (g *gatedStore) StoreLogs(logs []*raft.Log) error {
 }
 
 func (g *gatedStore) StoreLog(l *raft.Log) error { return g.StoreLogs([]*raft.Log{l}) }
+
+// nodeLog keeps what a test's nodes log, at Info and above (elections,
+// leadership lost, failed heartbeats), and prints it if the test fails: on a
+// busy machine the first question about a failure is whether, and when, the
+// leader changed.
+type nodeLog struct {
+	logger *slog.Logger
+	mu     sync.Mutex
+	buf    bytes.Buffer
+}
+
+func newNodeLog(t *testing.T) *nodeLog {
+	l := &nodeLog{}
+	l.logger = slog.New(slog.NewTextHandler(lockedWriter{l}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	t.Cleanup(func() {
+		if t.Failed() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			t.Logf("the nodes logged:\n%s", l.buf.String())
+		}
+	})
+	return l
+}
+
+type lockedWriter struct{ l *nodeLog }
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.l.mu.Lock()
+	defer w.l.mu.Unlock()
+	return w.l.buf.Write(p)
+}
