@@ -15,9 +15,9 @@ import (
 // cluster restarting.
 
 // pttlOn returns key's PTTL on n, as clients see it.
-func pttlOn(t *testing.T, n *testNode, key string) int64 {
+func pttlOn(t testing.TB, c *testCluster, n *testNode, key string) int64 {
 	t.Helper()
-	r := do(n, 0, "PTTL", key)
+	r := c.do(n, 0, "PTTL", key)
 	if r.Kind != keyspace.KindInt {
 		t.Fatalf("PTTL %s on %s = %+v", key, n.id, r)
 	}
@@ -28,7 +28,7 @@ func pttlOn(t *testing.T, n *testNode, key string) int64 {
 // as much left as it may: at least the lease less the real time since, the
 // 1% by which the log clock may run fast (SlewRate) and a tolerance for
 // scheduling; at most the lease.
-func leaseBounds(t *testing.T, what string, pttl, lease int64, since time.Time) {
+func leaseBounds(t testing.TB, what string, pttl, lease int64, since time.Time) {
 	t.Helper()
 	elapsed := time.Since(since).Milliseconds()
 	floor := lease - elapsed - int64(float64(elapsed)*SlewRate) - 250
@@ -40,10 +40,10 @@ func leaseBounds(t *testing.T, what string, pttl, lease int64, since time.Time) 
 
 // tick writes through n every 20 ms for d, so that its clock stamps entries
 // and the others follow them.
-func tick(t *testing.T, n *testNode, d time.Duration) {
+func tick(t testing.TB, c *testCluster, n *testNode, d time.Duration) {
 	t.Helper()
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		wantReply(t, "tick on "+n.id, do(n, 0, "SET", "tick", n.id), keyspace.OK)
+		wantReply(t, "tick on "+n.id, c.set(n, 0, "tick", n.id), keyspace.OK)
 	}
 }
 
@@ -59,10 +59,10 @@ func TestClusterClockFailoverToSlowerNode(t *testing.T) {
 	}
 	const lease = 60000
 	taken := time.Now()
-	wantReply(t, "SET lock PX", do(l, 0, "SET", "lock", "owner", "PX", fmt.Sprint(lease)), keyspace.OK)
+	wantReply(t, "SET lock PX", c.set(l, 0, "lock", "owner", "PX", fmt.Sprint(lease)), keyspace.OK)
 	l.wallAdd.Store(int64(10 * time.Minute))
-	tick(t, l, 500*time.Millisecond)
-	leaseBounds(t, "on the leader after its wall clock jumped 10 min ahead", pttlOn(t, l, "lock"), lease, taken)
+	tick(t, c, l, 500*time.Millisecond)
+	leaseBounds(t, "on the leader after its wall clock jumped 10 min ahead", pttlOn(t, c, l, "lock"), lease, taken)
 	c.eventually("the followers apply the ticks", func() bool {
 		for _, f := range c.followers(l) {
 			if lastTime(f) < lastTime(l) {
@@ -75,16 +75,16 @@ func TestClusterClockFailoverToSlowerNode(t *testing.T) {
 	before := lastTime(l)
 	l.stop()
 	slow := c.leader()
-	wantReply(t, "GET lock on the slow new leader", do(slow, 0, "GET", "lock"), keyspace.Bulk("owner"))
-	leaseBounds(t, "on a new leader 10 min behind", pttlOn(t, slow, "lock"), lease, taken)
+	wantReply(t, "GET lock on the slow new leader", c.do(slow, 0, "GET", "lock"), keyspace.Bulk("owner"))
+	leaseBounds(t, "on a new leader 10 min behind", pttlOn(t, c, slow, "lock"), lease, taken)
 	if got := lastTime(slow); got < before {
 		t.Fatalf("time went backwards across the failover to the slow node: %d after %d", got, before)
 	}
 	// Time still runs on the slow node: a short lease taken there ends.
-	wantReply(t, "SET short PX 1000", do(slow, 0, "SET", "short", "x", "PX", "1000"), keyspace.OK)
-	tick(t, slow, 1500*time.Millisecond)
-	wantReply(t, "GET short 1.5 s after a 1 s lease", do(slow, 0, "GET", "short"), keyspace.Null)
-	leaseBounds(t, "on the slow leader 1.5 s later", pttlOn(t, slow, "lock"), lease, taken)
+	wantReply(t, "SET short PX 1000", c.set(slow, 0, "short", "x", "PX", "1000"), keyspace.OK)
+	tick(t, c, slow, 1500*time.Millisecond)
+	wantReply(t, "GET short 1.5 s after a 1 s lease", c.do(slow, 0, "GET", "short"), keyspace.Null)
+	leaseBounds(t, "on the slow leader 1.5 s later", pttlOn(t, c, slow, "lock"), lease, taken)
 
 	// Back to the fast node: it restarts, catches up, and takes over.
 	l.restart()
@@ -92,9 +92,9 @@ func TestClusterClockFailoverToSlowerNode(t *testing.T) {
 	before = lastTime(slow)
 	slow.stop()
 	next := c.leader()
-	tick(t, next, 300*time.Millisecond)
-	wantReply(t, "GET lock after failing back", do(next, 0, "GET", "lock"), keyspace.Bulk("owner"))
-	leaseBounds(t, "after failing back to "+next.id, pttlOn(t, next, "lock"), lease, taken)
+	tick(t, c, next, 300*time.Millisecond)
+	wantReply(t, "GET lock after failing back", c.do(next, 0, "GET", "lock"), keyspace.Bulk("owner"))
+	leaseBounds(t, "after failing back to "+next.id, pttlOn(t, c, next, "lock"), lease, taken)
 	if got := lastTime(next); got < before {
 		t.Fatalf("time went backwards failing back to %s: %d after %d", next.id, got, before)
 	}
@@ -110,7 +110,7 @@ func TestClusterClockRestartWithFastNode(t *testing.T) {
 	l := c.leader()
 	const lease = 60000
 	taken := time.Now()
-	wantReply(t, "SET lock PX", do(l, 0, "SET", "lock", "owner", "PX", fmt.Sprint(lease)), keyspace.OK)
+	wantReply(t, "SET lock PX", c.set(l, 0, "lock", "owner", "PX", fmt.Sprint(lease)), keyspace.OK)
 	c.eventually("every node applies the lock", func() bool {
 		for _, n := range c.nodes {
 			if !same(localGet(n, "lock"), keyspace.Bulk("owner")) {
@@ -137,7 +137,7 @@ func TestClusterClockRestartWithFastNode(t *testing.T) {
 			t.Skip("the fast node never won the first election after a restart")
 		}
 	}
-	wantReply(t, "SET on the fast leader", do(fast, 0, "SET", "after", "1"), keyspace.OK)
-	wantReply(t, "GET lock on the fast leader", do(fast, 0, "GET", "lock"), keyspace.Bulk("owner"))
-	leaseBounds(t, "after a restart led by a node 10 min ahead", pttlOn(t, fast, "lock"), lease, taken)
+	wantReply(t, "SET on the fast leader", c.set(fast, 0, "after", "1"), keyspace.OK)
+	wantReply(t, "GET lock on the fast leader", c.do(fast, 0, "GET", "lock"), keyspace.Bulk("owner"))
+	leaseBounds(t, "after a restart led by a node 10 min ahead", pttlOn(t, c, fast, "lock"), lease, taken)
 }

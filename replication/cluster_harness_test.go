@@ -39,12 +39,14 @@ const (
 // server would hand them over. Partitions cut both directions, for Raft and
 // for forwarding alike. What the nodes log is printed if the test fails.
 type testCluster struct {
-	t     *testing.T
-	logs  *nodeLog
-	mu    sync.Mutex
-	nodes []*testNode
-	cut   map[[2]string]bool // pairs of node ids that cannot talk
-	opts  RaftOptions        // what every node starts with
+	t    testing.TB
+	logs *nodeLog
+	// firstTerm is the term of the cluster's first leader: stably compares.
+	firstTerm uint64
+	mu        sync.Mutex
+	nodes     []*testNode
+	cut       map[[2]string]bool // pairs of node ids that cannot talk
+	opts      RaftOptions        // what every node starts with
 	// loseReplies makes every call between nodes fail after the callee ran
 	// it, as a connection that breaks once the command is sent.
 	loseReplies atomic.Bool
@@ -66,12 +68,12 @@ func (n *testNode) clientAddr() string { return "client-" + n.id }
 func (n *testNode) raftAddr() string   { return "raft-" + n.id }
 
 // newTestCluster starts size nodes bootstrapped as voters and waits for a leader.
-func newTestCluster(t *testing.T, size int) *testCluster {
+func newTestCluster(t testing.TB, size int) *testCluster {
 	return newTestClusterWith(t, size, RaftOptions{})
 }
 
 // newTestClusterWith does the same with options for every node.
-func newTestClusterWith(t *testing.T, size int, opts RaftOptions) *testCluster {
+func newTestClusterWith(t testing.TB, size int, opts RaftOptions) *testCluster {
 	c := &testCluster{t: t, cut: map[[2]string]bool{}, opts: opts, logs: newNodeLog(t)}
 	var peers []Peer
 	for i := range size {
@@ -84,6 +86,10 @@ func newTestClusterWith(t *testing.T, size int, opts RaftOptions) *testCluster {
 	}
 	t.Cleanup(c.close)
 	c.leader()
+	c.firstTerm = c.term()
+	if a, ok := t.(*attemptT); ok {
+		a.clusters = append(a.clusters, c)
+	}
 	return c
 }
 
@@ -127,7 +133,7 @@ func (n *testNode) open(opts RaftOptions) (*Raft, error) {
 	opts.Hub = n.hub
 	opts.Wall = func() time.Time { return time.Now().Add(time.Duration(n.wallAdd.Load())) }
 	opts.HeartbeatTimeout, opts.ElectionTimeout = testHeartbeat, testElection
-	opts.ForwardWait = 2 * testElection
+	opts.ForwardWait = 2 * time.Second
 	opts.Logger = c.logs.logger
 	return NewRaft(opts)
 }
@@ -425,7 +431,7 @@ type nodeLog struct {
 	buf    bytes.Buffer
 }
 
-func newNodeLog(t *testing.T) *nodeLog {
+func newNodeLog(t testing.TB) *nodeLog {
 	l := &nodeLog{}
 	l.logger = slog.New(slog.NewTextHandler(lockedWriter{l}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	t.Cleanup(func() {
