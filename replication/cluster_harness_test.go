@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/lockserver/lockserver/internal/attempt"
 	"github.com/lockserver/lockserver/keyspace"
 )
 
@@ -39,14 +40,12 @@ const (
 // server would hand them over. Partitions cut both directions, for Raft and
 // for forwarding alike. What the nodes log is printed if the test fails.
 type testCluster struct {
-	t    testing.TB
-	logs *nodeLog
-	// firstTerm is the term of the cluster's first leader: stably compares.
-	firstTerm uint64
-	mu        sync.Mutex
-	nodes     []*testNode
-	cut       map[[2]string]bool // pairs of node ids that cannot talk
-	opts      RaftOptions        // what every node starts with
+	t     testing.TB
+	logs  *nodeLog
+	mu    sync.Mutex
+	nodes []*testNode
+	cut   map[[2]string]bool // pairs of node ids that cannot talk
+	opts  RaftOptions        // what every node starts with
 	// loseReplies makes every call between nodes fail after the callee ran
 	// it, as a connection that breaks once the command is sent.
 	loseReplies atomic.Bool
@@ -86,10 +85,7 @@ func newTestClusterWith(t testing.TB, size int, opts RaftOptions) *testCluster {
 	}
 	t.Cleanup(c.close)
 	c.leader()
-	c.firstTerm = c.term()
-	if a, ok := t.(*attemptT); ok {
-		a.clusters = append(a.clusters, c)
-	}
+	attempt.Watch(t, "the cluster", c.term)
 	return c
 }
 

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/lockserver/lockserver/internal/attempt"
 	"github.com/lockserver/lockserver/keyspace"
 )
 
@@ -57,7 +58,7 @@ func noRelaysLeft(t testing.TB, n *testNode) {
 // the leader and through either follower alike, alone or in a transaction.
 // Every node delivers every message once, in log order.
 func TestClusterPublishCountsLocalSubscribers(t *testing.T) {
-	stably(t, func(t testing.TB) {
+	attempt.Run(t, func(t testing.TB) {
 		c := newTestCluster(t, 3)
 		l := c.leader()
 		fs := c.followers(l)
@@ -110,7 +111,7 @@ func TestClusterPublishCountsLocalSubscribers(t *testing.T) {
 // A follower answers a forwarded PUBLISH with its own count whether the
 // leader's answer or its own apply of the entry comes first.
 func TestClusterPublishThroughFollowerEitherOrder(t *testing.T) {
-	stably(t, func(t testing.TB) {
+	attempt.Run(t, func(t testing.TB) {
 		c := newTestCluster(t, 3)
 		l := c.leader()
 		f := c.followers(l)[0]
@@ -149,7 +150,7 @@ func TestClusterPublishThroughFollowerEitherOrder(t *testing.T) {
 // while the leader's answer to the batch that carried it is still on its way,
 // and that answer must not touch it.
 func TestClusterRelayedRequestReusedAfterItsAnswer(t *testing.T) {
-	stably(t, func(t testing.TB) {
+	attempt.Run(t, func(t testing.TB) {
 		c := newTestCluster(t, 3)
 		l := c.leader()
 		f := c.followers(l)[0]
@@ -174,7 +175,7 @@ func TestClusterRelayedRequestReusedAfterItsAnswer(t *testing.T) {
 // node's subscribers, which received nothing. The requests here are tagged by
 // hand and never reach the log: this node passes the index without them.
 func TestClusterRelayedPublishNotAppliedHere(t *testing.T) {
-	stably(t, func(t testing.TB) {
+	attempt.Run(t, func(t testing.TB) {
 		c := newTestCluster(t, 3)
 		l := c.leader()
 		f := c.followers(l)[0]
@@ -222,7 +223,7 @@ func TestClusterRelayedPublishNotAppliedHere(t *testing.T) {
 // subscribers: what a script reads may decide what it writes, and every
 // replica must write the same. Each node still delivers the message.
 func TestClusterScriptPublishIsDeterministic(t *testing.T) {
-	stably(t, func(t testing.TB) {
+	attempt.Run(t, func(t testing.TB) {
 		c := newTestCluster(t, 3)
 		l := c.leader()
 		fs := c.followers(l)
@@ -247,7 +248,7 @@ func TestClusterScriptPublishIsDeterministic(t *testing.T) {
 // log, delivers none of the messages it replays, and then counts its own
 // subscribers in the replies to what it forwards again.
 func TestClusterPublishAfterRestart(t *testing.T) {
-	stably(t, func(t testing.TB) {
+	attempt.Run(t, func(t testing.TB) {
 		c := newTestCluster(t, 3)
 		l := c.leader()
 		f := c.followers(l)[0]

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/lockserver/lockserver/internal/attempt"
 	"github.com/lockserver/lockserver/internal/lockscripts"
 	"github.com/lockserver/lockserver/keyspace"
 )
@@ -61,7 +62,7 @@ func TestClusterWritesSurviveLeaderLoss(t *testing.T) {
 // sees exactly the INCRs submitted before it, none after, and a transaction
 // runs as one entry.
 func TestClusterPipelineOrder(t *testing.T) {
-	stably(t, func(t testing.TB) {
+	attempt.Run(t, func(t testing.TB) {
 		c := newTestCluster(t, 3)
 		l := c.leader()
 		pipelineOrder(t, l, c.followers(l)[0])
@@ -97,7 +98,7 @@ func pipelineOrder(t testing.TB, nodes ...*testNode) {
 // WATCH through a follower reads the versions on the leader, and an EXEC whose
 // watched key changed in between runs nothing.
 func TestClusterWatch(t *testing.T) {
-	stably(t, func(t testing.TB) {
+	attempt.Run(t, func(t testing.TB) {
 		c := newTestCluster(t, 3)
 		l := c.leader()
 		clusterWatch(t, l, c.followers(l)[0])
@@ -167,7 +168,7 @@ func TestClusterNoStaleReadFromDeposedLeader(t *testing.T) {
 // an unknown outcome, and says so with a code that clients do not retry.
 func TestClusterUnknownOutcome(t *testing.T) {
 	c := newTestCluster(t, 3)
-	for attempt := 1; ; attempt++ {
+	for try := 1; ; try++ {
 		l := c.leader()
 		// Nothing of the leader's may be in flight when the partition starts:
 		// a proposal queued behind a batch that never commits is refused
@@ -187,8 +188,8 @@ func TestClusterUnknownOutcome(t *testing.T) {
 		// finds no leader: that is another test's case.
 		leading := l.eng.raft.State() == raft.Leader
 		r := do(l, 0, "SET", "k", "maybe")
-		if !leading && attempt < maxAttempts {
-			t.Logf("attempt %d: %s had lost the lead before the cut (%s)", attempt, l.id, r.Str)
+		if !leading && try < attempt.Max {
+			t.Logf("attempt %d: %s had lost the lead before the cut (%s)", try, l.id, r.Str)
 			c.heal()
 			continue
 		}
@@ -203,7 +204,7 @@ func TestClusterUnknownOutcome(t *testing.T) {
 // A forwarded write whose reply is lost has an unknown outcome, and says so;
 // it did take effect here. A lost read is simply retried by the client.
 func TestClusterUnknownOutcomeForwarded(t *testing.T) {
-	stably(t, func(t testing.TB) {
+	attempt.Run(t, func(t testing.TB) {
 		c := newTestCluster(t, 3)
 		l := c.leader()
 		f := c.followers(l)[0]
@@ -234,7 +235,7 @@ func TestClusterNoQuorum(t *testing.T) {
 // Messages published by an entry are delivered once on every node, the
 // followers' included, and a restarted node delivers nothing as it replays.
 func TestClusterPubSub(t *testing.T) {
-	stably(t, func(t testing.TB) {
+	attempt.Run(t, func(t testing.TB) {
 		c := newTestCluster(t, 3)
 		l := c.leader()
 		f := c.followers(l)[0]
@@ -463,7 +464,7 @@ func TestClusterJoinRefusesALiveMembersID(t *testing.T) {
 
 // LOCKSERVER answers bad input as Redis answers a container command's.
 func TestClusterCommandErrors(t *testing.T) {
-	stably(t, func(t testing.TB) {
+	attempt.Run(t, func(t testing.TB) {
 		c := newTestCluster(t, 3)
 		f := c.followers(c.leader())[0]
 		wantReply(t, "unknown subcommand", do(f, 0, "LOCKSERVER", "NOPE"),
@@ -484,7 +485,7 @@ func TestClusterCommandErrors(t *testing.T) {
 // can count them then), one fewer while one is cut off; a follower is a
 // replica.
 func TestClusterInfo(t *testing.T) {
-	stably(t, func(t testing.TB) {
+	attempt.Run(t, func(t testing.TB) {
 		c := newTestCluster(t, 3)
 		l := c.leader()
 		fs := c.followers(l)
@@ -523,7 +524,7 @@ func sha1Hex(s string) string {
 // that loads the script and calls it by SHA1 before the load is applied; the
 // unlock's message is published on every node.
 func TestClusterScriptsThroughFollower(t *testing.T) {
-	stably(t, func(t testing.TB) {
+	attempt.Run(t, func(t testing.TB) {
 		c := newTestCluster(t, 3)
 		l := c.leader()
 		f := c.followers(l)[0]

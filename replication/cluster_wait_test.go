@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockserver/lockserver/internal/attempt"
 	"github.com/lockserver/lockserver/keyspace"
 )
 
@@ -41,7 +42,7 @@ func replicasRegistered(c *testCluster, l *testNode, n int) {
 // writes before it, on the leader and on a follower alike; so each follower
 // holds the write as soon as WAIT has returned.
 func TestClusterWaitHealthy(t *testing.T) {
-	stably(t, func(t testing.TB) {
+	attempt.Run(t, func(t testing.TB) {
 		c := newTestCluster(t, 3)
 		l := c.leader()
 		replicasRegistered(c, l, 2)
@@ -80,7 +81,7 @@ func TestClusterWaitHealthy(t *testing.T) {
 // with 1, WAIT 1 returns 1 without a timeout, on the leader and on the other
 // follower; the cut-off follower finds no leader to ask.
 func TestClusterWaitPartition(t *testing.T) {
-	stably(t, func(t testing.TB) {
+	attempt.Run(t, func(t testing.TB) {
 		c := newTestCluster(t, 3)
 		l := c.leader()
 		replicasRegistered(c, l, 2)
@@ -170,7 +171,7 @@ func waitEnded(t testing.TB, ended chan error) error {
 // A member that joins counts once it has registered its address: WAIT 3 on
 // four members returns 3 with the write on all of them.
 func TestClusterWaitJoined(t *testing.T) {
-	stably(t, func(t testing.TB) {
+	attempt.Run(t, func(t testing.TB) {
 		c := newTestCluster(t, 3)
 		l := c.leader()
 		n4 := c.add("n4")
@@ -188,7 +189,7 @@ func TestClusterWaitJoined(t *testing.T) {
 // one: a WAIT 3 on a closing leader of three could end satisfied, not
 // closed.
 func TestReplicaSetOfAShutDownNode(t *testing.T) {
-	stably(t, func(t testing.TB) {
+	attempt.Run(t, func(t testing.TB) {
 		c := newTestCluster(t, 3)
 		l := c.leader()
 		replicasRegistered(c, l, 2)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/lockserver/lockserver/internal/attempt"
 	"github.com/lockserver/lockserver/keyspace"
 )
 
@@ -20,7 +21,7 @@ import (
 // never happened. Had the follower applied it on the stalled leader's word,
 // its counter would now be one ahead of the others'.
 func TestClusterLeaderDiskStallLosesNothingAcknowledged(t *testing.T) {
-	stably(t, func(t testing.TB) {
+	attempt.Run(t, func(t testing.TB) {
 		c := newTestCluster(t, 3)
 		l := c.leader()
 		fs := c.followers(l)
@@ -55,7 +56,7 @@ func TestClusterLeaderDiskStallLosesNothingAcknowledged(t *testing.T) {
 		}
 
 		// The crash: the stalled write is lost, and the node stops.
-		ownElections(t)
+		attempt.Own(t)
 		stopped := make(chan struct{})
 		go func() {
 			defer close(stopped)
@@ -92,7 +93,7 @@ func TestClusterLeaderDiskStallLosesNothingAcknowledged(t *testing.T) {
 // A node whose log cannot be written stops: it applies nothing more and
 // answers no more commands, rather than serve a state that its disk lacks.
 func TestClusterLogWriteFailureStopsTheNode(t *testing.T) {
-	stably(t, func(t testing.TB) {
+	attempt.Run(t, func(t testing.TB) {
 		c := newTestCluster(t, 3)
 		l := c.leader()
 		wantReply(t, "SET", do(l, 0, "SET", "k", "v1"), keyspace.OK)
@@ -103,7 +104,7 @@ func TestClusterLogWriteFailureStopsTheNode(t *testing.T) {
 		c.eventually("the leader's write to stall", func() bool { return l.gate.waiting.Load() > 0 })
 		l.gate.release(true)
 		wantErrPrefix(t, "the SET whose write failed", req.Wait(t.Context()), "UNKNOWN", "ERR the node is shutting down")
-		ownElections(t) // the node stops: the others elect a leader
+		attempt.Own(t) // the node stops: the others elect a leader
 		c.eventually("the node to stop", func() bool { return l.eng.closed.Load() })
 		select {
 		case err := <-l.eng.Fault():
