@@ -65,6 +65,18 @@ func (c *testCluster) do(n *testNode, db int, cmd ...string) keyspace.Reply {
 	return c.retry(strings.Join(cmd, " ")+" on "+n.id, func() keyspace.Reply { return do(n, db, cmd...) })
 }
 
+// idem sends an idempotent command to n as a client that may send it again
+// whatever happened: after UNKNOWN too, since applying it twice is applying
+// it once.
+func (c *testCluster) idem(n *testNode, db int, cmd ...string) keyspace.Reply {
+	c.t.Helper()
+	for {
+		if r := c.do(n, db, cmd...); !isUnknown(r) {
+			return r
+		}
+	}
+}
+
 // set writes key through n with SET key value and args, as a client that
 // reads back after UNKNOWN: if GET shows the value, the write took effect;
 // else it is sent again. Nothing else may write key meanwhile.

@@ -36,7 +36,7 @@ func keyCounts(n *testNode) (keys, volatile int) {
 func TestClusterIdleReclaimsExpired(t *testing.T) {
 	c := newTestCluster(t, 3)
 	l := c.leader()
-	wantReply(t, "load", do(l, 0, "EVAL", loadExpiring, "0", "5000", "300", "100"), keyspace.Int(1))
+	wantReply(t, "load", c.idem(l, 0, "EVAL", loadExpiring, "0", "5000", "300", "100"), keyspace.Int(1))
 	// No write from here on.
 	for _, n := range c.nodes {
 		c.eventually(n.id+" reclaims the expired keys", func() bool {
@@ -59,7 +59,7 @@ func TestClusterIdleReclaimsExpired(t *testing.T) {
 			t.Errorf("%s's state differs from the leader's after the sweeps", n.id)
 		}
 	}
-	wantReply(t, "a lease kept", do(l, 0, "EXISTS", "lease1", "kept100"), keyspace.Int(2))
+	wantReply(t, "a lease kept", c.do(l, 0, "EXISTS", "lease1", "kept100"), keyspace.Int(2))
 }
 
 // stateOf returns n's state as stateBytes writes it.

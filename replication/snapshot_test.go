@@ -74,7 +74,7 @@ func TestSnapshotWhileWritingMatchesTheLog(t *testing.T) {
 		for j := i; j < i+500; j++ {
 			cmd = append(cmd, fmt.Sprint("k", j), fmt.Sprint(j))
 		}
-		wantReply(t, "MSET", do(l, 0, cmd...), keyspace.OK)
+		wantReply(t, "MSET", c.idem(l, 0, cmd...), keyspace.OK)
 	}
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -161,9 +161,9 @@ func (s corruptSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, er
 func TestSnapshotCorruptRefused(t *testing.T) {
 	c := newTestCluster(t, 3)
 	l := c.leader()
-	do(l, 0, "SCRIPT", "LOAD", "return 1")
+	c.idem(l, 0, "SCRIPT", "LOAD", "return 1")
 	for i := range 300 {
-		wantReply(t, "SET", do(l, 0, "SET", fmt.Sprint("key", i), strings.Repeat("v", i)), keyspace.OK)
+		wantReply(t, "SET", c.set(l, 0, fmt.Sprint("key", i), strings.Repeat("v", i)), keyspace.OK)
 	}
 	n := c.followers(l)[0]
 	c.eventually(n.id+" applies the writes", func() bool { return same(localGet(n, "key299"), keyspace.Bulk(strings.Repeat("v", 299))) })
