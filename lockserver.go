@@ -85,6 +85,14 @@ type ClusterOptions struct {
 	// JoinTimeout is how long Open keeps asking Join's member before it
 	// fails; 0 means a minute.
 	JoinTimeout time.Duration
+	// HeartbeatTimeout and ElectionTimeout detect a failed leader: a member
+	// that hears from no leader for HeartbeatTimeout stands for election, a
+	// leader that hears from no majority for as long steps down, and an
+	// election not won within ElectionTimeout starts over. 0 means 500 ms
+	// each. A failover takes one to two of each; longer ones ride out pauses
+	// of a busy machine (a process starved of CPU for a moment) that would
+	// otherwise move the leader and fail the writes in flight.
+	HeartbeatTimeout, ElectionTimeout time.Duration
 	// AdvertiseAddr is the client address the other members reach this one
 	// at; empty means Addr's, which must then be a concrete address.
 	AdvertiseAddr string
@@ -169,6 +177,8 @@ func (o *Options) check() error {
 		{"Limits.MaxInline", int64(o.Limits.MaxInline)},
 		{"Limits.MaxQuery", o.Limits.MaxQuery},
 		{"Cluster.JoinTimeout", int64(o.Cluster.JoinTimeout)},
+		{"Cluster.HeartbeatTimeout", int64(o.Cluster.HeartbeatTimeout)},
+		{"Cluster.ElectionTimeout", int64(o.Cluster.ElectionTimeout)},
 	} {
 		if f.v < 0 {
 			return fmt.Errorf("lockserver: Options.%s is %d; want 0 (the default) or more", f.name, f.v)
@@ -201,6 +211,9 @@ func openMember(opts Options, listenAddr string, lua luaexec.Options, hub *serve
 		Lua:         lua,
 		Hub:         hub,
 		Logger:      opts.Logger,
+
+		HeartbeatTimeout: c.HeartbeatTimeout,
+		ElectionTimeout:  c.ElectionTimeout,
 	})
 }
 

@@ -177,14 +177,16 @@ func TestDoWithADoneContextRunsNothing(t *testing.T) {
 // default: Open says which.
 func TestOpenRefusesNegativeOptions(t *testing.T) {
 	for field, opts := range map[string]lockserver.Options{
-		"MaxClients":          {MaxClients: -1},
-		"MaxMemory":           {MaxMemory: -1},
-		"ScriptBudget":        {ScriptBudget: -10},
-		"Limits.MaxBulk":      {Limits: server.Limits{MaxBulk: -1}},
-		"Limits.MaxMultibulk": {Limits: server.Limits{MaxMultibulk: -1}},
-		"Limits.MaxInline":    {Limits: server.Limits{MaxInline: -1}},
-		"Limits.MaxQuery":     {Limits: server.Limits{MaxQuery: -1}},
-		"Cluster.JoinTimeout": {Cluster: lockserver.ClusterOptions{NodeID: "a", RaftAddr: "127.0.0.1:1", JoinTimeout: -time.Second}},
+		"MaxClients":               {MaxClients: -1},
+		"MaxMemory":                {MaxMemory: -1},
+		"ScriptBudget":             {ScriptBudget: -10},
+		"Limits.MaxBulk":           {Limits: server.Limits{MaxBulk: -1}},
+		"Limits.MaxMultibulk":      {Limits: server.Limits{MaxMultibulk: -1}},
+		"Limits.MaxInline":         {Limits: server.Limits{MaxInline: -1}},
+		"Limits.MaxQuery":          {Limits: server.Limits{MaxQuery: -1}},
+		"Cluster.JoinTimeout":      {Cluster: lockserver.ClusterOptions{NodeID: "a", RaftAddr: "127.0.0.1:1", JoinTimeout: -time.Second}},
+		"Cluster.HeartbeatTimeout": {Cluster: lockserver.ClusterOptions{NodeID: "a", RaftAddr: "127.0.0.1:1", HeartbeatTimeout: -time.Second}},
+		"Cluster.ElectionTimeout":  {Cluster: lockserver.ClusterOptions{NodeID: "a", RaftAddr: "127.0.0.1:1", ElectionTimeout: -time.Second}},
 	} {
 		opts.Addr = "-"
 		s, err := lockserver.Open(opts)

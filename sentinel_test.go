@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/internal/attempt"
 	"github.com/redis/go-redis/v9"
 )
 
 // sentinelClient is go-redis's client for a Sentinel, pointed at a member.
-func sentinelClient(t *testing.T, m *member) *redis.SentinelClient {
+func sentinelClient(t testing.TB, m *member) *redis.SentinelClient {
 	t.Helper()
 	c := redis.NewSentinelClient(&redis.Options{Addr: m.opts.Addr, Password: m.opts.Password})
 	t.Cleanup(func() { c.Close() })
@@ -32,7 +33,7 @@ func nodeOf(ctx context.Context, rdb *redis.Client) (string, error) {
 
 // waitMasterAddr waits until every running member answers
 // SENTINEL GET-MASTER-ADDR-BY-NAME with leader's client address.
-func waitMasterAddr(t *testing.T, ms []*member, leader *member) {
+func waitMasterAddr(t testing.TB, ms []*member, leader *member) {
 	t.Helper()
 	ctx := context.Background()
 	for _, m := range ms {
@@ -66,101 +67,105 @@ func addrsOf(ms []*member) []string {
 // the leader is the master, the followers are its replicas, the other
 // members are Sentinels; ROLE tells each node's part.
 func TestSentinelReportsTheCluster(t *testing.T) {
-	ms := startMembers(t, "")
-	ctx := context.Background()
-	leader, followers := leaderOf(t, ms)
-	waitMasterAddr(t, ms, leader)
-	leaderHost, leaderPort, _ := net.SplitHostPort(leader.opts.Addr)
+	attempt.Run(t, func(t testing.TB) {
+		ms := startMembers(t, "")
+		ctx := context.Background()
+		leader, followers := leaderOf(t, ms)
+		waitMasterAddr(t, ms, leader)
+		leaderHost, leaderPort, _ := net.SplitHostPort(leader.opts.Addr)
 
-	for _, m := range ms {
-		s := sentinelClient(t, m)
-		id := m.opts.Cluster.NodeID
-		retry(t, "SENTINEL REPLICAS on "+id, func() error {
-			replicas, err := s.Replicas(ctx, "mymaster").Result()
+		for _, m := range ms {
+			s := sentinelClient(t, m)
+			id := m.opts.Cluster.NodeID
+			retry(t, "SENTINEL REPLICAS on "+id, func() error {
+				replicas, err := s.Replicas(ctx, "mymaster").Result()
+				if err != nil {
+					return err
+				}
+				var addrs []string
+				for _, r := range replicas {
+					if r["flags"] != "slave" || r["master-link-status"] != "ok" || r["master-host"] != leaderHost ||
+						r["master-port"] != leaderPort || r["slave-priority"] != "100" {
+						return fmt.Errorf("replica %v: want flags slave, link ok, master %s, priority 100 (a voter)", r, leader.opts.Addr)
+					}
+					addrs = append(addrs, net.JoinHostPort(r["ip"], r["port"]))
+				}
+				slices.Sort(addrs)
+				if want := addrsOf(followers); !slices.Equal(addrs, want) {
+					return fmt.Errorf("replicas at %v, want the followers %v", addrs, want)
+				}
+				return nil
+			})
+
+			var others []*member
+			for _, o := range ms {
+				if o != m {
+					others = append(others, o)
+				}
+			}
+			sentinels, err := s.Sentinels(ctx, "mymaster").Result()
 			if err != nil {
-				return err
+				t.Fatalf("SENTINEL SENTINELS on %s: %v", id, err)
 			}
 			var addrs []string
-			for _, r := range replicas {
-				if r["flags"] != "slave" || r["master-link-status"] != "ok" || r["master-host"] != leaderHost ||
-					r["master-port"] != leaderPort || r["slave-priority"] != "100" {
-					return fmt.Errorf("replica %v: want flags slave, link ok, master %s, priority 100 (a voter)", r, leader.opts.Addr)
+			for _, r := range sentinels {
+				if r["flags"] != "sentinel" || r["name"] != r["runid"] || len(r["runid"]) != 40 {
+					t.Errorf("SENTINEL SENTINELS on %s: entry %v, want flags sentinel and a 40-character runid as name", id, r)
 				}
 				addrs = append(addrs, net.JoinHostPort(r["ip"], r["port"]))
 			}
 			slices.Sort(addrs)
-			if want := addrsOf(followers); !slices.Equal(addrs, want) {
-				return fmt.Errorf("replicas at %v, want the followers %v", addrs, want)
+			if want := addrsOf(others); !slices.Equal(addrs, want) {
+				t.Errorf("SENTINEL SENTINELS on %s: %v, want the other members %v", id, addrs, want)
 			}
-			return nil
-		})
 
-		var others []*member
-		for _, o := range ms {
-			if o != m {
-				others = append(others, o)
+			master, err := s.Master(ctx, "mymaster").Result()
+			if err != nil {
+				t.Fatalf("SENTINEL MASTER on %s: %v", id, err)
 			}
-		}
-		sentinels, err := s.Sentinels(ctx, "mymaster").Result()
-		if err != nil {
-			t.Fatalf("SENTINEL SENTINELS on %s: %v", id, err)
-		}
-		var addrs []string
-		for _, r := range sentinels {
-			if r["flags"] != "sentinel" || r["name"] != r["runid"] || len(r["runid"]) != 40 {
-				t.Errorf("SENTINEL SENTINELS on %s: entry %v, want flags sentinel and a 40-character runid as name", id, r)
+			for field, want := range map[string]string{"name": "mymaster", "ip": leaderHost, "port": leaderPort, "flags": "master",
+				"num-slaves": "2", "num-other-sentinels": "2", "quorum": "2",
+				// Sentinel's timeouts are the members' failure detection.
+				"down-after-milliseconds": fmt.Sprint(testHeartbeat.Milliseconds()), "failover-timeout": fmt.Sprint(testElection.Milliseconds())} {
+				if master[field] != want {
+					t.Errorf("SENTINEL MASTER on %s: %s is %q, want %q", id, field, master[field], want)
+				}
 			}
-			addrs = append(addrs, net.JoinHostPort(r["ip"], r["port"]))
-		}
-		slices.Sort(addrs)
-		if want := addrsOf(others); !slices.Equal(addrs, want) {
-			t.Errorf("SENTINEL SENTINELS on %s: %v, want the other members %v", id, addrs, want)
+			if got, err := s.CkQuorum(ctx, "mymaster").Result(); got != "OK 3 usable Sentinels. Quorum and failover authorization can be reached" {
+				t.Errorf("SENTINEL CKQUORUM on %s = %q, %v", id, got, err)
+			}
+			if err := s.GetMasterAddrByName(ctx, "other").Err(); err != redis.Nil {
+				t.Errorf("GET-MASTER-ADDR-BY-NAME of an unknown name on %s = %v, want nil", id, err)
+			}
 		}
 
-		master, err := s.Master(ctx, "mymaster").Result()
-		if err != nil {
-			t.Fatalf("SENTINEL MASTER on %s: %v", id, err)
+		// ROLE: the leader lists the followers; a follower names the leader.
+		role, err := leader.rdb.Do(ctx, "ROLE").Slice()
+		if err != nil || len(role) != 3 || role[0] != "master" {
+			t.Fatalf("ROLE on the leader = %v, %v; want [master offset replicas]", role, err)
 		}
-		for field, want := range map[string]string{"name": "mymaster", "ip": leaderHost, "port": leaderPort, "flags": "master",
-			"num-slaves": "2", "num-other-sentinels": "2", "quorum": "2"} {
-			if master[field] != want {
-				t.Errorf("SENTINEL MASTER on %s: %s is %q, want %q", id, field, master[field], want)
+		var replicas []string
+		for _, r := range role[2].([]any) {
+			r := r.([]any)
+			replicas = append(replicas, net.JoinHostPort(r[0].(string), r[1].(string)))
+		}
+		slices.Sort(replicas)
+		if want := addrsOf(followers); !slices.Equal(replicas, want) {
+			t.Errorf("ROLE on the leader lists %v, want the followers %v", replicas, want)
+		}
+		for _, f := range followers {
+			role, err := f.rdb.Do(ctx, "ROLE").Slice()
+			if err != nil || len(role) != 5 || role[0] != "slave" || role[1] != leaderHost ||
+				fmt.Sprint(role[2]) != leaderPort || role[3] != "connected" {
+				t.Errorf("ROLE on follower %s = %v, %v; want [slave %s %s connected offset]", f.opts.Cluster.NodeID, role, err, leaderHost, leaderPort)
 			}
 		}
-		if got, err := s.CkQuorum(ctx, "mymaster").Result(); got != "OK 3 usable Sentinels. Quorum and failover authorization can be reached" {
-			t.Errorf("SENTINEL CKQUORUM on %s = %q, %v", id, got, err)
-		}
-		if err := s.GetMasterAddrByName(ctx, "other").Err(); err != redis.Nil {
-			t.Errorf("GET-MASTER-ADDR-BY-NAME of an unknown name on %s = %v, want nil", id, err)
-		}
-	}
-
-	// ROLE: the leader lists the followers; a follower names the leader.
-	role, err := leader.rdb.Do(ctx, "ROLE").Slice()
-	if err != nil || len(role) != 3 || role[0] != "master" {
-		t.Fatalf("ROLE on the leader = %v, %v; want [master offset replicas]", role, err)
-	}
-	var replicas []string
-	for _, r := range role[2].([]any) {
-		r := r.([]any)
-		replicas = append(replicas, net.JoinHostPort(r[0].(string), r[1].(string)))
-	}
-	slices.Sort(replicas)
-	if want := addrsOf(followers); !slices.Equal(replicas, want) {
-		t.Errorf("ROLE on the leader lists %v, want the followers %v", replicas, want)
-	}
-	for _, f := range followers {
-		role, err := f.rdb.Do(ctx, "ROLE").Slice()
-		if err != nil || len(role) != 5 || role[0] != "slave" || role[1] != leaderHost ||
-			fmt.Sprint(role[2]) != leaderPort || role[3] != "connected" {
-			t.Errorf("ROLE on follower %s = %v, %v; want [slave %s %s connected offset]", f.opts.Cluster.NodeID, role, err, leaderHost, leaderPort)
-		}
-	}
+	})
 }
 
 // nextLeader waits until the members name a leader other than old: right
 // after a handover some may not know of it yet.
-func nextLeader(t *testing.T, ms []*member, old *member) *member {
+func nextLeader(t testing.TB, ms []*member, old *member) *member {
 	t.Helper()
 	var l *member
 	retry(t, "a leader other than "+old.opts.Cluster.NodeID, func() error {
@@ -172,28 +177,25 @@ func nextLeader(t *testing.T, ms []*member, old *member) *member {
 	return l
 }
 
-// switchMessages collects the +switch-master messages sub receives until
-// one names newAddr as the master, and checks that leadership moved from
-// oldAddr to newAddr, in Sentinel's format.
-func switchMessages(t *testing.T, what string, sub *redis.PubSub, oldAddr, newAddr string) {
+// switchMessages reads the +switch-master messages sub receives until one
+// names newAddr as the master, and checks that each moves leadership on from
+// where the one before left it, *master, in Sentinel's format; *master
+// follows them. Leadership may pass through other members on the way.
+func switchMessages(t testing.TB, what string, sub *redis.PubSub, master *string, newAddr string) {
 	t.Helper()
-	from := oldAddr
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(testWait)
 	var got []string
-	for {
+	for *master != newAddr {
 		select {
 		case msg := <-sub.Channel():
 			got = append(got, msg.Payload)
 			f := strings.Fields(msg.Payload)
-			if len(f) != 5 || f[0] != "mymaster" || net.JoinHostPort(f[1], f[2]) != from {
-				t.Fatalf("+switch-master %q: want \"mymaster <ip> <port> <ip> <port>\" moving from %s", msg.Payload, from)
+			if len(f) != 5 || f[0] != "mymaster" || net.JoinHostPort(f[1], f[2]) != *master {
+				t.Fatalf("%s: +switch-master %q: want \"mymaster <ip> <port> <ip> <port>\" moving from %s", what, msg.Payload, *master)
 			}
-			from = net.JoinHostPort(f[3], f[4])
-			if from == newAddr {
-				return
-			}
+			*master = net.JoinHostPort(f[3], f[4])
 		case <-timeout:
-			t.Fatalf("%s: no +switch-master from %s to %s came; got %q", what, oldAddr, newAddr, got)
+			t.Fatalf("%s: no +switch-master from %s to %s came; got %q", what, *master, newAddr, got)
 		}
 	}
 }
@@ -202,73 +204,88 @@ func switchMessages(t *testing.T, what string, sub *redis.PubSub, oldAddr, newAd
 // takes a lock, and follows the leader when it hands over (SENTINEL
 // FAILOVER) and when it dies: the lock is still held after both.
 func TestSentinelFailoverClientFollowsTheLeader(t *testing.T) {
-	ms := startMembers(t, "s3cret")
-	ctx := context.Background()
-	a, _ := leaderOf(t, ms)
-	waitMasterAddr(t, ms, a)
+	attempt.Run(t, func(t testing.TB) {
+		ms := startMembers(t, "s3cret")
+		ctx := context.Background()
+		a, _ := leaderOf(t, ms)
+		waitMasterAddr(t, ms, a)
 
-	var subs []*redis.PubSub
-	for _, m := range ms {
-		sub := m.rdb.Subscribe(ctx, "+switch-master")
-		if _, err := sub.Receive(ctx); err != nil {
-			t.Fatalf("SUBSCRIBE +switch-master on %s: %v", m.opts.Cluster.NodeID, err)
-		}
-		t.Cleanup(func() { sub.Close() })
-		subs = append(subs, sub)
-	}
-
-	rdb := redis.NewFailoverClient(&redis.FailoverOptions{
-		MasterName:       "mymaster",
-		SentinelAddrs:    []string{a.opts.Addr},
-		Password:         "s3cret",
-		SentinelPassword: "s3cret",
-	})
-	defer rdb.Close()
-	if err := rdb.SetArgs(ctx, "lock", "token-1", redis.SetArgs{Mode: "NX", TTL: time.Minute}).Err(); err != nil {
-		t.Fatalf("SET NX PX through the FailoverClient: %v", err)
-	}
-	if id, err := nodeOf(ctx, rdb); id != a.opts.Cluster.NodeID {
-		t.Fatalf("the FailoverClient reached %q (%v), want the leader %s", id, err, a.opts.Cluster.NodeID)
-	}
-	follows := func(l *member) {
-		t.Helper()
-		retry(t, "the client reaches the new leader "+l.opts.Cluster.NodeID, func() error {
-			id, err := nodeOf(ctx, rdb)
-			if err == nil && id != l.opts.Cluster.NodeID {
-				return fmt.Errorf("the client reaches %s", id)
+		var subs []*redis.PubSub
+		masters := make([]string, len(ms)) // the master each subscriber last heard of
+		for i, m := range ms {
+			sub := m.rdb.Subscribe(ctx, "+switch-master")
+			if _, err := sub.Receive(ctx); err != nil {
+				t.Fatalf("SUBSCRIBE +switch-master on %s: %v", m.opts.Cluster.NodeID, err)
 			}
-			return err
+			t.Cleanup(func() { sub.Close() })
+			subs = append(subs, sub)
+			masters[i] = a.opts.Addr
+		}
+
+		rdb := redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName:       "mymaster",
+			SentinelAddrs:    []string{a.opts.Addr},
+			Password:         "s3cret",
+			SentinelPassword: "s3cret",
 		})
-		got, err := rdb.Get(ctx, "lock").Result()
-		if got != "token-1" {
-			t.Fatalf("GET lock after the leader changed = %q, %v; want token-1", got, err)
+		defer rdb.Close()
+		if err := rdb.SetArgs(ctx, "lock", "token-1", redis.SetArgs{Mode: "NX", TTL: time.Minute}).Err(); err != nil {
+			t.Fatalf("SET NX PX through the FailoverClient: %v", err)
 		}
-	}
-
-	// The leader hands over, asked through a follower.
-	_, followers := leaderOf(t, ms)
-	if err := sentinelClient(t, followers[0]).Failover(ctx, "mymaster").Err(); err != nil {
-		t.Fatalf("SENTINEL FAILOVER through a follower: %v", err)
-	}
-	b := nextLeader(t, ms, a)
-	for i, sub := range subs {
-		switchMessages(t, "handover, subscriber on "+ms[i].opts.Cluster.NodeID, sub, a.opts.Addr, b.opts.Addr)
-	}
-	follows(b)
-
-	// The new leader dies: the client finds the next one through the members
-	// the first one listed as Sentinels.
-	b.stop()
-	c := nextLeader(t, ms, b)
-	for i, m := range ms {
-		if m != b {
-			switchMessages(t, "crash, subscriber on "+m.opts.Cluster.NodeID, subs[i], b.opts.Addr, c.opts.Addr)
+		if id, err := nodeOf(ctx, rdb); id != a.opts.Cluster.NodeID {
+			t.Fatalf("the FailoverClient reached %q (%v), want the leader %s", id, err, a.opts.Cluster.NodeID)
 		}
-	}
-	follows(c)
-	if ttl, err := rdb.PTTL(ctx, "lock").Result(); err != nil || ttl <= 0 {
-		t.Fatalf("PTTL lock after two failovers = %v, %v; want the lock still held", ttl, err)
-	}
+		// The client follows whichever member leads, wherever leadership
+		// went on the way.
+		follows := func() {
+			t.Helper()
+			retry(t, "the client reaches the leader", func() error {
+				l, _ := leaderOf(t, ms)
+				id, err := nodeOf(ctx, rdb)
+				if err == nil && id != l.opts.Cluster.NodeID {
+					return fmt.Errorf("the client reaches %s, %s leads", id, l.opts.Cluster.NodeID)
+				}
+				return err
+			})
+			retry(t, "GET lock after the leader changed", func() error {
+				got, err := rdb.Get(ctx, "lock").Result()
+				if writeErr(err) {
+					return err
+				}
+				if got != "token-1" {
+					t.Fatalf("GET lock after the leader changed = %q, %v; want token-1", got, err)
+				}
+				return nil
+			})
+		}
+
+		// The leader hands over, asked through a follower.
+		attempt.Own(t)
+		_, followers := leaderOf(t, ms)
+		if err := sentinelClient(t, followers[0]).Failover(ctx, "mymaster").Err(); err != nil {
+			t.Fatalf("SENTINEL FAILOVER through a follower: %v", err)
+		}
+		b := nextLeader(t, ms, a)
+		for i, sub := range subs {
+			switchMessages(t, "handover, subscriber on "+ms[i].opts.Cluster.NodeID, sub, &masters[i], b.opts.Addr)
+		}
+		follows()
+
+		// The leader dies: the client finds the next one through the members
+		// the first one listed as Sentinels.
+		dead, _ := leaderOf(t, ms)
+		dead.stop()
+		c := nextLeader(t, ms, dead)
+		for i, m := range ms {
+			if m != dead {
+				switchMessages(t, "crash, subscriber on "+m.opts.Cluster.NodeID, subs[i], &masters[i], c.opts.Addr)
+			}
+		}
+		follows()
+		if ttl, err := rdb.PTTL(ctx, "lock").Result(); err != nil || ttl <= 0 {
+			t.Fatalf("PTTL lock after two failovers = %v, %v; want the lock still held", ttl, err)
+		}
+	})
 }
 
 // A standalone server is the master of itself, with no replicas and no other

@@ -14,8 +14,10 @@ type recorder struct {
 	logs  []string
 }
 
-func (r *recorder) Helper()                           {}
-func (r *recorder) Logf(format string, args ...any)   { r.logs = append(r.logs, fmt.Sprintf(format, args...)) }
+func (r *recorder) Helper() {}
+func (r *recorder) Logf(format string, args ...any) {
+	r.logs = append(r.logs, fmt.Sprintf(format, args...))
+}
 func (r *recorder) Fatalf(format string, args ...any) { r.fatal = fmt.Sprintf(format, args...) }
 
 // run runs body through Run with a cluster whose term the body moves by
