@@ -70,11 +70,14 @@ type ClusterOptions struct {
 	// RaftAddr is the host:port of the Raft transport, which the other
 	// members reach this one at.
 	RaftAddr string
+	// RaftAdvertiseAddr, when set, is the host:port the other members reach
+	// the Raft transport at instead of RaftAddr: a proxy's or a NAT's.
+	RaftAdvertiseAddr string
 	// DataDir holds the Raft log (fsync on) and snapshots; a member restarts
 	// from it. Empty keeps them in memory: a restart then starts empty.
 	DataDir string
 	// Bootstrap lists the voters of a new cluster, this member among them at
-	// RaftAddr (Open refuses a list that is not), used only when DataDir holds
+	// RaftAdvertiseAddr or else RaftAddr (Open refuses a list that is not), used only when DataDir holds
 	// no state. Never bootstrap a member whose data was lost: start it with
 	// Join.
 	Bootstrap []replication.Peer
@@ -200,17 +203,18 @@ func openMember(opts Options, listenAddr string, lua luaexec.Options, hub *serve
 		advertise = listenAddr
 	}
 	return replication.NewRaft(replication.RaftOptions{
-		NodeID:      c.NodeID,
-		RaftAddr:    c.RaftAddr,
-		ClientAddr:  advertise,
-		DataDir:     c.DataDir,
-		Bootstrap:   c.Bootstrap,
-		Join:        c.Join,
-		JoinTimeout: c.JoinTimeout,
-		Password:    opts.Password,
-		Lua:         lua,
-		Hub:         hub,
-		Logger:      opts.Logger,
+		NodeID:        c.NodeID,
+		RaftAddr:      c.RaftAddr,
+		RaftAdvertise: c.RaftAdvertiseAddr,
+		ClientAddr:    advertise,
+		DataDir:       c.DataDir,
+		Bootstrap:     c.Bootstrap,
+		Join:          c.Join,
+		JoinTimeout:   c.JoinTimeout,
+		Password:      opts.Password,
+		Lua:           lua,
+		Hub:           hub,
+		Logger:        opts.Logger,
 
 		HeartbeatTimeout: c.HeartbeatTimeout,
 		ElectionTimeout:  c.ElectionTimeout,

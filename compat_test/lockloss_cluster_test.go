@@ -35,10 +35,13 @@ type procNode struct {
 	id       string
 	addr     string // client port
 	raftAddr string // Raft port
-	dir      string
-	logPath  string
-	args     []string
-	admin    *redis.Client // for LOCKSERVER STATUS: short timeouts
+	// raftProxy is the faultNet proxy in front of raftAddr, where the
+	// others reach it.
+	raftProxy string
+	dir       string
+	logPath   string
+	args      []string
+	admin     *redis.Client // for LOCKSERVER STATUS: short timeouts
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -57,8 +60,9 @@ func buildLockserver(t *testing.T) string {
 }
 
 // startProcCluster starts three nodes bootstrapped as one cluster. Each
-// node's --bootstrap names the others' Raft proxies and its --advertise-addr
-// its own client proxy, so all traffic between nodes crosses the faultNet.
+// node's --bootstrap names the nodes' Raft proxies (its own its
+// --raft-advertise-addr) and its --advertise-addr its own client proxy, so
+// all traffic between nodes crosses the faultNet.
 func startProcCluster(t *testing.T, bin string, fnet *faultNet) *procCluster {
 	t.Helper()
 	c := &procCluster{t: t, bin: bin, net: fnet}
@@ -74,12 +78,13 @@ func startProcCluster(t *testing.T, bin string, fnet *faultNet) *procCluster {
 			DisableIdentity: true, MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 		})
 		t.Cleanup(func() { n.admin.Close() })
-		voters = append(voters, n.id+"="+fnet.proxy(t, n.id, n.raftAddr, false).addr())
+		n.raftProxy = fnet.proxy(t, n.id, n.raftAddr, false).addr()
+		voters = append(voters, n.id+"="+n.raftProxy)
 		clientProxy[n.id] = fnet.proxy(t, n.id, n.addr, true).addr()
 		c.nodes = append(c.nodes, n)
 	}
 	for _, n := range c.nodes {
-		n.args = []string{"--addr", n.addr, "--node-id", n.id, "--raft-addr", n.raftAddr,
+		n.args = []string{"--addr", n.addr, "--node-id", n.id, "--raft-addr", n.raftAddr, "--raft-advertise-addr", n.raftProxy,
 			"--advertise-addr", clientProxy[n.id], "--data-dir", n.dir, "--bootstrap", strings.Join(voters, ",")}
 		c.start(n)
 	}

@@ -2,6 +2,7 @@ package replication
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,6 +33,9 @@ type RaftOptions struct {
 	// RaftAddr is the host:port the Raft transport listens on and the other
 	// nodes reach it at (so a concrete address, not 0.0.0.0).
 	RaftAddr string
+	// RaftAdvertise, when set, is the host:port the other nodes reach the
+	// transport at instead of RaftAddr: a proxy's or a NAT's in front of it.
+	RaftAdvertise string
 	// ClientAddr is where clients and the other nodes reach this node's RESP
 	// server. Followers forward commands to the leader's; a node without one
 	// can lead, but no follower can forward to it.
@@ -39,8 +44,8 @@ type RaftOptions struct {
 	// snapshots. Empty keeps them in memory.
 	DataDir string
 	// Bootstrap lists the voters of a new cluster, this node among them at
-	// RaftAddr (NewRaft refuses a list that is not: no member would ever
-	// lead). It is used, and checked, only when the node has no state yet.
+	// RaftAdvertise or else RaftAddr (NewRaft refuses a list that is not: the
+	// others could never reach this node). It is used, and checked, only when the node has no state yet.
 	// Never bootstrap a member whose data was wiped: with no log it would vote
 	// for any candidate, even a stale one. Give it Join instead.
 	Bootstrap []Peer
@@ -381,7 +386,15 @@ func (r *Raft) open() error {
 	}
 	r.trans = o.Transport
 	if r.trans == nil {
-		t, err := raft.NewTCPTransportWithConfig(o.RaftAddr, nil, &raft.NetworkTransportConfig{
+		var advertise net.Addr
+		if o.RaftAdvertise != "" {
+			a, err := net.ResolveTCPAddr("tcp", o.RaftAdvertise)
+			if err != nil {
+				return fmt.Errorf("raft advertise address %s: %w", o.RaftAdvertise, err)
+			}
+			advertise = a
+		}
+		t, err := raft.NewTCPTransportWithConfig(o.RaftAddr, advertise, &raft.NetworkTransportConfig{
 			MaxPool: 3, Timeout: 10 * time.Second, Logger: hl,
 		})
 		if err != nil {
@@ -509,21 +522,18 @@ func (r *Raft) raftConfig(hl *hcLogger) *raft.Config {
 }
 
 // checkBootstrap refuses a Bootstrap list that leaves this node out or names
-// it at an address other than its transport's: raft would accept either, and
-// then this node would never vote for itself, or the others would never reach
-// it, and no leader would ever be elected.
+// it at an address other than the one it is reached at: raft would accept
+// either, and then this node would never vote for itself, or the others would
+// never reach it, and without it the cluster may never elect a leader.
 func (r *Raft) checkBootstrap() error {
 	if len(r.opts.Bootstrap) == 0 {
 		return nil
 	}
-	own := r.opts.RaftAddr
-	if own == "" {
-		own = string(r.trans.LocalAddr())
-	}
+	own := cmp.Or(r.opts.RaftAdvertise, r.opts.RaftAddr, string(r.trans.LocalAddr()))
 	for _, p := range r.opts.Bootstrap {
 		if p.ID == r.opts.NodeID {
 			if p.RaftAddr != own {
-				return fmt.Errorf("bootstrap: the voters name this node, %s, at %s, but its Raft address is %s", p.ID, p.RaftAddr, own)
+				return fmt.Errorf("bootstrap: the voters name this node, %s, at %s, but its Raft address is %s (behind a proxy or NAT, give that address as its Raft advertise address)", p.ID, p.RaftAddr, own)
 			}
 			return nil
 		}

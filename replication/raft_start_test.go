@@ -29,15 +29,18 @@ func startAlone(t *testing.T, opts RaftOptions) (*Raft, error) {
 // is not, would start a cluster that never elects a leader: refused at start.
 func TestBootstrapMustNameThisNode(t *testing.T) {
 	for _, c := range []struct {
-		name  string
-		peers []Peer
-		want  string // in the error; "" for none
+		name      string
+		advertise string
+		peers     []Peer
+		want      string // in the error; "" for none
 	}{
-		{"left out", []Peer{{"b", "raft-b"}, {"c", "raft-c"}}, "a, is not among the voters; list it too, as a=raft-a"},
-		{"elsewhere", []Peer{{"a", "raft-x"}, {"b", "raft-b"}}, "name this node, a, at raft-x, but its Raft address is raft-a"},
-		{"listed", []Peer{{"a", "raft-a"}}, ""},
+		{"left out", "", []Peer{{"b", "raft-b"}, {"c", "raft-c"}}, "a, is not among the voters; list it too, as a=raft-a"},
+		{"elsewhere", "", []Peer{{"a", "raft-x"}, {"b", "raft-b"}}, "name this node, a, at raft-x, but its Raft address is raft-a"},
+		{"listed", "", []Peer{{"a", "raft-a"}}, ""},
+		{"behind a proxy", "proxy-a", []Peer{{"a", "proxy-a"}, {"b", "raft-b"}}, ""},
+		{"behind a proxy, listed at its own address", "proxy-a", []Peer{{"a", "raft-a"}, {"b", "raft-b"}}, "name this node, a, at raft-a, but its Raft address is proxy-a"},
 	} {
-		_, err := startAlone(t, RaftOptions{NodeID: "a", Bootstrap: c.peers})
+		_, err := startAlone(t, RaftOptions{NodeID: "a", RaftAdvertise: c.advertise, Bootstrap: c.peers})
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s: %v", c.name, err)

@@ -19,14 +19,14 @@ import (
 
 func TestParseClusterFlags(t *testing.T) {
 	env := map[string]string{"LOCKSERVER_NODE_ID": "b", "LOCKSERVER_DATA_DIR": "/var/lib/lockserver"}
-	cfg, err := parse([]string{"--raft-addr", "10.0.0.2:7000", "--bootstrap", "a=10.0.0.1:7000, b=10.0.0.2:7000"},
+	cfg, err := parse([]string{"--raft-addr", "10.0.0.2:7000", "--raft-advertise-addr", "192.0.2.2:17000", "--bootstrap", "a=10.0.0.1:7000, b=192.0.2.2:17000"},
 		func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := cfg.opts.Cluster
-	want := []replication.Peer{{ID: "a", RaftAddr: "10.0.0.1:7000"}, {ID: "b", RaftAddr: "10.0.0.2:7000"}}
-	if c.NodeID != "b" || c.DataDir != "/var/lib/lockserver" || c.RaftAddr != "10.0.0.2:7000" || !reflect.DeepEqual(c.Bootstrap, want) {
+	want := []replication.Peer{{ID: "a", RaftAddr: "10.0.0.1:7000"}, {ID: "b", RaftAddr: "192.0.2.2:17000"}}
+	if c.NodeID != "b" || c.DataDir != "/var/lib/lockserver" || c.RaftAddr != "10.0.0.2:7000" || c.RaftAdvertiseAddr != "192.0.2.2:17000" || !reflect.DeepEqual(c.Bootstrap, want) {
 		t.Fatalf("cluster options = %+v", c)
 	}
 	none := func(string) string { return "" }
@@ -39,6 +39,8 @@ func TestParseClusterFlags(t *testing.T) {
 		{"--node-id", "a", "--raft-addr", "h:1", "--join", "nonsense"}, // no port
 		{"--node-id", "a", "--raft-addr", "h:1", "--join", ":6379"},    // no host
 		{"--node-id", "a", "--raft-addr", "h:1", "--bootstrap", "a=:1"},
+		{"--node-id", "a", "--raft-addr", "h:1", "--raft-advertise-addr", "nonsense"},
+		{"--raft-advertise-addr", "h:2"}, // no --node-id
 	} {
 		if _, err := parse(args, none); err == nil {
 			t.Errorf("%q: expected an error", args)

@@ -83,8 +83,15 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	c := &o.Cluster
 	fs.StringVar(&c.NodeID, "node-id", "", "run as the Raft cluster member with this `id` (unset: a single standalone node)")
 	fs.StringVar(&c.RaftAddr, "raft-addr", "", "`host:port` of this member's Raft transport, which the other members reach")
+	fs.Func("raft-advertise-addr", "`host:port` the other members reach this member's Raft transport at, when not --raft-addr (a proxy's, a NAT's)", func(s string) error {
+		if err := checkHostPort(s); err != nil {
+			return err
+		}
+		c.RaftAdvertiseAddr = s
+		return nil
+	})
 	fs.StringVar(&c.DataDir, "data-dir", "", "`directory` for this member's Raft log and snapshots (empty: in memory, lost on exit)")
-	fs.Func("bootstrap", "voters of a new cluster (this member among them, at its --raft-addr), as `id=raft-host:port,...`; used only with no data", peersFlag(&c.Bootstrap))
+	fs.Func("bootstrap", "voters of a new cluster (this member among them, at its --raft-advertise-addr or else --raft-addr), as `id=raft-host:port,...`; used only with no data", peersFlag(&c.Bootstrap))
 	fs.Func("join", "client `address` (host:port) of a member of an existing cluster to join, when there is no data (also after losing it)", func(s string) error {
 		if err := checkHostPort(s); err != nil {
 			return err
@@ -125,8 +132,8 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	if cfg.logFormat != "text" && cfg.logFormat != "json" {
 		return nil, fmt.Errorf("--log-format must be text or json, not %q", cfg.logFormat)
 	}
-	if c.NodeID == "" && (c.RaftAddr != "" || c.DataDir != "" || c.Bootstrap != nil || c.Join != "" || c.AdvertiseAddr != "") {
-		return nil, errors.New("--raft-addr, --data-dir, --bootstrap, --join and --advertise-addr need --node-id")
+	if c.NodeID == "" && (c.RaftAddr != "" || c.RaftAdvertiseAddr != "" || c.DataDir != "" || c.Bootstrap != nil || c.Join != "" || c.AdvertiseAddr != "") {
+		return nil, errors.New("--raft-addr, --raft-advertise-addr, --data-dir, --bootstrap, --join and --advertise-addr need --node-id")
 	}
 	if c.NodeID != "" && c.RaftAddr == "" {
 		return nil, errors.New("--node-id needs --raft-addr")
