@@ -422,11 +422,7 @@ func (r *Raft) open() error {
 			return err
 		}
 		// Corruption found once the node runs stops it (see logFailed).
-		bolt.fault = func(err error) {
-			if r.node.Load() != nil {
-				r.logFailed(err)
-			}
-		}
+		bolt.fault = r.logFailed
 		r.closer = append(r.closer, bolt)
 		j, err := openJournal(filepath.Join(o.DataDir, "raft.journal"), bolt, defaultJournalSize, defaultFlushAt)
 		if err != nil {
@@ -455,7 +451,7 @@ func (r *Raft) open() error {
 	ls, err := newLogStore(logs, func() bool {
 		node := r.node.Load()
 		return node != nil && node.State() == raft.Leader
-	}, &r.metrics.logWrite)
+	}, r.logFailed, &r.metrics.logWrite)
 	if err != nil {
 		return err
 	}

@@ -118,6 +118,9 @@ func (r *Raft) applyEntry(index uint64, i int, e *logEntry) bool {
 // proposals in flight may still be committed by the others: their outcome is
 // unknown.
 func (r *Raft) logFailed(err error) {
+	if r.node.Load() == nil {
+		return // not running yet: NewRaft fails with the error itself
+	}
 	r.failOnce.Do(func() {
 		r.log.Error("stopping the node: its raft log failed", "err", err)
 		r.fault <- err

@@ -49,6 +49,9 @@ type logStore struct {
 	// leading reports whether hashicorp/raft runs its leader loop, which is
 	// the goroutine that calls StoreLogs as a leader.
 	leading func() bool
+	// failed is told of the write that failed, on a leader or a follower
+	// alike: raft only logs a follower's and goes on, lagging for good.
+	failed func(error)
 
 	mu      sync.Mutex
 	changed *sync.Cond  // queue, durable, err or closed changed
@@ -67,12 +70,12 @@ type logStore struct {
 var errLogClosed = errors.New("replication: the log store is closed")
 
 // newLogStore wraps store and starts the writer.
-func newLogStore(store raft.LogStore, leading func() bool, timed *histogram.Histogram) (*logStore, error) {
+func newLogStore(store raft.LogStore, leading func() bool, failed func(error), timed *histogram.Histogram) (*logStore, error) {
 	last, err := store.LastIndex()
 	if err != nil {
 		return nil, err
 	}
-	s := &logStore{LogStore: store, leading: leading, timed: timed, done: make(chan struct{})}
+	s := &logStore{LogStore: store, leading: leading, failed: failed, timed: timed, done: make(chan struct{})}
 	s.changed = sync.NewCond(&s.mu)
 	s.durable.Store(last)
 	go s.write()
@@ -176,6 +179,11 @@ func (s *logStore) write() {
 		}
 		s.writing = nil
 		s.changed.Broadcast()
+		if err != nil {
+			s.mu.Unlock()
+			s.failed(s.err)
+			s.mu.Lock()
+		}
 	}
 }
 

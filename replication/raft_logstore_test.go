@@ -2,6 +2,7 @@ package replication
 
 import (
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -128,13 +129,38 @@ func TestClusterLogWriteFailureStopsTheNode(t *testing.T) {
 	})
 }
 
+// A follower whose log cannot be written stops too, as the leader does:
+// hashicorp/raft only logs a follower's failed write and goes on, and the
+// follower stayed up, lagging for good and answering clients.
+func TestClusterFollowerLogWriteFailureStopsTheNode(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	f := c.followers(l)[0]
+	wantReply(t, "SET", do(l, 0, "SET", "k", "v1"), keyspace.OK)
+	c.eventually(f.id+" applies the first SET", func() bool { return same(localGet(f, "k"), keyspace.Bulk("v1")) })
+	f.gate.hold()
+	f.gate.release(true) // every write fails from now on, as on a full disk
+	wantReply(t, "SET while the follower's disk is full", do(l, 0, "SET", "k", "v2"), keyspace.OK)
+	c.eventually("the follower to stop", func() bool { return f.eng.closed.Load() })
+	select {
+	case err := <-f.eng.Fault():
+		if err == nil || !strings.Contains(err.Error(), "the write was lost") {
+			t.Errorf("Fault received %v, want the failed write", err)
+		}
+	default:
+		t.Error("the failed follower reported no fault")
+	}
+	wantReply(t, "k on the failed follower", localGet(f, "k"), keyspace.Bulk("v1"))
+	wantReply(t, "SET with the other follower", do(c.leader(), 0, "SET", "k", "v3"), keyspace.OK)
+}
+
 // testLog is a logStore over memory whose leading flag and writes the test
 // controls.
 func testLog(t *testing.T) (*logStore, *gatedStore, *atomic.Bool) {
 	t.Helper()
 	g := &gatedStore{LogStore: raft.NewInmemStore()}
 	var leading atomic.Bool
-	s, err := newLogStore(g, leading.Load, nil)
+	s, err := newLogStore(g, leading.Load, func(error) {}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

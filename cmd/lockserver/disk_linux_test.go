@@ -84,3 +84,51 @@ func TestBinaryExitsWhenItsDiskIsFull(t *testing.T) {
 		t.Errorf("only %d write fit before the disk filled; the check of what survives is thin", len(acked))
 	}
 }
+
+// A follower whose disk fills stops as the leader does: it exits with status
+// 1 and logs the write error, rather than stay up, lagging for good, while
+// the other two go on acknowledging writes.
+func TestBinaryFollowerExitsWhenItsDiskIsFull(t *testing.T) {
+	bin := buildBinary(t)
+	disk := t.TempDir()
+	if err := syscall.Mount("tmpfs", disk, "tmpfs", 0, "size=16m"); err != nil {
+		t.Skipf("needs a small tmpfs to fill, which takes root: mount: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(disk, syscall.MNT_DETACH) })
+	nodes := []*node{newNode(t, "n1", t.TempDir()), newNode(t, "n2", t.TempDir()), newNode(t, "n3", filepath.Join(disk, "data"))}
+	var peers []string
+	for _, n := range nodes {
+		peers = append(peers, n.id+"="+n.raftAddr)
+	}
+	for _, n := range nodes {
+		n.member("--bootstrap", strings.Join(peers, ","))
+		n.start(t, bin)
+	}
+	full := nodes[2]
+	ctx := context.Background()
+	l := leaderOf(t, nodes)
+	for l == full {
+		if err := full.rdb.Do(ctx, "SENTINEL", "FAILOVER", "mymaster").Err(); err != nil {
+			t.Logf("SENTINEL FAILOVER: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		l = leaderOf(t, nodes)
+	}
+
+	// 100 values of 200 kB cannot fit in 16 MB (the raft journal takes 4);
+	// the leader and the other follower acknowledge every one.
+	value := strings.Repeat("v", 200<<10)
+	for i := range 100 {
+		key := fmt.Sprint("k", i)
+		eventually(t, "SET "+key, func() error { return l.rdb.Set(ctx, key, value, 0).Err() })
+	}
+	err := full.wait(15 * time.Second)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("the follower whose disk filled: %v, want exit status 1", err)
+	}
+	if b, _ := os.ReadFile(full.log.Name()); !strings.Contains(string(b), "no space left on device") {
+		t.Errorf("the log does not say why the follower stopped:\n%s", b)
+	}
+	eventually(t, "SET with the two others", func() error { return l.rdb.Set(ctx, "after", "1", 0).Err() })
+}
