@@ -340,8 +340,10 @@ func cmdClientKill(c *conn, args [][]byte) {
 }
 
 // describe returns the connection's CLIENT LIST line, in Redis 7.0's format
-// with Redis 7.2's lib-name and lib-ver at the end. Memory figures Redis
-// reports per client are 0: Go does not account them per connection.
+// with Redis 7.2's lib-name and lib-ver at the end. Of the memory figures
+// Redis reports per client, qbuf, and obl and omem (output not yet written,
+// in and past the reply buffer Redis gives each client) are counted, and
+// tot-mem is their sum; the others are 0.
 func (c *conn) describe() string {
 	now := time.Now()
 	c.info.Lock()
@@ -403,7 +405,16 @@ func (c *conn) describe() string {
 	b = strconv.AppendInt(b, c.rd.qbuf.Load(), 10)
 	b = append(b, " qbuf-free="...)
 	b = strconv.AppendInt(b, c.rd.qbufFree.Load(), 10)
-	b = append(b, " argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd="...)
+	c.omu.Lock()
+	queued, omem := c.outputQueued(), c.outputUsed()
+	c.omu.Unlock()
+	b = append(b, " argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl="...)
+	b = strconv.AppendUint(b, queued-omem, 10)
+	b = append(b, " oll=0 omem="...)
+	b = strconv.AppendUint(b, omem, 10)
+	b = append(b, " tot-mem="...)
+	b = strconv.AppendUint(b, queued+uint64(c.rd.qbuf.Load()), 10)
+	b = append(b, " events=r cmd="...)
 	b = append(b, cmd...)
 	b = append(b, " user=default redir=-1 resp="...)
 	b = strconv.AppendInt(b, int64(c.proto.Load()), 10)

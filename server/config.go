@@ -73,8 +73,14 @@ func init() {
 			get: func(s *Server) string { return strconv.FormatInt(s.limits.maxQuery.Load(), 10) },
 			set: func(s *Server, v string) error { return setMemoryAtLeast(&s.limits.maxQuery, v, 1<<20) }},
 		{name: "client-output-buffer-limit",
-			get: func(s *Server) string {
-				return "normal 0 0 0 slave 0 0 0 pubsub " + strconv.FormatInt(s.pubsubMax.Load(), 10) + " 0 0"
+			get: func(s *Server) string { return s.outputLimits.Load().String() },
+			set: func(s *Server, v string) error {
+				l, err := parseOutputLimits(v, *s.outputLimits.Load())
+				if err != nil {
+					return err
+				}
+				s.outputLimits.Store(&l)
+				return nil
 			}},
 		{name: "latency-tracking",
 			get: func(s *Server) string { return yesNo(s.latencyTracking.Load()) },

@@ -74,10 +74,15 @@ type conn struct {
 	omu     sync.Mutex
 	out     []byte
 	spare   []byte // a drained buffer kept for reuse
-	writing int    // bytes of a write in progress, counted against the output limit
+	writing int    // bytes of a write in progress, counted against the output limits
 	gone    bool   // the connection is closing; drop further output
-	wmu     sync.Mutex
-	written atomic.Int64
+	// softSince is when the output reached its soft limit and has stayed
+	// since (zero otherwise); overflow says the output passed a limit and
+	// closed the connection (output.go).
+	softSince time.Time
+	overflow  atomic.Bool
+	wmu       sync.Mutex
+	written   atomic.Int64
 
 	closing atomic.Bool
 	done    chan struct{} // closed when serve returns
@@ -530,7 +535,7 @@ func (c *conn) reply(r keyspace.Reply) {
 	}
 	if len(c.pending) == 0 {
 		if !silent {
-			c.write1(r)
+			c.send(r)
 		}
 		return
 	}
@@ -559,7 +564,7 @@ func (c *conn) render(s *slot) {
 		}
 	}
 	if !s.silent {
-		c.write1(r)
+		c.send(r)
 	}
 	c.recycle(s)
 }
@@ -592,13 +597,33 @@ func (c *conn) finish() bool {
 	return c.flush() == nil
 }
 
-// write1 queues one reply for the client.
-func (c *conn) write1(r keyspace.Reply) {
-	c.omu.Lock()
-	if !c.gone {
-		c.out = appendReply(c.out, r, int(c.proto.Load()))
+// send queues one reply of a batch for the client, and writes what is
+// queued once it reaches flushAt (see output.go). An inline connection's
+// replies go to its client's buffer whenever they are written, so they stay
+// here, where its limits see them.
+func (c *conn) send(r keyspace.Reply) {
+	if c.write1(r) >= flushAt && !c.inline {
+		c.flush() // on failure the connection is gone: later replies are dropped
 	}
+}
+
+// write1 queues one reply for the client and returns how much is queued. A
+// client whose output passes its limits is closed.
+func (c *conn) write1(r keyspace.Reply) int {
+	c.omu.Lock()
+	if c.gone {
+		c.omu.Unlock()
+		return 0
+	}
+	c.out = appendReply(c.out, r, int(c.proto.Load()))
+	n := len(c.out)
+	over := c.limited() && c.overLimit(c.outputUsed(), time.Now())
 	c.omu.Unlock()
+	if over {
+		c.overflowed()
+		return 0
+	}
+	return n
 }
 
 // write queues raw bytes for the client.
@@ -612,7 +637,7 @@ func (c *conn) write(b []byte) {
 
 // deliver queues a published message from the engine's goroutine. It never
 // blocks on the socket: the push writer sends it. A subscriber whose queued
-// output exceeds the pub/sub output limit is disconnected, as Redis does.
+// output passes its limits is disconnected, as Redis does.
 func (c *conn) deliver(msg keyspace.Reply) {
 	c.omu.Lock()
 	if c.gone {
@@ -620,11 +645,10 @@ func (c *conn) deliver(msg keyspace.Reply) {
 		return
 	}
 	c.out = appendReply(c.out, msg, int(c.proto.Load()))
-	over := int64(len(c.out)+c.writing) > c.srv.pubsubMax.Load()
+	over := c.limited() && c.overLimit(c.outputUsed(), time.Now())
 	c.omu.Unlock()
 	if over {
-		c.srv.log.Warn("closing subscriber over the pub/sub output limit", "client", c.addr)
-		c.kill()
+		c.overflowed()
 		return
 	}
 	select {
@@ -672,6 +696,11 @@ func (c *conn) flush() error {
 	c.writing = 0
 	if cap(out) <= maxSpare {
 		c.spare = out[:0]
+	}
+	if err != nil {
+		// The client is gone: what is queued for it, and what would be,
+		// is dropped.
+		c.gone, c.out, c.spare = true, nil, nil
 	}
 	c.omu.Unlock()
 	if err != nil {

@@ -136,7 +136,7 @@ func TestPanicEndsOneConnection(t *testing.T) {
 // publishers, and is disconnected once its queued output passes the limit.
 func TestSlowSubscriber(t *testing.T) {
 	s, addr := newTestServer(t, Config{})
-	s.pubsubMax.Store(64 << 10)
+	s.outputLimits.Store(&outputLimits{classPubSub: {hard: 64 << 10}})
 	sub := dial(t, addr)
 	sub.do(t, "SUBSCRIBE slow")
 	// The subscriber stops reading; its socket buffers fill, then its queue.

@@ -194,6 +194,7 @@ func (s *Server) infoStats(b *infoBuilder) {
 	b.line("pubsub_patterns", patterns)
 	b.line("pubsubshard_channels", shards)
 	b.line("total_error_replies", s.stats.errors.total())
+	b.line("client_output_buffer_limit_disconnections", s.stats.outputLimited.Load())
 }
 
 func (s *Server) infoReplication(b *infoBuilder) {
@@ -284,6 +285,7 @@ func (s *Server) resetStats() {
 	s.stats.commands.Store(0)
 	s.stats.netIn.Store(0)
 	s.stats.netOut.Store(0)
+	s.stats.outputLimited.Store(0)
 	s.stats.errors.reset()
 	s.resetCommandStats()
 	s.each(func(c *conn) {

@@ -57,8 +57,9 @@ type Server struct {
 	maxClients atomic.Int64
 	protected  atomic.Bool // protected-mode
 	limits     *liveLimits
-	pubsubMax  atomic.Int64 // client-output-buffer-limit for pub/sub clients
-	mem        memory
+	// outputLimits are the client-output-buffer-limit of each class.
+	outputLimits atomic.Pointer[outputLimits]
+	mem          memory
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -98,15 +99,13 @@ type stats struct {
 	netIn       atomic.Int64 // bytes read by closed connections
 	netOut      atomic.Int64 // bytes written by closed connections
 	errors      errorStats
+	// outputLimited counts the clients closed for passing their output
+	// limits (output.go).
+	outputLimited atomic.Int64
 }
 
 // DefaultMaxClients is Redis's default maxclients.
 const DefaultMaxClients = 10000
-
-// DefaultPubSubOutputLimit is Redis's hard client-output-buffer-limit for
-// pub/sub clients: a subscriber that lets this much output queue up is
-// disconnected.
-const DefaultPubSubOutputLimit = 32 << 20
 
 // New returns a server that is not yet serving.
 func New(cfg Config) *Server {
@@ -137,9 +136,11 @@ func New(cfg Config) *Server {
 	s.password.Store(&cfg.Password)
 	s.maxClients.Store(int64(cfg.MaxClients))
 	s.protected.Store(!cfg.DisableProtectedMode)
-	s.pubsubMax.Store(DefaultPubSubOutputLimit)
+	limits := defaultOutputLimits
+	s.outputLimits.Store(&limits)
 	s.mem.limit.Store(max(cfg.MaxMemory, 0))
 	s.startSentinel(cfg.SentinelMaster)
+	go s.watchOutput()
 	return s
 }
 
