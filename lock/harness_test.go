@@ -53,8 +53,11 @@ func openServer(t *testing.T, opts lockserver.Options) *lockserver.Server {
 	return srv
 }
 
+// newClient is a go-redis client of addr that retries what a cluster
+// refuses during an election (CLUSTERDOWN, TRYAGAIN) for a few seconds
+// rather than go-redis's default of three tries.
 func newClient(t *testing.T, addr string) *redis.Client {
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 20, MaxRetryBackoff: 500 * time.Millisecond})
 	t.Cleanup(func() { rdb.Close() })
 	return rdb
 }
