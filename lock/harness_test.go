@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -187,4 +188,14 @@ func followerTargets(t *testing.T) []target {
 // allTargets are the targets every Mutex test runs on.
 func allTargets(t *testing.T) []target {
 	return append([]target{embeddedTarget(t), nodeTarget(t)}, followerTargets(t)...)
+}
+
+// raise sets most to n if n is greater, atomically.
+func raise(most *atomic.Int32, n int32) {
+	for {
+		m := most.Load()
+		if n <= m || most.CompareAndSwap(m, n) {
+			return
+		}
+	}
 }

@@ -37,10 +37,7 @@ func TestMutexExcludes(t *testing.T) {
 							errs <- err
 							return
 						}
-						n := inside.Add(1)
-						if n > most.Load() {
-							most.Store(n)
-						}
+						raise(&most, inside.Add(1))
 						v := counter.Load()
 						runtime.Gosched()
 						counter.Store(v + 1)

@@ -36,10 +36,7 @@ func TestSemaphore(t *testing.T) {
 							errs <- err
 							return
 						}
-						n := inside.Add(1)
-						if n > most.Load() {
-							most.Store(n)
-						}
+						raise(&most, inside.Add(1))
 						time.Sleep(time.Millisecond)
 						inside.Add(-1)
 						if err := s.Release(ctx, 1); err != nil {
