@@ -180,6 +180,9 @@ func goRWMutexWithRedisson(t *testing.T, tg clientTarget) {
 		return redissonEval(t, rdb, writeUnlock, []string{name, ch, unlockLatch(name, generateID())}, 1, redissonLease, owner+":write", "PUBLISH", unlockLatchMs)
 	}
 	rw := lock.NewRWMutex(goBackend(t, tg), name, nil)
+	// Subscribed from the start: a cluster follower delivers a message when
+	// it applies the write, which may be after a later subscription.
+	msgs := subscribed(t, rdb, ch)
 
 	// A Go reader shares with a Redisson reader and keeps out a Redisson
 	// writer.
@@ -198,6 +201,7 @@ func goRWMutexWithRedisson(t *testing.T, tg clientTarget) {
 	if v := readUnlockR(); v != int64(1) {
 		t.Fatalf("Redisson's read unlock, the last reader = %v, want 1", v)
 	}
+	message(t, msgs, "0")
 
 	// A Redisson writer keeps out a Go reader, whose wait its unlock
 	// message ends.
@@ -207,7 +211,6 @@ func goRWMutexWithRedisson(t *testing.T, tg clientTarget) {
 	if ok, err := rw.TryRLock(ctx); ok || err != nil {
 		t.Fatalf("a Go TryRLock beside a Redisson writer = %v, %v; want false", ok, err)
 	}
-	msgs := subscribed(t, rdb, ch)
 	locked := make(chan error, 1)
 	go func() { locked <- rw.RLock(ctx) }()
 	waitingOn(t, rdb, ch, 2)
