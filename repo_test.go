@@ -25,6 +25,18 @@ func TestModuleLeavesOutTheBenchClients(t *testing.T) {
 	}
 }
 
+// TestBenchModuleIsTidy: the bench is a module of its own that uses this
+// checkout through a replace, so every requirement the library gains must be
+// added to bench/go.mod too, or the bench does not build ("updates to go.mod
+// needed").
+func TestBenchModuleIsTidy(t *testing.T) {
+	cmd := exec.Command("go", "mod", "tidy", "-diff")
+	cmd.Dir = "bench"
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("bench/go.mod is not tidy; run (cd bench && go mod tidy) and commit it: %v\n%s", err, out)
+	}
+}
+
 // TestREADMEDataDirIsIgnored: the README's cluster keeps its members' data in
 // data/a, data/b and data/c of the checkout, which git must not offer to
 // commit.
