@@ -406,6 +406,7 @@ func (r *Raft) open() error {
 	var logs raft.LogStore
 	var stable raft.StableStore
 	var snaps raft.SnapshotStore
+	var checked *checkedSnapshots
 	if o.DataDir != "" {
 		if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 			return err
@@ -430,9 +431,14 @@ func (r *Raft) open() error {
 		}
 		r.closer = append(r.closer, j) // closed before bolt, which it flushes to
 		logs, stable = j, bolt
-		if snaps, err = raft.NewFileSnapshotStoreWithLogger(o.DataDir, 2, hl); err != nil {
+		if checked, err = openCheckedSnapshots(o.DataDir, hl); err != nil {
 			return err
 		}
+		if err := checked.checkLog(j); err != nil {
+			return err
+		}
+		checked.fault = r.logFailed
+		snaps = checked
 	} else {
 		mem := raft.NewInmemStore()
 		logs, stable, snaps = mem, mem, raft.NewInmemSnapshotStore()
@@ -490,6 +496,9 @@ func (r *Raft) open() error {
 	}
 	node, err := raft.NewRaft(conf, (*fsm)(r), logs, stable, snaps, newCommitTransport(r.trans, &ls.durable))
 	if err != nil {
+		if checked != nil && checked.failure() != nil {
+			return checked.failure() // raft's own error only says no snapshot restored
+		}
 		return err
 	}
 	r.raft = node

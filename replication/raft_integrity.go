@@ -2,10 +2,15 @@ package replication
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
+	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
@@ -230,4 +235,127 @@ func (s *checkedStore) GetUint64(key []byte) (uint64, error) {
 
 func stableSum(key, val []byte) uint32 {
 	return crc32.Update(crc32.Checksum(key, crc32c), crc32c, val)
+}
+
+// checkedSnapshots is the file snapshot store, which keeps a CRC-64 of each
+// snapshot's state and checks it whenever it opens one, made to refuse what
+// fails instead of passing over it. Raft sees only the newest snapshot: when
+// that one failed, raft restored an older one without a word (or, with
+// none left, started empty), though the log may no longer reach back to it.
+// A snapshot that fails its check, or whose metadata cannot be read, is a
+// CorruptionError: at start NewRaft fails with it, and found while the node
+// runs (opening the snapshot to send it) it stops the node as the log's do.
+type checkedSnapshots struct {
+	raft.SnapshotStore
+	dir string // where the store keeps its snapshots, one directory each
+	// fault is told of corruption found once the node runs (see
+	// Raft.logFailed).
+	fault func(error)
+
+	mu     sync.Mutex
+	failed error // the first corruption found; NewRaft's own error hides it
+}
+
+// openCheckedSnapshots opens the file snapshot store in dataDir and checks
+// that the metadata of every snapshot in it reads.
+func openCheckedSnapshots(dataDir string, logger *hcLogger) (*checkedSnapshots, error) {
+	store, err := raft.NewFileSnapshotStoreWithLogger(dataDir, 2, logger)
+	if err != nil {
+		return nil, err
+	}
+	s := &checkedSnapshots{SnapshotStore: store, dir: filepath.Join(dataDir, "snapshots")}
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasSuffix(e.Name(), ".tmp") { // the store's, unfinished
+			continue
+		}
+		path := filepath.Join(s.dir, e.Name(), "meta.json")
+		var meta raft.SnapshotMeta
+		b, err := os.ReadFile(path)
+		if err == nil {
+			err = json.Unmarshal(b, &meta)
+		}
+		if err != nil {
+			return nil, &CorruptionError{Path: path, Problem: "the snapshot's metadata cannot be read: " + err.Error()}
+		}
+	}
+	return s, nil
+}
+
+// List returns the newest snapshot alone, if there is one.
+func (s *checkedSnapshots) List() ([]*raft.SnapshotMeta, error) {
+	metas, err := s.SnapshotStore.List()
+	if len(metas) > 1 {
+		metas = metas[:1]
+	}
+	return metas, err
+}
+
+// Open opens a snapshot, its state checked against its CRC.
+func (s *checkedSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
+	meta, rc, err := s.SnapshotStore.Open(id)
+	if err == nil {
+		return meta, rc, nil
+	}
+	ce := &CorruptionError{Path: filepath.Join(s.dir, id, "state.bin"), Problem: "the snapshot cannot be read back as written: " + err.Error()}
+	if metas, _ := s.SnapshotStore.List(); len(metas) > 0 && metas[0].ID == id {
+		ce.Index = metas[0].Index
+	}
+	s.mu.Lock()
+	if s.failed == nil {
+		s.failed = ce
+	}
+	s.mu.Unlock()
+	if s.fault != nil {
+		s.fault(ce)
+	}
+	return nil, nil, ce
+}
+
+// failure returns the first corruption Open found.
+func (s *checkedSnapshots) failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failed
+}
+
+// checkLog checks that the log goes on from the newest snapshot: it holds
+// the snapshot's last entry, of the snapshot's term, or starts right after
+// it. Raft keeps entries before a snapshot (TrailingLogs) and deletes the
+// whole log when it installs one from the leader, so a log that starts later
+// lost entries, and a term that differs is a snapshot, or a log, that is not
+// what was written.
+func (s *checkedSnapshots) checkLog(logs raft.LogStore) error {
+	metas, err := s.List()
+	if err != nil || len(metas) == 0 {
+		return err
+	}
+	meta := metas[0]
+	metaPath := filepath.Join(s.dir, meta.ID, "meta.json")
+	first, err := logs.FirstIndex()
+	if err != nil {
+		return err
+	}
+	last, err := logs.LastIndex()
+	if err != nil || last == 0 {
+		return err
+	}
+	switch {
+	case first > meta.Index+1:
+		return &CorruptionError{Path: metaPath, Index: meta.Index + 1,
+			Problem: fmt.Sprintf("the snapshot ends at entry %d, and the log starts at entry %d: the entries between are missing", meta.Index, first)}
+	case first <= meta.Index && meta.Index <= last:
+		var l raft.Log
+		if err := logs.GetLog(meta.Index, &l); err != nil {
+			return err
+		}
+		if l.Term != meta.Term {
+			return &CorruptionError{Path: metaPath, Index: meta.Index,
+				Problem: fmt.Sprintf("the snapshot ends at entry %d of term %d, but the log holds that entry in term %d", meta.Index, meta.Term, l.Term)}
+		}
+	}
+	return nil
 }
