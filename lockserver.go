@@ -133,7 +133,7 @@ func Open(opts Options) (*Server, error) {
 		s.ln = ln
 	}
 	hub := server.NewHub()
-	lua := luaexec.Options{Budget: opts.ScriptBudget}
+	lua := luaexec.Options{Monitor: hub.ScriptMonitor, Budget: opts.ScriptBudget}
 	if opts.Cluster.NodeID == "" {
 		s.engine = replication.NewStandalone(replication.StandaloneOptions{Lua: lua, Hub: hub})
 	} else {

@@ -105,7 +105,7 @@ func TestMetricsCountCommands(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rdb.Expire(ctx, "ka", 1e9)
+	rdb.Expire(ctx, "ka", time.Hour)
 	for range 3 {
 		rdb.Get(ctx, "ka")
 	}
@@ -119,6 +119,10 @@ func TestMetricsCountCommands(t *testing.T) {
 	defer sub.Close()
 	if _, err := sub.Receive(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// A script the budget stops.
+	if err := rdb.Eval(ctx, "while true do end", nil).Err(); err == nil {
+		t.Fatal("a script that never ends ended")
 	}
 	// Do, with no connection, counts too.
 	if _, err := s.Do(ctx, "GET", "ka"); err != nil {
@@ -144,7 +148,9 @@ func TestMetricsCountCommands(t *testing.T) {
 		{"lockserver_pubsub_channels", []string{"kind", "channel"}, 1},
 		{"lockserver_pubsub_channels", []string{"kind", "pattern"}, 0},
 		{"lockserver_oom_rejections_total", nil, 0},
-		{"lockserver_scripts_cached", nil, 0},
+		{"lockserver_scripts_cached", nil, 1},
+		{"lockserver_scripts_budget_stopped_total", nil, 1},
+		{"lockserver_commands_failed_total", []string{"command", "eval"}, 1},
 	} {
 		if got := m.value(c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)

@@ -67,6 +67,10 @@ type Options struct {
 	CompiledScripts int
 	// Logger receives redis.log messages; nil discards them.
 	Logger *slog.Logger
+	// Monitor, when set, is asked as each script starts for a function to
+	// tell of every command the script calls, once it has run (Redis's
+	// MONITOR shows them); it returns nil while no one watches.
+	Monitor func() func(db int, args [][]byte)
 }
 
 // Engine executes the commands of log entries: script commands in Lua, all
@@ -369,6 +373,9 @@ func (e *Engine) run(c *keyspace.Call, p *plan) keyspace.Reply {
 		resp:     2,
 		steps:    e.opts.Budget,
 		rand:     randState(c.Seed),
+	}
+	if e.opts.Monitor != nil {
+		r.monitor = e.opts.Monitor()
 	}
 	ret, serr := v.exec(r, p.script, p.keys, p.argv)
 	if serr != nil {

@@ -251,6 +251,9 @@ func (v *vm) dispatch(r *run, args [][]byte) keyspace.Reply {
 	*c = keyspace.Call{Store: r.call.Store, DB: r.call.DB, Now: r.call.Now, Args: args, Script: true, Pub: r.call.Pub, DenyOOM: r.call.DenyOOM}
 	reply := cmd.Exec(c)
 	r.call.DB = c.DB // SELECT inside a script changes the script's database only
+	if r.monitor != nil {
+		r.monitor(c.DB, args)
+	}
 	c.Args = nil
 	return reply
 }

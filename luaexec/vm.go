@@ -104,6 +104,8 @@ type run struct {
 	coDepth   int
 	coCount   int
 	cjson     cjsonConfig
+	// monitor, when set, is told of each command the script calls (MONITOR).
+	monitor func(db int, args [][]byte)
 }
 
 func newVM(e *Engine) *vm {

@@ -41,6 +41,7 @@ type call struct {
 	// own work (WAIT): Redis's statistics leave it out.
 	blocked time.Duration
 	failed  bool // an error reply was given
+	fed     bool // shown to MONITOR as it started
 }
 
 // record counts a finished call: its duration runs from when the server
@@ -48,6 +49,9 @@ type call struct {
 func (c *conn) record(cl *call, failed bool) {
 	d := time.Since(cl.start) - cl.blocked
 	c.srv.countCall(cl.cmd, d, failed)
+	if m := &c.srv.hub.monitors; m.n.Load() > 0 && !cl.fed && monitored(cl.cmd) {
+		m.feed(c.db, c.addr, cl.cmd, cl.args)
+	}
 	if t := c.srv.slowlogSlower.Load(); t >= 0 && d.Microseconds() >= t || c.srv.latencyThreshold.Load() > 0 {
 		c.info.Lock()
 		name := c.info.name
@@ -205,4 +209,24 @@ func (e *errorStats) reset() {
 	e.mu.Lock()
 	e.all, e.byCode, e.byCmd = 0, nil, nil
 	e.mu.Unlock()
+}
+
+// countError counts an error reply to a command (nil for a protocol error)
+// of client addr, and logs a refusal for maxmemory, at most once a second:
+// each refused command would be a line otherwise.
+func (s *Server) countError(cmd *keyspace.Command, msg, addr string) {
+	s.stats.errors.count(cmd, msg)
+	if !strings.HasPrefix(msg, "OOM ") {
+		return
+	}
+	now, last := time.Now().UnixNano(), s.oomLogged.Load()
+	if now-last < int64(time.Second) || !s.oomLogged.CompareAndSwap(last, now) {
+		return
+	}
+	name := ""
+	if cmd != nil {
+		name = cmd.Name
+	}
+	s.log.Warn("refused a command: used memory is over maxmemory", "event", "command_refused", "reason", "oom",
+		"command", name, "client", addr, "used_memory", s.mem.current(), "maxmemory", s.mem.limit.Load())
 }

@@ -59,6 +59,7 @@ func init() {
 			"USAGE <key> [SAMPLES <count>]", "    Return memory in bytes used by <key> and its value. Nested values are",
 			"    sampled up to <count> times (default: 5, 0 means sample all)."),
 		"memory|purge": cmdMemoryPurge,
+		"monitor":      cmdMonitor,
 	}
 	for name, h := range clientHandlers {
 		handlers[name] = h
@@ -150,6 +151,10 @@ func cmdReset(c *conn, args [][]byte) {
 	c.proto.Store(2)
 	c.authed = *c.srv.password.Load() == ""
 	c.noReply, c.skipOne = false, false
+	if c.monitoring {
+		c.srv.hub.monitors.remove(c)
+		c.monitoring = false
+	}
 	c.db = 0
 	c.info.Lock()
 	c.info.db, c.info.name, c.info.multi = 0, "", -1

@@ -38,6 +38,7 @@ type conn struct {
 	noReply, skipOne bool
 	multi            *transaction // nil outside MULTI
 	watched          []watchedKey
+	monitoring       bool // in MONITOR mode: it is sent every command this node runs
 	// cur is the command exec runs; it is counted when exec returns, unless
 	// its reply is left to the engine (submit hands it to the slot).
 	cur call
@@ -317,21 +318,35 @@ func (c *conn) readFailed(err error) {
 	var pe protocolError
 	switch {
 	case errors.As(err, &pe):
-		c.srv.stats.errors.count(nil, "ERR")
+		c.dropped("protocol_error", "err", pe.Error())
+		c.srv.countError(nil, "ERR", c.addr)
 		c.write(appendReply(nil, keyspace.Error("ERR "+pe.Error()), int(c.proto.Load())))
 		c.flush()
 	case errors.Is(err, errQueryTooBig):
-		c.srv.log.Warn("closing client that exceeded the query buffer limit", "client", c.addr)
+		c.dropped("query_buffer_limit")
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, os.ErrDeadlineExceeded), c.closing.Load():
 	default:
 		c.srv.log.Debug("read failed", "client", c.addr, "err", err)
 	}
 }
 
+// dropped logs the refusal or closing of a client by the server, with what
+// an operator filters on: event, reason, the client's address, id and name.
+func (c *conn) dropped(reason string, more ...any) {
+	c.info.Lock()
+	name := c.info.name
+	c.info.Unlock()
+	c.srv.log.Warn("dropped a client", append([]any{"event", "client_dropped", "reason", reason,
+		"client", c.addr, "client_id", c.id, "client_name", name}, more...)...)
+}
+
 // close ends the connection: its subscriptions, its socket, its push writer.
 func (c *conn) close() {
 	c.cancel()
 	c.srv.hub.unsubscribeAll(c)
+	if c.monitoring {
+		c.srv.hub.monitors.remove(c)
+	}
 	c.omu.Lock()
 	c.gone = true
 	c.omu.Unlock()
@@ -426,7 +441,7 @@ func (c *conn) exec(args [][]byte) {
 		// connections already accepted too.
 		if c.srv.protectedRefuses(c.nc) {
 			c.srv.stats.rejected.Add(1)
-			c.srv.log.Warn("refused a client in protected mode", "client", c.addr)
+			c.dropped("protected_mode")
 			c.reject(cmd, keyspace.Error(errProtected))
 			c.quit = true
 			return
@@ -442,6 +457,10 @@ func (c *conn) exec(args [][]byte) {
 		c.reject(cmd, replication.ErrOOM)
 		return
 	}
+	if c.monitoring && touchesData(cmd) {
+		c.reject(cmd, keyspace.Error("ERR Replica can't interact with the keyspace"))
+		return
+	}
 	if c.proto.Load() == 2 && c.subscribed() && !allowedSubscribed(cmd) {
 		c.reject(cmd, keyspace.Error("ERR Can't execute '"+cmd.Name+"': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"))
 		return
@@ -452,6 +471,10 @@ func (c *conn) exec(args [][]byte) {
 		return
 	}
 	c.cur.cmd = cmd
+	if c.srv.hub.monitors.n.Load() > 0 && feedsFirst(cmd) {
+		c.srv.hub.monitors.feed(c.db, c.addr, cmd, args)
+		c.cur.fed = true
+	}
 	if h := handlers[cmd.Name]; h != nil {
 		h(c, args)
 		if c.cur.cmd != nil {
@@ -530,7 +553,7 @@ func (c *conn) reply(r keyspace.Reply) {
 	// says, as Redis 7.0 sends them: a client waits for them.
 	silent := r.Kind != keyspace.KindPush && c.silence()
 	if r.Kind == keyspace.KindError {
-		c.srv.stats.errors.count(c.cur.cmd, r.Str)
+		c.srv.countError(c.cur.cmd, r.Str, c.addr)
 		c.cur.failed = true
 	}
 	if len(c.pending) == 0 {
@@ -557,7 +580,7 @@ func (c *conn) render(s *slot) {
 	if !s.ready {
 		failed := r.Kind == keyspace.KindError
 		if failed {
-			c.srv.stats.errors.count(s.call.cmd, r.Str)
+			c.srv.countError(s.call.cmd, r.Str, c.addr)
 		}
 		if s.call.cmd != nil {
 			c.record(&s.call, failed)

@@ -18,6 +18,8 @@ type Hub struct {
 	channels map[string]map[*conn]struct{}
 	patterns map[string]*patternSubs
 	shards   map[string]map[*conn]struct{}
+	// monitors are the connections in MONITOR mode (monitor.go).
+	monitors monitors
 }
 
 // patternSubs are the subscribers of one pattern, with the pattern's bytes

@@ -224,9 +224,12 @@ func cmdExec(c *conn, args [][]byte) {
 	for i, cmd := range t.rows {
 		failed := replies[i].Kind == keyspace.KindError
 		if failed {
-			c.srv.stats.errors.count(cmd, replies[i].Str)
+			c.srv.countError(cmd, replies[i].Str, c.addr)
 		}
 		c.srv.countInner(cmd, failed)
+		if m := &c.srv.hub.monitors; m.n.Load() > 0 && monitored(cmd) {
+			m.feed(c.db, c.addr, cmd, t.cmds[i])
+		}
 	}
 	c.reply(keyspace.Array(replies...))
 }

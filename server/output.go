@@ -191,7 +191,7 @@ func (c *conn) overflowed() {
 		return
 	}
 	c.srv.stats.outputLimited.Add(1)
-	c.srv.log.Warn("closing client over its output buffer limit", "client", c.addr, "class", classNames[c.class()])
+	c.dropped("output_buffer_limit", "class", classNames[c.class()])
 	c.kill()
 	c.omu.Lock()
 	c.out, c.spare = nil, nil

@@ -88,6 +88,8 @@ type Server struct {
 	slowlogMax       atomic.Int64
 	latency          latencyMonitor
 	latencyThreshold atomic.Int64
+	// oomLogged is when an OOM refusal was last logged (unix ns).
+	oomLogged atomic.Int64
 }
 
 // stats are the counters of INFO's stats section. Per-connection counts are
@@ -245,6 +247,8 @@ func (s *Server) admit(nc net.Conn, inline bool) *conn {
 	if int64(len(s.conns)) >= s.maxClients.Load() {
 		s.mu.Unlock()
 		s.stats.rejected.Add(1)
+		s.log.Warn("refused a client", "event", "client_refused", "reason", "maxclients",
+			"client", nc.RemoteAddr().String(), "maxclients", s.maxClients.Load())
 		refuse(nc, "-ERR max number of clients reached\r\n")
 		return nil
 	}
@@ -328,7 +332,7 @@ func (s *Server) Do(ctx context.Context, db int, args [][]byte) keyspace.Reply {
 	cmd, errReply := resolve(args)
 	if errReply != nil {
 		s.countRejected(cmd)
-		s.stats.errors.count(cmd, errReply.Str)
+		s.countError(cmd, errReply.Str, "embedded")
 		return *errReply
 	}
 	if !engineCommand(cmd) || handlers[cmd.Name] != nil {
@@ -341,15 +345,22 @@ func (s *Server) Do(ctx context.Context, db int, args [][]byte) keyspace.Reply {
 	}{cmds: [1][][]byte{args}}
 	call.req = replication.Request{DB: db, Cmds: call.cmds[:], OverMemory: s.mem.over()}
 	start := time.Now()
+	m := &s.hub.monitors
+	if m.n.Load() > 0 && feedsFirst(cmd) {
+		m.feed(db, "embedded", cmd, args)
+	}
 	s.engine.Submit(&call.req)
 	r := call.req.Wait(ctx)
 	failed := r.Kind == keyspace.KindError
 	if failed {
-		s.stats.errors.count(cmd, r.Str)
+		s.countError(cmd, r.Str, "embedded")
 	}
 	s.stats.commands.Add(1)
 	d := time.Since(start)
 	s.countCall(cmd, d, failed)
+	if m.n.Load() > 0 && monitored(cmd) && !feedsFirst(cmd) {
+		m.feed(db, "embedded", cmd, args)
+	}
 	s.checkSlow(cmd, args, d, "", "")
 	return r
 }

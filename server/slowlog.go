@@ -75,7 +75,7 @@ func (s *Server) checkSlow(cmd *keyspace.Command, args [][]byte, d time.Duration
 				// EVAL's body says little once cut: its SHA1 names it.
 				e.args[1] += " (sha1 " + sha + ")"
 			}
-			s.log.Warn("slow script", "sha1", sha, "command", cmd.Name, "duration_us", micros, "client", addr, "client_name", name)
+			s.log.Warn("slow script", "event", "slow_script", "sha1", sha, "command", cmd.Name, "duration_us", micros, "client", addr, "client_name", name)
 		}
 		s.slowlog.add(e, s.slowlogMax.Load())
 	}
