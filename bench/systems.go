@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -73,6 +75,8 @@ func systems() []system {
 		{name: "embedded-do", about: "lockserver in process; direct Server.Do calls, no RESP", install: inProcessInstall, start: startEmbeddedDo},
 		{name: "lockserver", about: "lockserver single node, its own process over loopback TCP", install: lockserverBuilt, start: startLockserver(nil)},
 		{name: "lockserver-allcpus", about: "lockserver single node with --procs set to every CPU: the same as lockserver on a machine of more than two CPUs; on two, lockserver runs on one and leaves the clients the other", install: lockserverBuilt, start: startLockserver([]string{"LOCKSERVER_PROCS=" + strconv.Itoa(runtime.NumCPU())})},
+		{name: "lockserver-metrics", about: "lockserver single node with --metrics-addr, its /metrics scraped every second during the run: the cost of metrics, against lockserver-untracked", install: lockserverBuilt, start: startLockserverMetrics},
+		{name: "lockserver-untracked", about: "lockserver single node with latency-tracking no and no metrics address: no latency histograms, only Redis's own command counts", install: lockserverBuilt, start: startLockserverUntracked},
 		{name: "lockserver-raft3", about: "lockserver 3-node Raft cluster with fsync, clients on the leader", install: lockserverBuilt + "; needs the Raft flags (--node-id, --raft-addr, --data-dir, --bootstrap, --join)", start: startLockserverCluster},
 		{name: "redis", about: "redis-server without persistence (--save \"\" --appendonly no): the baseline", install: redisInstall, start: startRedis(false)},
 		{name: "redis-aof", about: "redis-server --appendonly yes --appendfsync always", install: redisInstall, start: startRedis(true)},
@@ -304,6 +308,54 @@ func startLockserverEnv(ctx context.Context, b *bench, env []string) (*instance,
 		return nil, err
 	}
 	return lockserverInstance(addr, []*process{p}), nil
+}
+
+// startLockserverMetrics starts a single node that serves metrics, and
+// scrapes them every second until it stops, as Prometheus would.
+func startLockserverMetrics(ctx context.Context, b *bench) (*instance, error) {
+	maddr, err := freeport.Addr()
+	if err != nil {
+		return nil, err
+	}
+	inst, err := startLockserverEnv(ctx, b, []string{"LOCKSERVER_METRICS_ADDR=" + maddr})
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if resp, err := http.Get("http://" + maddr + "/metrics"); err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		}
+	}()
+	stop := inst.stop
+	inst.stop = func() { close(done); stop() }
+	return inst, nil
+}
+
+// startLockserverUntracked starts a single node that keeps no latency
+// histograms (CONFIG SET latency-tracking no).
+func startLockserverUntracked(ctx context.Context, b *bench) (*instance, error) {
+	inst, err := startLockserverEnv(ctx, b, nil)
+	if err != nil {
+		return nil, err
+	}
+	c := inst.client(1)
+	defer c.close()
+	if _, err := c.do(ctx, "CONFIG", "SET", "latency-tracking", "no"); err != nil {
+		inst.stop()
+		return nil, fmt.Errorf("CONFIG SET latency-tracking no: %w", err)
+	}
+	return inst, nil
 }
 
 // lockserverInstance is serverInstance with memory read from INFO, or from the

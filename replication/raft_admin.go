@@ -229,7 +229,7 @@ func (r *Raft) addNode(ctx context.Context, id, raftAddr, clientAddr string) err
 	if err := r.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, 0).Error(); err != nil {
 		return fmt.Errorf("add %s: %w", id, err)
 	}
-	r.log.Info("added a non-voter", "id", id, "raft", raftAddr, "client", clientAddr)
+	r.log.Info("added a non-voter", "event", "membership", "change", "add", "id", id, "raft", raftAddr, "client", clientAddr)
 	return r.proposeWait(ctx, &logEntry{Kind: kindMemberSet, Member: id, Addr: clientAddr})
 }
 
@@ -249,7 +249,7 @@ func (r *Raft) removeNode(ctx context.Context, id string) error {
 	if err := r.raft.RemoveServer(raft.ServerID(id), 0, 0).Error(); err != nil {
 		return fmt.Errorf("remove %s: %w", id, err)
 	}
-	r.log.Info("removed a node", "id", id)
+	r.log.Info("removed a node", "event", "membership", "change", "remove", "id", id)
 	return nil
 }
 
@@ -380,7 +380,7 @@ func (r *Raft) promoteIfCaughtUp(s raft.Server) {
 		r.log.Warn("promoting a non-voter failed", "id", s.ID, "err", err)
 		return
 	}
-	r.log.Info("promoted a non-voter that caught up", "id", s.ID, "applied", applied, "commit", commit)
+	r.log.Info("promoted a non-voter that caught up", "event", "membership", "change", "promote", "id", s.ID, "applied", applied, "commit", commit)
 }
 
 // RaftStatus describes a node of the cluster, as LOCKSERVER STATUS shows it.

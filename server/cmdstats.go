@@ -34,30 +34,46 @@ func (st *commandStats) histogram() *histogram.Histogram {
 // call is a command being served: what the slow log, MONITOR and the
 // statistics need of it once it is done.
 type call struct {
-	cmd   *keyspace.Command // nil once counted, or for a command not counted
-	args  [][]byte
-	start time.Time
-	// blocked is how long the command waited for something other than its
-	// own work (WAIT): Redis's statistics leave it out.
-	blocked time.Duration
-	failed  bool // an error reply was given
-	fed     bool // shown to MONITOR as it started
+	cmd  *keyspace.Command // nil once counted, or for a command not counted
+	args [][]byte
+	// start is when its batch began (see runBuffered), and blockedAt the
+	// connection's blockedTotal then: the time a command waited for
+	// something other than work (WAIT) is left out, as Redis leaves it out.
+	start     time.Time
+	blockedAt time.Duration
+	failed    bool // an error reply was given
+	fed       bool // shown to MONITOR as it started
 }
 
-// record counts a finished call: its duration runs from when the server
-// read the command to when its reply was ready to write.
+// record shows a call whose reply is ready to MONITOR, and keeps it to be
+// counted when its batch ends (see counted).
 func (c *conn) record(cl *call, failed bool) {
-	d := time.Since(cl.start) - cl.blocked
-	c.srv.countCall(cl.cmd, d, failed)
 	if m := &c.srv.hub.monitors; m.n.Load() > 0 && !cl.fed && monitored(cl.cmd) {
 		m.feed(c.db, c.addr, cl.cmd, cl.args)
 	}
-	if t := c.srv.slowlogSlower.Load(); t >= 0 && d.Microseconds() >= t || c.srv.latencyThreshold.Load() > 0 {
-		c.info.Lock()
-		name := c.info.name
-		c.info.Unlock()
-		c.srv.checkSlow(cl.cmd, cl.args, d, c.addr, name)
+	cl.failed = failed
+	c.finished = append(c.finished, *cl)
+}
+
+// counted counts the calls of a batch whose replies were all ready at now.
+// A call's duration runs from when the server read its batch to then: one
+// clock reading per batch rather than two per command (on this machine's
+// virtual clock a reading costs about 100 ns, a lock command's work about
+// 11 us). A command of a pipeline is counted the pipeline's time.
+func (c *conn) counted(now time.Time) {
+	for i := range c.finished {
+		cl := &c.finished[i]
+		d := now.Sub(cl.start) - (c.blockedTotal - cl.blockedAt)
+		c.srv.countCall(cl.cmd, d, cl.failed)
+		if t := c.srv.slowlogSlower.Load(); t >= 0 && d.Microseconds() >= t || c.srv.latencyThreshold.Load() > 0 {
+			c.info.Lock()
+			name := c.info.name
+			c.info.Unlock()
+			c.srv.checkSlow(cl.cmd, cl.args, d, c.addr, name)
+		}
 	}
+	clear(c.finished)
+	c.finished = c.finished[:0]
 }
 
 // countCall adds one call of cmd that took d.

@@ -39,6 +39,12 @@ type conn struct {
 	multi            *transaction // nil outside MULTI
 	watched          []watchedKey
 	monitoring       bool // in MONITOR mode: it is sent every command this node runs
+	// batchStart is when the batch being run was read; blockedTotal adds up
+	// the waits of blocking commands (WAIT); finished are the calls of the
+	// batch to count when it ends (see counted).
+	batchStart   time.Time
+	blockedTotal time.Duration
+	finished     []call
 	// cur is the command exec runs; it is counted when exec returns, unless
 	// its reply is left to the engine (submit hands it to the slot).
 	cur call
@@ -178,7 +184,7 @@ func (c *conn) block(wait func(ctx context.Context)) {
 	c.unblock.Store(&end)
 	defer c.unblock.Store(nil)
 	began := time.Now()
-	defer func() { c.cur.blocked += time.Since(began) }()
+	defer func() { c.blockedTotal += time.Since(began) }()
 	var stopping atomic.Bool
 	stopped := make(chan struct{})
 	go func() {
@@ -237,6 +243,7 @@ func (c *conn) failed(r any) {
 // runBuffered runs the complete commands read so far and writes their
 // replies. It reports whether the connection goes on.
 func (c *conn) runBuffered() bool {
+	first := true
 	for !c.quit {
 		args, err := c.rd.next()
 		if err != nil {
@@ -246,6 +253,9 @@ func (c *conn) runBuffered() bool {
 		}
 		if args == nil {
 			break
+		}
+		if first {
+			c.batchStart, first = time.Now(), false
 		}
 		c.exec(args)
 	}
@@ -427,7 +437,7 @@ func allowedSubscribed(cmd *keyspace.Command) bool {
 // arity, authentication, transaction state, memory, subscribed mode.
 func (c *conn) exec(args [][]byte) {
 	c.commands.Add(1)
-	c.cur = call{args: args, start: time.Now()}
+	c.cur = call{args: args, start: c.batchStart, blockedAt: c.blockedTotal}
 	cmd, errReply := resolve(args)
 	if errReply != nil {
 		c.reject(cmd, *errReply)
@@ -616,7 +626,9 @@ func (c *conn) drain() {
 // whether the connection can go on.
 func (c *conn) finish() bool {
 	c.drain()
-	c.lastActive.Store(time.Now().UnixNano())
+	now := time.Now()
+	c.counted(now)
+	c.lastActive.Store(now.UnixNano())
 	return c.flush() == nil
 }
 
