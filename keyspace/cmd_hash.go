@@ -294,6 +294,7 @@ func cmdHScan(c *Call) Reply {
 	}
 	var elems []Reply
 	m := o.hashMap()
+	c.Work += int64(len(m)) // a page is found among all the fields
 	if m == nil {
 		o.hashEach(func(f, v string) {
 			if opts.matches(f) {

@@ -186,6 +186,7 @@ func cmdKeys(c *Call) Reply {
 	all := len(pattern) == 1 && pattern[0] == '*'
 	var keys []string
 	d := c.db()
+	c.Work += int64(d.count)
 	for _, shard := range d.shards {
 		for k, o := range shard.m {
 			if live(o.deadline, c.Now) && (all || globMatch(pattern, k)) {
@@ -338,6 +339,7 @@ func cmdScan(c *Call) Reply {
 	next := cursor
 	for s := cursor >> shardShift; len(page) < opts.count; {
 		var candidates []hashed
+		c.Work += int64(len(d.shards[s].m))
 		for k, o := range d.shards[s].m {
 			if h := hashKey(k); h >= next && live(o.deadline, c.Now) {
 				candidates = append(candidates, hashed{h, k})
@@ -446,6 +448,7 @@ func cmdCopy(c *Call) Reply {
 		return Zero
 	}
 	target.put(dst, o.clone())
+	c.Work += o.elements()
 	return One
 }
 

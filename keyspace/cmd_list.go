@@ -197,6 +197,7 @@ func cmdLRem(c *Call) Reply {
 		return Zero
 	}
 	items, elem := l.items(), string(c.Args[3])
+	c.Work += int64(len(items))
 	remove := make([]bool, len(items))
 	var removed int64
 	for k := range items {
@@ -269,6 +270,7 @@ func cmdLTrim(c *Call) Reply {
 	}
 	items := l.items()
 	from, to := clampRange(start, end, int64(len(items)))
+	c.Work += int64(len(items))
 	l.replace(append([]string(nil), items[from:to]...))
 	c.modifiedOrEmpty(key, from == to)
 	return OK
@@ -293,6 +295,7 @@ func cmdLInsert(c *Call) Reply {
 		return Zero
 	}
 	items, pivot := l.items(), string(c.Args[3])
+	c.Work += int64(len(items))
 	for i, s := range items {
 		if s != pivot {
 			continue
@@ -359,6 +362,7 @@ func cmdLPos(c *Call) Reply {
 	}
 	items, elem := l.items(), string(c.Args[2])
 	n := int64(len(items))
+	c.Work += n
 	var found []Reply
 	var matches int64
 	for k := int64(0); k < n && (maxlen == 0 || k < maxlen); k++ {

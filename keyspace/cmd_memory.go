@@ -43,6 +43,7 @@ func cmdMemoryUsage(c *Call) Reply {
 	if o == nil {
 		return Null
 	}
+	c.Work += o.elements()
 	return Int(usage(len(c.Args[2]), o))
 }
 

@@ -91,6 +91,7 @@ var errInvalidSlot = Error("ERR Invalid slot")
 // must not be counted.
 func forKeysInSlot(c *Call, slot int, fn func(key string)) {
 	d := &c.Store.dbs[0]
+	c.Work += int64(d.count)
 	for _, shard := range d.shards {
 		for k, o := range shard.m {
 			if live(o.deadline, c.Now) && KeySlot(k) == slot {

@@ -132,6 +132,7 @@ func cmdSScan(c *Call) Reply {
 	if !ok {
 		return err
 	}
+	c.Work += int64(len(s.m)) // a page is found among all the members
 	var elems []Reply
 	if s.intset {
 		for _, m := range s.members() {
@@ -171,6 +172,15 @@ func (c *Call) readSets() ([]*set, bool) {
 	return sets, true
 }
 
+// workSets counts the members of sets as the work of combining them.
+func (c *Call) workSets(sets []*set) {
+	for _, s := range sets {
+		if s != nil {
+			c.Work += int64(len(s.m))
+		}
+	}
+}
+
 // resultSet replies the members of a computed set in the order Redis's result
 // would have: ascending numbers when it would be an intset.
 func resultSet(members []string) Reply {
@@ -183,6 +193,7 @@ func cmdSInter(c *Call) Reply {
 	if !ok {
 		return ErrWrongType
 	}
+	c.workSets(sets)
 	smallest := -1
 	for i, s := range sets {
 		if s == nil {
@@ -214,6 +225,7 @@ func cmdSUnionDiff(c *Call) Reply {
 	if !ok {
 		return ErrWrongType
 	}
+	c.workSets(sets)
 	union := c.Args[0][1]|0x20 == 'u'
 	result := map[string]struct{}{}
 	for i, s := range sets {

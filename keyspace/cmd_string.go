@@ -370,7 +370,9 @@ func (c *Call) extendString(key []byte, o *object, offset int, value []byte) {
 		b := make([]byte, len(o.str), growCapacity(size))
 		copy(b, o.str)
 		g = &growable{b: b}
+		c.Work += int64(len(o.str)) / 16
 	}
+	c.Work += int64(size-len(o.str)) / 16
 	b := g.b[:size]
 	clear(b[len(o.str):offset])
 	copy(b[offset:], value)
@@ -499,6 +501,7 @@ func cmdSetRange(c *Call) Reply {
 		cur = o.str
 	}
 	size := max(int64(len(cur)), offset+int64(len(value)))
+	c.Work += size / 16
 	buf := make([]byte, size)
 	copy(buf, cur)
 	copy(buf[offset:], value)

@@ -195,3 +195,47 @@ func TestStringGrowthNeverChangesSharedBytes(t *testing.T) {
 	}
 	g.expect("GET k", `"abcd"`, "GET c", "(nil)")
 }
+
+// Call.Work counts what a command does beyond its arguments and reply, for
+// a script's budget: elements scanned or copied, and bytes copied or
+// cleared by 16. Worked examples.
+func TestCommandWork(t *testing.T) {
+	f := newFixture(t)
+	work := func(args ...string) int64 {
+		bargs := make([][]byte, len(args))
+		for i, a := range args {
+			bargs[i] = []byte(a)
+		}
+		c := &Call{Store: f.s, Now: f.now, Args: bargs}
+		if r := f.s.Exec(c); r.IsError() {
+			t.Fatalf("%v: %s", args, r.Str)
+		}
+		return c.Work
+	}
+	f.do("SADD s1 a b c")
+	f.do("SADD s2 a b c d e")
+	f.do("RPUSH l a b c d")
+	f.do("HSET h f1 v f2 v f3 v")
+	for _, c := range []struct {
+		args []string
+		want int64
+	}{
+		{[]string{"SINTER", "s1", "s2"}, 8},         // both sets' members
+		{[]string{"SUNION", "s1", "nope"}, 3},       // a missing set has none
+		{[]string{"KEYS", "*"}, 4},                  // every key of the database
+		{[]string{"SCAN", "0", "COUNT", "1000"}, 4}, // every shard, and the keys in them
+		{[]string{"LREM", "l", "0", "x"}, 4},        // the list's elements
+		{[]string{"LPOS", "l", "x"}, 4},             //
+		{[]string{"LINSERT", "l", "BEFORE", "x", "y"}, 4},
+		{[]string{"COPY", "s2", "s3"}, 5},           // the copied set's members
+		{[]string{"SETRANGE", "r", "319", "x"}, 20}, // 320 bytes cleared or written
+		{[]string{"APPEND", "r", "y"}, 20},          // moved to a buffer with room: 320 bytes copied
+		{[]string{"APPEND", "r", "z"}, 0},           // then in place
+		{[]string{"GET", "r"}, 0},
+		{[]string{"HSCAN", "h", "0"}, 0}, // a small hash is one packed string
+	} {
+		if got := work(c.args...); got != c.want {
+			t.Errorf("%v: Work = %d, want %d", c.args, got, c.want)
+		}
+	}
+}

@@ -606,6 +606,7 @@ func cmdZScan(c *Call) Reply {
 	if !ok {
 		return err
 	}
+	c.Work += int64(len(z.dict)) // a page is found among all the members
 	var elems []Reply
 	if !z.big {
 		for x := z.head.level[0].forward; x != nil; x = x.level[0].forward {

@@ -132,6 +132,11 @@ type Call struct {
 	// that its numbers differ from script to script and are the same on
 	// every node. 0 starts where a freshly started redis-server does.
 	Seed uint64
+	// Work is what the command did beyond reading its arguments and building
+	// its reply, which a caller may account for (a script's budget does): one
+	// for each element it scanned, moved or copied, and one for each 16
+	// bytes it copied or cleared. Commands add to it, deterministically.
+	Work int64
 	// write is set by Command.Exec for a Write command: its lookups return
 	// objects it may change (see Store.own).
 	write bool
@@ -401,6 +406,25 @@ func (s *Store) DBSize(dbIndex int) int { return s.dbs[dbIndex].count }
 func (s *Store) KeyCounts(dbIndex int) (keys, volatile int) {
 	d := &s.dbs[dbIndex]
 	return d.count, d.volatile
+}
+
+// elements is the work of visiting o's value (Call.Work): its elements, or
+// for a string its bytes by 16.
+func (o *object) elements() int64 {
+	switch o.typ {
+	case typeHash:
+		if m := o.hashMap(); m != nil {
+			return int64(len(m))
+		}
+		return int64(len(o.str)) / 16
+	case typeList:
+		return int64(o.asList().len())
+	case typeSet:
+		return int64(len(o.asSet().m))
+	case typeZSet:
+		return int64(len(o.asZSet().dict))
+	}
+	return int64(len(o.str)) / 16
 }
 
 // clone returns a copy of o's value that shares nothing mutable with it (COPY).

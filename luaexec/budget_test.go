@@ -135,8 +135,9 @@ func TestStackOverflowInLoopIsBudgeted(t *testing.T) {
 // worstInputs are scripts that do as much work as they can for each step of
 // the budget: the attacks of issue 19 (a 16 MB string hashed as a table key,
 // APPEND in a loop, sha1hex, tonumber, assert and error_reply of 16 MB, a
-// pcall(error) loop, a reply of 1000 references to 1 MB) and the others that
-// charging only loop iterations and calls left cheap. They run against a
+// pcall(error) loop, a reply of 1000 references to 1 MB), the others that
+// charging only loop iterations and calls left cheap, and commands whose work
+// is neither their arguments nor their reply (keyspace.Call.Work). They run against a
 // keyspace holding big and big2 (equal, distinct copies), spaces, and mb,
 // one sixteenth of their size (worstHarness), and each must be stopped: by
 // the budget, or, for replies, by the reply's own charge.
@@ -169,6 +170,13 @@ var worstInputs = []struct {
 	{"Coroutines", "local co = coroutine.wrap(function() while true do coroutine.yield(1) end end) while true do co() end", false},
 	{"Loadstring", "local src = string.rep('x = 1 ', 50000) while true do loadstring(src) end", false},
 	{"Closures", "while true do local f = function() end end", false},
+	// Commands whose work is neither their arguments nor their reply.
+	{"SetrangeGrow", "for i = 1, 1000 do redis.call('del', 'r') redis.call('setrange', 'r', 5e6, 'x') end", false},
+	{"CopyAppend", "redis.call('set', 'a', redis.call('get', 'mb')) for i = 1, 1000 do redis.call('copy', 'a', 'b', 'replace') redis.call('append', 'b', 'x') end", false},
+	{"Sinter", "for i = 1, 2000 do redis.call('sadd', 's1', i) redis.call('sadd', 's2', -i) end for i = 1, 1000 do redis.call('sinter', 's1', 's2') end", false},
+	{"Keys", "for i = 1, 2000 do redis.call('set', 'k' .. i, i) end for i = 1, 1000 do redis.call('keys', 'nomatch*') end", false},
+	{"Hscan", "for i = 1, 2000 do redis.call('hset', 'h', i, i) end for i = 1, 1000 do redis.call('hscan', 'h', 0, 'count', 1) end", false},
+	{"Lrem", "for i = 1, 2000 do redis.call('rpush', 'l', i) end for i = 1, 1000 do redis.call('lrem', 'l', 0, 'nomatch') end", false},
 	{"Reply1000Refs", "local s = redis.call('get', 'mb') local t = {} for i = 1, 1000 do t[i] = s end return t", true},
 	{"ReplySelfNested", "local t = {} t[1] = t t[2] = t return t", true},
 }

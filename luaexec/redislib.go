@@ -191,7 +191,8 @@ func (v *vm) redisCall(L *lua.LState, raise bool) int {
 		return 1
 	}
 	v.chargeBytes(L, len(v.argBytes))
-	reply := v.dispatch(r, args)
+	reply, work := v.dispatch(r, args)
+	v.charge(L, work)
 	if reply.IsError() {
 		t := commandErrorTable(L, reply.Str)
 		if raise {
@@ -218,31 +219,33 @@ func elements(r keyspace.Reply) int64 {
 }
 
 // dispatch runs one command for a script, after the checks Redis's
-// scriptCall makes, in its order.
-func (v *vm) dispatch(r *run, args [][]byte) keyspace.Reply {
+// scriptCall makes, in its order. It returns the command's reply and its
+// work beyond its arguments and reply (keyspace.Call.Work), which the
+// budget is charged.
+func (v *vm) dispatch(r *run, args [][]byte) (keyspace.Reply, int64) {
 	if len(args) >= 2 && len(args[0]) == len("cluster") && strings.EqualFold(string(args[0]), "cluster") {
-		return clusterFromScript(args)
+		return clusterFromScript(args), 0
 	}
 	cmd := v.lookupScriptCommand(args)
 	if cmd == nil {
-		return keyspace.Error(errorText(errUnknownCmd))
+		return keyspace.Error(errorText(errUnknownCmd)), 0
 	}
 	if !cmd.CheckArity(len(args)) {
-		return keyspace.Error(errorText(errWrongArgs))
+		return keyspace.Error(errorText(errWrongArgs)), 0
 	}
 	if cmd.Has(keyspace.NoScript) || cmd.Run == nil {
-		return keyspace.Error(errorText(errNotAllowed))
+		return keyspace.Error(errorText(errNotAllowed)), 0
 	}
 	// PUBLISH is a write for this purpose: Redis counts may-replicate commands.
 	write := cmd.Flags&keyspace.Write != 0
 	if r.readOnly && (write || cmd.Flags&keyspace.PubSub != 0) {
-		return keyspace.Error(errorText(errWriteReadonly))
+		return keyspace.Error(errorText(errWriteReadonly)), 0
 	}
 	// Over maxmemory, a command that may grow memory is refused only while
 	// the script has written nothing: past a write it cannot be stopped
 	// half-way.
 	if r.call.DenyOOM && cmd.Has(keyspace.DenyOOM) && !r.allowOOM && !r.wrote {
-		return keyspace.Error(errorText(errOOM))
+		return keyspace.Error(errorText(errOOM)), 0
 	}
 	if write {
 		r.wrote = true
@@ -255,7 +258,7 @@ func (v *vm) dispatch(r *run, args [][]byte) keyspace.Reply {
 		r.monitor(c.DB, args)
 	}
 	c.Args = nil
-	return reply
+	return reply, c.Work
 }
 
 func (v *vm) redisSha1hex(L *lua.LState) int {
