@@ -122,6 +122,9 @@ func (b *Backend) evalRetry(ctx context.Context, s *script, keys []string, args 
 		switch {
 		case ctx.Err() != nil:
 			return nil, true, ctx.Err()
+		case errors.Is(err, lockserver.ErrClosed), errors.Is(err, redis.ErrClosed):
+			// Closed for good on this side: nothing to wait for.
+			return nil, uncertain, err
 		case refused(err):
 		case unknown(err):
 			uncertain = true

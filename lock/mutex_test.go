@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockserver/lockserver"
 	"github.com/lockserver/lockserver/lock"
 	"github.com/redis/go-redis/v9"
 )
@@ -378,5 +379,23 @@ func TestMutexFair(t *testing.T) {
 				t.Fatalf("a holder waited through %d holdings of others, want at most %d", worst, 2*holders)
 			}
 		})
+	}
+}
+
+// A Lock on a server that was closed, or through a client that was, fails
+// at once instead of retrying until its context ends, as it does for a
+// server that may come back.
+func TestMutexOnClosed(t *testing.T) {
+	tg := embeddedTarget(t)
+	ctx := testContext(t)
+	m := lock.NewMutex(tg.backend(t), "closed", nil)
+	tg.srv.Close()
+	if err := m.Lock(ctx); !errors.Is(err, lockserver.ErrClosed) {
+		t.Fatalf("Lock on a closed server = %v, want ErrClosed", err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: nodeTarget(t).srv.Addr()})
+	rdb.Close()
+	if err := lock.NewMutex(lock.Redis(rdb), "closed", nil).Lock(ctx); !errors.Is(err, redis.ErrClosed) {
+		t.Fatalf("Lock through a closed client = %v, want redis.ErrClosed", err)
 	}
 }
