@@ -37,15 +37,20 @@ func leaseEnd(sent time.Time, ttl time.Duration) time.Time {
 	return sent.Add(ttl - time.Duration(float64(ttl)*replication.SlewRate))
 }
 
-// newLease starts the holder's lease of ttl, begun by a command sent at
-// sent. With renew, a watchdog renews it every third of its ttl until ctx is
-// done or the lease is ended; without, it runs out at its end unless
-// extended. Either way Lost's channel closes once the holder can no longer
-// be sure.
-func newLease(ctx context.Context, sent time.Time, ttl time.Duration, renew func(ctx context.Context, ttl time.Duration) (bool, error)) *lease {
+// newLease starts the holder's lease, renewed to ttl: the server set it to
+// first by a command sent at sent (first is ttl but for a lock handed over by
+// an unlock, whose lease is shorter until the new holder renews it). With
+// renew, a watchdog renews it every third of its ttl, at once when first is
+// shorter, until ctx is done or the lease is ended; without, it runs out at
+// its end unless extended. Either way Lost's channel closes once the holder
+// can no longer be sure.
+func newLease(ctx context.Context, sent time.Time, first, ttl time.Duration, renew func(ctx context.Context, ttl time.Duration) (bool, error)) *lease {
 	l := &lease{
 		lost: make(chan struct{}), stop: make(chan struct{}), changed: make(chan struct{}, 1), done: make(chan struct{}),
-		ttl: ttl, deadline: leaseEnd(sent, ttl), next: sent.Add(ttl / 3),
+		ttl: ttl, deadline: leaseEnd(sent, first), next: sent.Add(ttl / 3),
+	}
+	if first < ttl {
+		l.next = sent
 	}
 	go l.watch(ctx, renew)
 	return l

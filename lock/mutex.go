@@ -65,13 +65,16 @@ func (o *Options) lease() time.Duration {
 // "redisson_lock_token:{name}", incremented by each acquisition; an unlock
 // publishes "0" on "redisson_lock__channel:{name}". Waiters queue in a list
 // at "lockserver_lock_queue:{name}", each with a key
-// "lockserver_lock_waiter:{name}:<id>" that keeps its place while it lasts.
+// "lockserver_lock_waiter:{name}:<id>" that keeps its place while it lasts;
+// an unlock that finds a waiter first in line hands the lock to it and says
+// so on "lockserver_lock__handover:{name}".
 type Mutex struct {
 	b         *Backend
 	name, id  string
 	ttl       time.Duration
 	reentrant bool
 	channel   string
+	handOver  string // the channel of hand-overs
 	// The keys of each script, in its order.
 	acquireKeys, unlockKeys, leaveKeys []string
 
@@ -87,9 +90,10 @@ func NewMutex(b *Backend, name string, opts *Options) *Mutex {
 		b: b, name: name, id: b.holderID(), ttl: opts.lease(), reentrant: opts != nil && opts.Reentrant,
 		channel: prefixName("redisson_lock__channel", name),
 	}
-	queue, entries := prefixName("lockserver_lock_queue", name), prefixName("lockserver_lock_waiter", name)
-	m.acquireKeys = []string{name, prefixName("redisson_lock_token", name), queue, entries}
-	m.unlockKeys = []string{name, m.channel}
+	m.handOver = prefixName("lockserver_lock__handover", name)
+	queue, entries, token := prefixName("lockserver_lock_queue", name), prefixName("lockserver_lock_waiter", name), prefixName("redisson_lock_token", name)
+	m.acquireKeys = []string{name, token, queue, entries}
+	m.unlockKeys = []string{name, m.channel, token, queue, entries, m.handOver}
 	m.leaveKeys = []string{name, queue, entries, m.channel}
 	return m
 }
@@ -165,9 +169,19 @@ func (m *Mutex) lock(ctx context.Context, ttl time.Duration, watchdog, wait bool
 	if wait {
 		qttl = queueLease.Milliseconds()
 	}
+	var renew func(context.Context, time.Duration) (bool, error)
+	// A lock handed over by an unlock has the lease this holder leaves in
+	// its queue entry: with a watchdog, a short one that it renews at once,
+	// so that a waiter that died leaves the lock held only briefly.
+	handOverTTL := ttl
+	if watchdog {
+		renew = m.renew
+		handOverTTL = min(ttl, queueLease)
+	}
+	var queued time.Time // when the last attempt that queued was sent
 	attempt := func() (try, error) {
 		sent := time.Now()
-		v, _, err := m.b.evalRetry(ctx, mutexAcquire, m.acquireKeys, ttl.Milliseconds(), m.id, qttl)
+		v, _, err := m.b.evalRetry(ctx, mutexAcquire, m.acquireKeys, ttl.Milliseconds(), m.id, qttl, handOverTTL.Milliseconds())
 		if err != nil {
 			return try{}, err
 		}
@@ -178,17 +192,22 @@ func (m *Mutex) lock(ctx context.Context, ttl time.Duration, watchdog, wait bool
 		n, _ := r[0].(int64)
 		first, _ := r[2].(string)
 		if n != -1 {
+			queued = sent
 			return try{wait: time.Duration(n) * time.Millisecond, first: first, free: r[1] == int64(1)}, nil
 		}
 		token, _ := r[1].(int64)
-		var renew func(context.Context, time.Duration) (bool, error)
-		if watchdog {
-			renew = m.renew
-		}
 		m.mu.Lock()
-		m.count, m.token, m.l = 1, uint64(token), newLease(ctx, sent, ttl, renew)
+		m.count, m.token, m.l = 1, uint64(token), newLease(ctx, sent, ttl, ttl, renew)
 		m.mu.Unlock()
 		return try{acquired: true, first: first}, nil
+	}
+	// handed takes a lock an unlock handed over: the hand-over ran after the
+	// last attempt that queued this holder, so its lease is counted from
+	// when that attempt was sent.
+	handed := func(token uint64) {
+		m.mu.Lock()
+		m.count, m.token, m.l = 1, token, newLease(ctx, queued, handOverTTL, ttl, renew)
+		m.mu.Unlock()
 	}
 	if !wait {
 		r, err := attempt()
@@ -201,7 +220,7 @@ func (m *Mutex) lock(ctx context.Context, ttl time.Duration, watchdog, wait bool
 		}
 		return nil
 	}
-	return m.b.waitFor(ctx, m.channel, m.id, attempt, func() { m.leave(ctx) })
+	return m.b.waitFor(ctx, m.channel, m.handOver, m.id, attempt, handed, func() { m.leave(ctx) })
 }
 
 // leave takes the holder out of the queue after it gave up waiting, and

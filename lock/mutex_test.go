@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"runtime"
 	"sync"
@@ -191,6 +192,11 @@ func TestMutexCancelWhileWaiting(t *testing.T) {
 					t.Fatal("the waiter never queued")
 				}
 				time.Sleep(5 * time.Millisecond)
+			}
+			// A Lock waiter asks for a short lease on a lock handed to it,
+			// and renews it at once.
+			if keys := tg.rdb.Keys(ctx, "lockserver_lock_waiter:{cancel}:*").Val(); len(keys) != 1 || tg.rdb.Get(ctx, keys[0]).Val() != "5000" {
+				t.Fatalf("the waiter's queue entry: %v, want one asking for a 5000 ms hand-over lease", keys)
 			}
 			cancel()
 			if err := <-done; !errors.Is(err, context.Canceled) {
@@ -397,5 +403,92 @@ func TestMutexOnClosed(t *testing.T) {
 	rdb.Close()
 	if err := lock.NewMutex(lock.Redis(rdb), "closed", nil).Lock(ctx); !errors.Is(err, redis.ErrClosed) {
 		t.Fatalf("Lock through a closed client = %v, want redis.ErrClosed", err)
+	}
+}
+
+// An unlock hands the lock to the waiter first in line in the same step. A
+// waiter that died while queued (here a queue entry with no process behind
+// it) is handed the lock with the short lease a Lock waiter asks for, so the
+// line moves on after it, not after a whole lease.
+func TestMutexHandOverToDeadWaiter(t *testing.T) {
+	for _, tg := range []target{embeddedTarget(t), nodeTarget(t)} {
+		t.Run(tg.name, func(t *testing.T) {
+			ctx := testContext(t)
+			b := tg.backend(t)
+			holder, next := lock.NewMutex(b, "ghost", nil), lock.NewMutex(b, "ghost", nil)
+			if err := holder.Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// The entry a Lock waiter leaves: its hand-over lease, 5 s.
+			tg.rdb.RPush(ctx, "lockserver_lock_queue:{ghost}", "ghost:1")
+			tg.rdb.Set(ctx, "lockserver_lock_waiter:{ghost}:ghost:1", 5000, 5*time.Second)
+			token := holder.Token()
+			if err := holder.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := tg.rdb.HGet(ctx, "ghost", "ghost:1").Val(); got != "1" {
+				t.Fatalf("after the unlock the lock is %v, want handed to the waiter first in line", tg.rdb.HGetAll(ctx, "ghost").Val())
+			}
+			if ttl := tg.rdb.PTTL(ctx, "ghost").Val(); ttl <= 0 || ttl > 5*time.Second {
+				t.Fatalf("the lease of the lock handed over is %v, want at most 5 s", ttl)
+			}
+			if got := tg.rdb.Get(ctx, "redisson_lock_token:{ghost}").Val(); got != fmt.Sprint(token+1) {
+				t.Fatalf("the token counter after the hand-over is %s, want %d", got, token+1)
+			}
+			if err := next.Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if next.Token() <= token+1 {
+				t.Fatalf("the next holder's token %d, want above the hand-over's %d", next.Token(), token+1)
+			}
+			if err := next.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// A lock handed over to a LockFor waiter keeps the lease the waiter asked
+// for, counted from when it queued: when another holder has the lock after
+// that lease ran out, the first one's Lost is closed.
+func TestMutexHandOverLease(t *testing.T) {
+	tg := nodeTarget(t)
+	ctx := testContext(t)
+	b := tg.backend(t)
+	holder, a, c := lock.NewMutex(b, "handed", nil), lock.NewMutex(b, "handed", nil), lock.NewMutex(b, "handed", nil)
+	if err := holder.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	locked := make(chan error, 1)
+	go func() { locked <- a.LockFor(ctx, 2*time.Second) }()
+	for tg.rdb.LLen(ctx, "lockserver_lock_queue:{handed}").Val() != 1 {
+		if ctx.Err() != nil {
+			t.Fatal("the waiter never queued")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	token := holder.Token()
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-locked; err != nil {
+		t.Fatal(err)
+	}
+	if a.Token() != token+1 {
+		t.Fatalf("the token of the lock handed over is %d, want %d, counted by the unlock", a.Token(), token+1)
+	}
+	if err := c.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-a.Lost():
+	default:
+		t.Fatal("another holder has the lock and the holder it was handed to still has Lost open")
+	}
+	if c.Token() <= a.Token() {
+		t.Fatalf("tokens %d then %d, want growing", a.Token(), c.Token())
+	}
+	if err := c.Unlock(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -2,7 +2,10 @@ package lock
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -39,10 +42,19 @@ type notifier struct {
 	dropped  time.Time // when dropIdle last ran
 }
 
+// How a channel's messages wake its waiters.
+type wakeKind int
+
+const (
+	wakeAll  wakeKind = iota // every message wakes every waiter
+	wakeOne                  // "0" wakes one waiter (a Mutex's unlock channel)
+	handOver                 // "<id> <token>" hands the lock to waiter id
+)
+
 // A channel is the state of one subscribed channel.
 type channel struct {
 	name    string
-	wakeOne bool          // "0" wakes one waiter (a Mutex's channel)
+	kind    wakeKind
 	ready   chan struct{} // closed when the server confirms the subscription
 	live    bool
 	waiters []*waiter // in the order they joined
@@ -52,9 +64,10 @@ type channel struct {
 
 // A waiter is one caller waiting for a channel's messages.
 type waiter struct {
-	id   string // holder id ("" for a waiter that is not in a queue)
-	ch   *channel
-	wake chan struct{} // one pending wake-up at most
+	id     string // holder id ("" for a waiter that is not in a queue)
+	ch     *channel
+	wake   chan struct{} // one pending wake-up at most
+	handed atomic.Uint64 // the token of a lock handed over to it, or 0
 }
 
 func newNotifier(ps *redis.PubSub) *notifier {
@@ -63,7 +76,7 @@ func newNotifier(ps *redis.PubSub) *notifier {
 
 // join adds a waiter for name. With subscribe false it joins only if the
 // subscription is live, returning nil otherwise. live reports that it was.
-func (n *notifier) join(name, id string, wakeOne, subscribe bool) (w *waiter, live bool) {
+func (n *notifier) join(name, id string, kind wakeKind, subscribe bool) (w *waiter, live bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
@@ -74,7 +87,7 @@ func (n *notifier) join(name, id string, wakeOne, subscribe bool) (w *waiter, li
 		if !subscribe {
 			return nil, false
 		}
-		c = &channel{name: name, wakeOne: wakeOne, ready: make(chan struct{})}
+		c = &channel{name: name, kind: kind, ready: make(chan struct{})}
 		n.channels[name] = c
 		// Subscribe only writes the command; the confirmation comes to run.
 		n.ps.Subscribe(context.Background(), name)
@@ -190,7 +203,18 @@ func (n *notifier) run() {
 
 // deliver wakes the waiters a message is for.
 func (c *channel) deliver(payload string) {
-	if !c.wakeOne || payload != "0" {
+	if c.kind == handOver {
+		id, token, _ := strings.Cut(payload, " ")
+		n, err := strconv.ParseUint(token, 10, 64)
+		for _, w := range c.waiters {
+			if w.id == id && err == nil && n > 0 {
+				w.handed.Store(n)
+				w.poke()
+			}
+		}
+		return
+	}
+	if c.kind != wakeOne || payload != "0" {
 		c.wakeAll()
 		return
 	}

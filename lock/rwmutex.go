@@ -139,7 +139,7 @@ func (rw *RWMutex) acquire(ctx context.Context, write, wait bool) error {
 		defer rw.mu.Unlock()
 		*count++
 		if *lp == nil {
-			*lp = newLease(ctx, sent, rw.ttl, rw.renewer(write))
+			*lp = newLease(ctx, sent, rw.ttl, rw.ttl, rw.renewer(write))
 		} else {
 			(*lp).extended(sent, rw.ttl)
 		}
@@ -157,7 +157,7 @@ func (rw *RWMutex) acquire(ctx context.Context, write, wait bool) error {
 		}
 		return nil
 	}
-	return rw.b.waitFor(ctx, rw.channel, "", attempt, abandon)
+	return rw.b.waitFor(ctx, rw.channel, "", "", attempt, nil, abandon)
 }
 
 // renewer returns the watchdog's renewal of one mode: RedissonWriteLock's

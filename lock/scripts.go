@@ -45,7 +45,8 @@ func suffixName(name, suffix string) string {
 // mutexAcquire takes the lock when it is free and no live waiter is ahead
 // of the caller, counting a new token. KEYS lock, token counter, queue,
 // queue entry prefix; ARGV lease ms, holder id, queue entry lease ms (0: do
-// not queue, as TryLock). {-1, token, next waiter or ""} when taken; else
+// not queue, as TryLock), the lease ms of a lock handed over to it (kept in
+// its queue entry). {-1, token, next waiter or ""} when taken; else
 // {ms to wait, 0, first waiter or ""} with the lock's lease left, or, while
 // the lock is free but it is another waiter's turn, {that waiter's entry's
 // lease left, 1, that waiter}. A holder that finds its own id
@@ -72,7 +73,7 @@ if ARGV[3] ~= '0' then
     redis.call('lrem', KEYS[3], 0, ARGV[2])
     redis.call('rpush', KEYS[3], ARGV[2])
   end
-  redis.call('set', entry(ARGV[2]), 1, 'px', ARGV[3])
+  redis.call('set', entry(ARGV[2]), ARGV[4], 'px', ARGV[3])
   redis.call('pexpire', KEYS[3], ARGV[3])
   head = redis.call('lindex', KEYS[3], 0)
 end
@@ -82,13 +83,33 @@ if wait == -2 and head then
 end
 return {wait, free, head or ''}`)
 
-// mutexUnlock releases the lock its holder has entered once and wakes the
-// waiters with RedissonLock's unlock message. KEYS lock, channel; ARGV
-// holder id. 1 when released, 0 when the holder did not hold it.
+// mutexUnlock releases the lock its holder has entered once. When a live
+// waiter is first in line, the lock passes to it in the same step, with a
+// new token and the lease the waiter asked for (short when it renews at
+// once), and "<waiter> <token>" goes to the Mutex's hand-over channel: the hand-off is
+// one write, and the lock is never free for anyone to overtake the line
+// (Redisson's waiters are owed no message: for them the lock stayed taken).
+// Otherwise it wakes the waiters with RedissonLock's unlock message. KEYS
+// lock, channel, token counter, queue, queue entry prefix, hand-over
+// channel; ARGV holder id. 1 when released, 0 when the holder did not hold
+// it.
 var mutexUnlock = newScript(`if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
 redis.call('del', KEYS[1])
+local head = redis.call('lpop', KEYS[4])
+while head do
+  local lease = redis.call('get', KEYS[5] .. ':' .. head)
+  if lease then
+    redis.call('del', KEYS[5] .. ':' .. head)
+    local token = redis.call('incr', KEYS[3])
+    redis.call('hset', KEYS[1], head, 1)
+    redis.call('pexpire', KEYS[1], lease)
+    redis.call('publish', KEYS[6], head .. ' ' .. token)
+    return 1
+  end
+  head = redis.call('lpop', KEYS[4])
+end
 redis.call('publish', KEYS[2], 0)
 return 1`)
 

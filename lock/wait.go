@@ -25,17 +25,34 @@ type try struct {
 
 // waitFor calls attempt until it acquires, sleeping between tries until a
 // message on channel or the fallback timer wakes it. A holder id joins the
-// Mutex protocol: a message wakes one waiter, the one first in line; with
-// "" every message wakes every waiter. When ctx is done, or attempt fails,
-// abandon is called to undo what an attempt whose outcome is unknown may
-// have done.
-func (b *Backend) waitFor(ctx context.Context, channel, id string, attempt func() (try, error), abandon func()) error {
+// Mutex protocol: a message on channel wakes one waiter, the one first in
+// line, and an unlock may hand the lock over on handOver, calling handed
+// with its token; with "" every message wakes every waiter. When ctx is
+// done, or attempt fails, abandon is called to undo what an attempt whose
+// outcome is unknown, or a hand-over not yet heard of, may have done.
+func (b *Backend) waitFor(ctx context.Context, channel, handOverChannel, id string, attempt func() (try, error), handed func(token uint64), abandon func()) error {
 	n := b.notifier()
-	wakeOne := id != ""
+	kind := wakeAll
+	if id != "" {
+		kind = wakeOne
+	}
 	// Join first if the subscription is live: no message published after
 	// the attempt below can then pass this waiter by.
-	w, live := n.join(channel, id, wakeOne, false)
+	w, live := n.join(channel, id, kind, false)
 	defer func() { n.leave(w) }()
+	var h *waiter
+	var handedOver <-chan struct{}
+	if handOverChannel != "" {
+		// Subscribed before the first attempt can queue this waiter, so
+		// that no hand-over passes it by (but the first time, which the
+		// next attempt finds).
+		h, _ = n.join(handOverChannel, id, handOver, true)
+		if h == nil {
+			return errClosed
+		}
+		defer n.leave(h)
+		handedOver = h.wake
+	}
 	for {
 		r, err := attempt()
 		if err != nil {
@@ -43,17 +60,17 @@ func (b *Backend) waitFor(ctx context.Context, channel, id string, attempt func(
 			return err
 		}
 		if r.acquired {
-			if w != nil && wakeOne {
+			if w != nil && kind == wakeOne {
 				n.first(w, r.first, false)
 			}
 			return nil
 		}
 		if w == nil {
-			if w, live = n.join(channel, id, wakeOne, true); w == nil {
+			if w, live = n.join(channel, id, kind, true); w == nil {
 				return errClosed
 			}
 		}
-		if wakeOne {
+		if kind == wakeOne {
 			n.first(w, r.first, r.free)
 		}
 		d := maxWait
@@ -67,6 +84,12 @@ func (b *Backend) waitFor(ctx context.Context, channel, id string, attempt func(
 		t := time.NewTimer(d)
 		select {
 		case <-w.wake:
+		case <-handedOver:
+			if token := h.handed.Load(); token != 0 {
+				t.Stop()
+				handed(token)
+				return nil
+			}
 		case <-ready:
 			// Subscribed: a message from now on reaches this waiter, but
 			// one may have come since the attempt, so try again now.
