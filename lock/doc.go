@@ -67,8 +67,10 @@
 // re-entry keeps its holding's token (RFencedLock counts a new one), and Go
 // waiters queue (see below) where Redisson's RLock waiters do not, so a
 // Redisson waiter may overtake Go waiters but never holds the lock with
-// them. Waiters are woken through PUBLISH and SUBSCRIBE, not Redis Cluster's
-// sharded SPUBLISH.
+// them. An unlock that hands the lock to a queued Go waiter publishes no
+// unlock message: for a Redisson waiter the lock never became free. Waiters
+// are woken through PUBLISH and SUBSCRIBE, not Redis Cluster's sharded
+// SPUBLISH.
 //
 // # Waiting
 //
