@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -334,5 +335,46 @@ func TestMetricsRaftThroughLeaderKill(t *testing.T) {
 	// It cannot reach the stopped member.
 	if up := nm.value("lockserver_raft_follower_reachable", "member", leader.opts.Cluster.NodeID); up != 0 {
 		t.Errorf("the stopped member's reachable: %v", up)
+	}
+}
+
+// Error codes are counted one by one up to 128, as Redis's errorstats, and
+// the rest only in the total: a script can make up any number of codes, and
+// each would be a line of INFO and a series of the metrics.
+func TestErrorCodesAreBounded(t *testing.T) {
+	s := open(t, lockserver.Options{})
+	hs := httptest.NewServer(s.Handler(nil))
+	defer hs.Close()
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	defer rdb.Close()
+	errorReplies := func() int {
+		stats := rdb.Info(ctx, "stats").Val()
+		_, v, _ := strings.Cut(stats, "total_error_replies:")
+		n, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(v, "\r\n", 2)[0]))
+		if err != nil {
+			t.Fatalf("total_error_replies in %q: %v", stats, err)
+		}
+		return n
+	}
+	before := errorReplies()
+	for i := range 200 {
+		if _, err := s.Do(ctx, "EVAL", "return redis.error_reply(ARGV[1])", 0, "CODE"+strconv.Itoa(i)+" made up"); err == nil {
+			t.Fatal("error_reply replied no error")
+		}
+	}
+	if n := errorReplies() - before; n != 200 {
+		t.Errorf("total_error_replies grew by %d, want 200", n)
+	}
+	info, err := rdb.Info(ctx, "errorstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(info, "errorstat_"); n != 128 {
+		t.Errorf("INFO errorstats has %d codes, want 128", n)
+	}
+	m := scrape(t, hs.URL+"/metrics")
+	if n := len(m["lockserver_error_replies_total"].GetMetric()); n != 128 {
+		t.Errorf("%d error series, want 128", n)
 	}
 }
