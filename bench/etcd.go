@@ -76,7 +76,7 @@ func startEtcd(ctx context.Context, b *bench) (*instance, error) {
 	}
 	return &instance{
 		etcd: []string{leader},
-		cpu:  processesCPU(procs),
+		cpu:  processesCPU(func() []*process { return procs }),
 		stop: stopAll,
 	}, nil
 }

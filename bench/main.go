@@ -52,6 +52,8 @@ type config struct {
 	workloads        []string
 	requests         int
 	held             int
+	growth           []int // held-growth's sizes
+	expire           int   // held-growth's mass expiry
 	repeat           int
 	jsonPath         string
 	plotPath         string
@@ -65,26 +67,30 @@ type preset struct {
 	duration, warmup time.Duration
 	clients          string
 	requests, held   int
+	growth           string
+	expire           int
 }
 
 var (
-	fullPreset  = preset{duration: 5 * time.Second, warmup: time.Second, clients: "1,16,50,256", requests: 200000, held: 1000000}
-	quickPreset = preset{duration: 500 * time.Millisecond, warmup: 150 * time.Millisecond, clients: "1,16,50,256", requests: 10000, held: 100000}
-	smokePreset = preset{duration: 100 * time.Millisecond, warmup: 30 * time.Millisecond, clients: "1,4", requests: 500, held: 2000}
+	fullPreset  = preset{duration: 5 * time.Second, warmup: time.Second, clients: "1,16,50,256", requests: 200000, held: 1000000, growth: "1000000,5000000", expire: 1000000}
+	quickPreset = preset{duration: 500 * time.Millisecond, warmup: 150 * time.Millisecond, clients: "1,16,50,256", requests: 10000, held: 100000, growth: "100000,300000", expire: 100000}
+	smokePreset = preset{duration: 100 * time.Millisecond, warmup: 30 * time.Millisecond, clients: "1,4", requests: 500, held: 2000, growth: "2000,5000", expire: 2000}
 )
 
 func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	cfg := &config{}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var systemList, workloadList, clientList string
+	var systemList, workloadList, clientList, growthList string
 	fs.DurationVar(&cfg.duration, "duration", fullPreset.duration, "measured `time` of each point (after the warm-up)")
 	fs.DurationVar(&cfg.warmup, "warmup", fullPreset.warmup, "warm-up `time` before each point, not counted")
 	fs.StringVar(&clientList, "clients", fullPreset.clients, "concurrent client `counts`, comma-separated")
 	fs.StringVar(&systemList, "systems", "all", "`systems` to run, comma-separated: "+strings.Join(systemNames(), ","))
-	fs.StringVar(&workloadList, "workloads", "all", "`workloads` to run, comma-separated: "+strings.Join(workloadNames(), ","))
+	fs.StringVar(&workloadList, "workloads", "all", "`workloads` to run, comma-separated: "+strings.Join(workloadNames(), ",")+" (all: every one but held-growth, unless --smoke)")
 	fs.IntVar(&cfg.requests, "requests", fullPreset.requests, "redis-benchmark requests per test (-n)")
 	fs.IntVar(&cfg.held, "held", fullPreset.held, "held locks at the end of the scale workload")
+	fs.StringVar(&growthList, "growth", fullPreset.growth, "held-growth: the held-lock `counts` it loads and measures at, comma-separated")
+	fs.IntVar(&cfg.expire, "expire", fullPreset.expire, "held-growth: how many locks expire together in its mass expiry")
 	fs.IntVar(&cfg.repeat, "repeat", 1, "measure each point `n` times, the systems taking turns, and keep each system's median run (a busy host moves single runs by a third)")
 	fs.StringVar(&cfg.jsonPath, "json", "", "write the results as JSON to `file`")
 	fs.StringVar(&cfg.plotPath, "plot", "", "write an SVG chart to `file`")
@@ -122,16 +128,30 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		if !set["held"] {
 			cfg.held = p.held
 		}
+		if !set["growth"] {
+			growthList = p.growth
+		}
+		if !set["expire"] {
+			cfg.expire = p.expire
+		}
 	}
 	var err error
 	if cfg.clients, err = parseCounts(clientList); err != nil {
 		return nil, fmt.Errorf("--clients: %w", err)
+	}
+	if cfg.growth, err = parseSizes(growthList); err != nil {
+		return nil, fmt.Errorf("--growth: %w", err)
 	}
 	if cfg.systems, err = choose(systemList, systemNames()); err != nil {
 		return nil, fmt.Errorf("--systems: %w", err)
 	}
 	if cfg.workloads, err = choose(workloadList, workloadNames()); err != nil {
 		return nil, fmt.Errorf("--workloads: %w", err)
+	}
+	// held-growth loads millions of locks and restarts servers for the best
+	// part of an hour: it runs when named, or at --smoke's sizes.
+	if workloadList == "all" && !cfg.smoke {
+		cfg.workloads = slices.DeleteFunc(cfg.workloads, func(w string) bool { return w == "held-growth" })
 	}
 	switch {
 	case cfg.duration <= 0:
@@ -142,6 +162,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, errors.New("--requests must be positive")
 	case cfg.held < 1000:
 		return nil, errors.New("--held must be at least 1000")
+	case cfg.expire < 1000:
+		return nil, errors.New("--expire must be at least 1000")
 	case cfg.repeat < 1:
 		return nil, errors.New("--repeat must be at least 1")
 	}
@@ -154,6 +176,22 @@ func parseCounts(list string) ([]int, error) {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 || n > 10000 {
 			return nil, fmt.Errorf("%q is not a client count from 1 to 10000", f)
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// parseSizes parses held-lock counts, in increasing order.
+func parseSizes(list string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1000 || n > 100_000_000 {
+			return nil, fmt.Errorf("%q is not a count from 1000 to 100000000", f)
 		}
 		if !slices.Contains(out, n) {
 			out = append(out, n)
@@ -380,7 +418,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Config: map[string]string{
 			"duration": cfg.duration.String(), "warmup": cfg.warmup.String(),
 			"clients": fmt.Sprint(cfg.clients), "requests": strconv.Itoa(cfg.requests),
-			"held": strconv.Itoa(cfg.held),
+			"held": strconv.Itoa(cfg.held), "growth": fmt.Sprint(cfg.growth), "expire": strconv.Itoa(cfg.expire),
 		},
 	}
 	b.progress.start(len(chosenSystems) * stepsPerSystem)

@@ -39,9 +39,26 @@ func writeMarkdown(path, plotPath, note string, rep *report) error {
 	}
 
 	b.WriteString("## Table\n\n")
-	cells := tableCells(rep.Rows, 160)
-	b.WriteString("| " + strings.Join(tableHeader, " | ") + " |\n|")
-	for range tableHeader {
+	writeMarkdownTable(&b, tableHeader, tableCells(rep.Rows, 160))
+	b.WriteString("\n")
+	if cells := growthCells(rep.Rows, 300); len(cells) > 0 {
+		b.WriteString("## held-growth\n\n")
+		writeMarkdownTable(&b, growthHeader, cells)
+		b.WriteString("\n")
+	}
+	writeLegend(&b, rep, true)
+	b.WriteString("\n## Targets (shown, not asserted)\n\n")
+	writeTargets(&b, rep.Targets, true)
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("write markdown: %w", err)
+	}
+	return nil
+}
+
+// writeMarkdownTable writes cells under header as a Markdown table.
+func writeMarkdownTable(b *strings.Builder, header []string, cells [][]string) {
+	b.WriteString("| " + strings.Join(header, " | ") + " |\n|")
+	for range header {
 		b.WriteString("---|")
 	}
 	b.WriteString("\n")
@@ -51,14 +68,6 @@ func writeMarkdown(path, plotPath, note string, rep *report) error {
 		}
 		b.WriteString("| " + strings.Join(line, " | ") + " |\n")
 	}
-	b.WriteString("\n")
-	writeLegend(&b, rep, true)
-	b.WriteString("\n## Targets (shown, not asserted)\n\n")
-	writeTargets(&b, rep.Targets, true)
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		return fmt.Errorf("write markdown: %w", err)
-	}
-	return nil
 }
 
 func orNone(s, none string) string {

@@ -158,9 +158,15 @@ func (p *process) stop() {
 	}
 }
 
-// waitReady polls ready until it succeeds, the process exits, or ctx ends.
+// waitReady polls ready until it succeeds, the process exits, or ctx ends,
+// for at most 30 seconds.
 func (p *process) waitReady(ctx context.Context, ready func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	return p.waitReadyFor(ctx, 30*time.Second, ready)
+}
+
+// waitReadyFor is waitReady for at most limit.
+func (p *process) waitReadyFor(ctx context.Context, limit time.Duration, ready func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	for {
 		err := ready(ctx)

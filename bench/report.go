@@ -34,6 +34,20 @@ type row struct {
 	CPUPerOp float64 `json:"cpu_seconds_per_op,omitempty"`
 	CPUScope string  `json:"cpu_scope,omitempty"`
 
+	// A held-growth row (see growth.go): the event, how long it took and
+	// what the members caught up in, the clients' throughput before it
+	// (Value is during it), their longest request and errors in it, whether
+	// the leader changed, and each member's RSS and their disk in all.
+	Event         string        `json:"event,omitempty"`
+	Took          time.Duration `json:"took_ns,omitempty"`
+	CatchUp       time.Duration `json:"catch_up_ns,omitempty"`
+	Normal        float64       `json:"normal_per_second,omitempty"`
+	Longest       time.Duration `json:"longest_ns,omitempty"`
+	Errors        int           `json:"errors,omitempty"`
+	LeaderChanges *int          `json:"leader_changes,omitempty"`
+	RSS           [3]int64      `json:"rss_bytes"` // one per member, up to three
+	Disk          int64         `json:"disk_bytes,omitempty"`
+
 	Ratio *ratios `json:"ratio_to_redis,omitempty"`
 	// Status is "" for a measurement, "error" or "n/a".
 	Status string `json:"status,omitempty"`
@@ -300,7 +314,7 @@ var tableHeader = []string{"workload", "setting", "system", "throughput", "x red
 func tableCells(rows []row, maxNote int) [][]string {
 	var out [][]string
 	for _, r := range rows {
-		if r.Status == "n/a" {
+		if r.Status == "n/a" || r.Workload == "held-growth" {
 			continue
 		}
 		note := r.Note
@@ -361,10 +375,57 @@ func writeTable(w io.Writer, header []string, cells [][]string, grouped bool) {
 	}
 }
 
+var growthHeader = []string{"system", "held", "event", "took", "caught up", "ops/s during", "x before", "p99", "longest", "errors", "leader changes", "B/lock", "RSS MB", "disk MB", "note"}
+
+// growthCells renders the held-growth rows.
+func growthCells(rows []row, maxNote int) [][]string {
+	var out [][]string
+	for _, r := range rows {
+		if r.Workload != "held-growth" || r.Status == "n/a" {
+			continue
+		}
+		note := strings.ReplaceAll(r.Note, "\n", " ")
+		if r.Status == "error" {
+			note = "ERROR: " + note
+		}
+		if len(note) > maxNote {
+			note = note[:maxNote-3] + "..."
+		}
+		line := []string{r.System, fmtCount(r.Held), r.Event, fmtDur(r.Took), fmtDur(r.CatchUp), "-", "-", fmtDur(r.P99), fmtDur(r.Longest), "-", "-", "-", "-", "-", note}
+		if r.Status == "" {
+			if r.Unit == "ops/s" {
+				line[5] = fmtRate(r.Value, r.Unit)
+				if r.Normal > 0 {
+					line[6] = fmtRatio(r.Value / r.Normal)
+				}
+				line[9] = strconv.Itoa(r.Errors)
+			}
+			if r.LeaderChanges != nil {
+				line[10] = strconv.Itoa(*r.LeaderChanges)
+			}
+			if r.Unit == "B/lock" {
+				line[11] = fmt.Sprintf("%.0f", r.Value)
+			}
+			if r.RSS[0] > 0 {
+				line[12] = fmtMB(r.RSS)
+			}
+			if r.Disk > 0 {
+				line[13] = strconv.FormatInt(r.Disk>>20, 10)
+			}
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
 // writeText prints the whole report for a person at a terminal.
 func writeText(w io.Writer, rep *report) {
 	fmt.Fprintf(w, "\nlockserver bench, %s, %s\n%s\n\n", rep.Date, rep.Machine.summary(), rep.Command)
 	writeTable(w, tableHeader, tableCells(rep.Rows, 70), true)
+	if cells := growthCells(rep.Rows, 70); len(cells) > 0 {
+		fmt.Fprintln(w, "\nheld-growth:")
+		writeTable(w, growthHeader, cells, true)
+	}
 	fmt.Fprintln(w)
 	writeLegend(w, rep, false)
 }

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -52,7 +53,57 @@ type instance struct {
 	sameServerAs string
 	// only names the workloads the system can run, when not all.
 	only []string
-	stop func()
+	// members are the server processes, which the held-growth workload
+	// stops and starts again; nil for a system that runs in the bench.
+	members []*member
+	stop    func()
+}
+
+// member is a server process that can be stopped and started again with
+// the same arguments and the same data.
+type member struct {
+	name, dir, bin string
+	args, env      []string
+	addr           string // its client address
+	// data is where the server keeps what it persists: a directory, or the
+	// directory of a file (redis-server's dump.rdb).
+	data string
+
+	mu   sync.Mutex
+	proc *process
+}
+
+// start starts the member's process.
+func (m *member) start() error {
+	p, err := startProcessEnv(m.dir, m.name, m.bin, m.env, m.args...)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.proc = p
+	m.mu.Unlock()
+	return nil
+}
+
+// process returns the member's current process.
+func (m *member) process() *process {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.proc
+}
+
+// stop stops the member's process: SIGTERM, then SIGKILL after five seconds.
+func (m *member) stop() { m.process().stop() }
+
+// processes returns the current process of each member.
+func processes(members []*member) func() []*process {
+	return func() []*process {
+		ps := make([]*process, len(members))
+		for i, m := range members {
+			ps[i] = m.process()
+		}
+		return ps
+	}
 }
 
 // skipError means a system cannot run here; its text says why and how to fix it.
@@ -173,15 +224,15 @@ func startRedis(durable bool) func(ctx context.Context, b *bench) (*instance, er
 		}
 		_, port, _ := strings.Cut(addr, ":")
 		args = append([]string{"--port", port, "--bind", "127.0.0.1", "--dir", dir, "--daemonize", "no"}, args...)
-		p, err := startProcess(dir, name, bin, args...)
-		if err != nil {
+		m := &member{name: name, dir: dir, bin: bin, args: args, addr: addr, data: dir}
+		if err := m.start(); err != nil {
 			return nil, err
 		}
-		if err := p.waitReady(ctx, pingReady(addr)); err != nil {
-			p.stop()
+		if err := m.process().waitReady(ctx, pingReady(addr)); err != nil {
+			m.stop()
 			return nil, err
 		}
-		inst := serverInstance(addr, []*process{p})
+		inst := serverInstance(addr, []*member{m})
 		inst.memory = func(ctx context.Context) (int64, string, error) {
 			return usedMemory(ctx, inst.client(1), nil, "")
 		}
@@ -190,24 +241,26 @@ func startRedis(durable bool) func(ctx context.Context, b *bench) (*instance, er
 }
 
 // serverInstance describes RESP servers running as processes, reached at addr.
-func serverInstance(addr string, procs []*process) *instance {
+func serverInstance(addr string, members []*member) *instance {
 	return &instance{
 		client:     tcpClient(addr),
 		subscriber: tcpSubscriber(addr),
 		addr:       addr,
-		cpu:        processesCPU(procs),
+		cpu:        processesCPU(processes(members)),
+		members:    members,
 		stop: func() {
-			for _, p := range procs {
-				p.stop()
+			for _, m := range members {
+				m.stop()
 			}
 		},
 	}
 }
 
-func processesCPU(procs []*process) func() (time.Duration, error) {
+// processesCPU returns the CPU time used by the processes current returns.
+func processesCPU(current func() []*process) func() (time.Duration, error) {
 	return func() (time.Duration, error) {
 		var total time.Duration
-		for _, p := range procs {
+		for _, p := range current() {
 			d, err := procCPU(p.pid())
 			if err != nil {
 				return 0, err
@@ -299,15 +352,15 @@ func startLockserverEnv(ctx context.Context, b *bench, env []string) (*instance,
 	if err != nil {
 		return nil, err
 	}
-	p, err := startProcessEnv(dir, "lockserver", bin, env, "--addr", addr, "--log-level", "warn")
-	if err != nil {
+	m := &member{name: "lockserver", dir: dir, bin: bin, env: env, args: []string{"--addr", addr, "--log-level", "warn"}, addr: addr}
+	if err := m.start(); err != nil {
 		return nil, err
 	}
-	if err := p.waitReady(ctx, pingReady(addr)); err != nil {
-		p.stop()
+	if err := m.process().waitReady(ctx, pingReady(addr)); err != nil {
+		m.stop()
 		return nil, err
 	}
-	return lockserverInstance(addr, []*process{p}), nil
+	return lockserverInstance(addr, []*member{m}), nil
 }
 
 // startLockserverMetrics starts a single node that serves metrics, and
@@ -359,11 +412,12 @@ func startLockserverUntracked(ctx context.Context, b *bench) (*instance, error) 
 }
 
 // lockserverInstance is serverInstance with memory read from INFO, or from the
-// leader's resident set size while the server does not report used_memory.
-func lockserverInstance(addr string, procs []*process) *instance {
-	inst := serverInstance(addr, procs)
+// first member's resident set size while the server does not report
+// used_memory.
+func lockserverInstance(addr string, members []*member) *instance {
+	inst := serverInstance(addr, members)
 	inst.memory = func(ctx context.Context) (int64, string, error) {
-		return usedMemory(ctx, inst.client(1), func() (int64, error) { return procRSS(procs[0].pid()) }, "RSS delta")
+		return usedMemory(ctx, inst.client(1), func() (int64, error) { return procRSS(members[0].process().pid()) }, "RSS delta")
 	}
 	return inst
 }
@@ -409,10 +463,10 @@ func startLockserverCluster(ctx context.Context, b *bench) (*instance, error) {
 	for i := range nodes {
 		voters = append(voters, ids[i]+"="+raftAddrs[i])
 	}
-	var procs []*process
+	var members []*member
 	stopAll := func() {
-		for _, p := range procs {
-			p.stop()
+		for _, m := range members {
+			m.stop()
 		}
 	}
 	for i := range nodes {
@@ -421,8 +475,9 @@ func startLockserverCluster(ctx context.Context, b *bench) (*instance, error) {
 			stopAll()
 			return nil, err
 		}
+		data := filepath.Join(dir, "data")
 		args := []string{"--addr", addrs[i], "--node-id", ids[i], "--raft-addr", raftAddrs[i],
-			"--data-dir", filepath.Join(dir, "data"), "--log-level", "warn"}
+			"--data-dir", data, "--log-level", "warn"}
 		switch {
 		case bootstrapList:
 			args = append(args, "--bootstrap", strings.Join(voters, ","))
@@ -431,23 +486,23 @@ func startLockserverCluster(ctx context.Context, b *bench) (*instance, error) {
 		default:
 			args = append(args, "--join", addrs[0])
 		}
-		p, err := startProcess(dir, "lockserver-"+ids[i], bin, args...)
-		if err != nil {
+		m := &member{name: "lockserver-" + ids[i], dir: dir, bin: bin, args: args, addr: addrs[i], data: data}
+		if err := m.start(); err != nil {
 			stopAll()
 			return nil, err
 		}
-		procs = append(procs, p)
+		members = append(members, m)
 		if i == 0 || bootstrapList {
 			continue
 		}
 		// A joining node needs the first one serving.
-		if err := procs[0].waitReady(ctx, writeReady(addrs[0])); err != nil {
+		if err := members[0].process().waitReady(ctx, writeReady(addrs[0])); err != nil {
 			stopAll()
 			return nil, fmt.Errorf("cluster: first node: %w", err)
 		}
 	}
-	for i, p := range procs {
-		if err := p.waitReady(ctx, writeReady(addrs[i])); err != nil {
+	for i, m := range members {
+		if err := m.process().waitReady(ctx, writeReady(addrs[i])); err != nil {
 			stopAll()
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
@@ -461,7 +516,7 @@ func startLockserverCluster(ctx context.Context, b *bench) (*instance, error) {
 	}
 	// Measure a whole cluster: a joining member counts once the leader lists
 	// it as a replica (INFO replication, as Redisson reads it).
-	err = procs[leader].waitReady(ctx, func(ctx context.Context) error {
+	err = members[leader].process().waitReady(ctx, func(ctx context.Context) error {
 		v, err := infoField(ctx, addrs[leader], "replication", "connected_slaves")
 		if err != nil {
 			return nil // a server that does not say cannot be waited for
@@ -476,8 +531,8 @@ func startLockserverCluster(ctx context.Context, b *bench) (*instance, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	// The leader first, so that memory and RSS are read where the writes land.
-	procs[0], procs[leader] = procs[leader], procs[0]
-	return lockserverInstance(addrs[leader], procs), nil
+	members[0], members[leader] = members[leader], members[0]
+	return lockserverInstance(addrs[leader], members), nil
 }
 
 // writeReady succeeds once a node accepts a write, which in a cluster means a

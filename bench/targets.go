@@ -108,7 +108,74 @@ func targets(rows []row) []target {
 		}
 		out = append(out, t)
 	}
-	return out
+	return append(out, growthTargets(rows)...)
+}
+
+// growthRow returns system's held-growth row of event at held locks.
+func growthRow(rows []row, system, event string, held int) (row, bool) {
+	for _, r := range rows {
+		if r.Workload == "held-growth" && r.System == system && r.Event == event && r.Held == held && r.Status == "" {
+			return r, true
+		}
+	}
+	return row{}, false
+}
+
+// growthTargets sets the goals of the issue on millions of held locks
+// beside the held-growth rows at the largest count both systems reached.
+func growthTargets(rows []row) []target {
+	const ls, rs = "lockserver-raft3", "redis"
+	held := 0
+	for _, r := range rows {
+		if _, ok := growthRow(rows, rs, "snapshot", r.Held); ok && r.Workload == "held-growth" && r.System == ls && r.Event == "snapshot" && r.Status == "" {
+			held = max(held, r.Held)
+		}
+	}
+	at := fmtCount(held)
+	var out []target
+	compare := func(goal string, events []string, redisEvent string, figure func(row) time.Duration) {
+		t := target{Goal: goal, Status: "not measured"}
+		theirs, ok := growthRow(rows, rs, redisEvent, held)
+		var parts []string
+		worst := time.Duration(0)
+		for _, e := range events {
+			ours, okE := growthRow(rows, ls, e, held)
+			ok = ok && okE
+			worst = max(worst, figure(ours))
+			parts = append(parts, e+" "+fmtDur(figure(ours)))
+		}
+		if ok {
+			t.Measured = fmt.Sprintf("%s; redis-server's %s %s", strings.Join(parts, ", "), redisEvent, fmtDur(figure(theirs)))
+			t.Status = metIf(worst <= figure(theirs))
+		}
+		out = append(out, t)
+	}
+	longest := func(r row) time.Duration { return r.Longest }
+	took := func(r row) time.Duration { return r.Took }
+	compare("at "+at+" held locks no request on the leader waits longer during a snapshot (its own or a follower's) than redis-server's longest during BGSAVE",
+		[]string{"snapshot", "follower snapshot"}, "snapshot", longest)
+	t := target{Goal: "at " + at + " held locks the leader's throughput during a snapshot >= 50% of before", Status: "not measured"}
+	if r, ok := growthRow(rows, ls, "snapshot", held); ok && r.Normal > 0 {
+		t.Measured = fmt.Sprintf("%s of %s: %.2fx", fmtRate(r.Value, r.Unit), fmtRate(r.Normal, r.Unit), r.Value/r.Normal)
+		t.Status = metIf(r.Value >= r.Normal/2)
+	}
+	out = append(out, t)
+	compare("at "+at+" held locks a member's restart, and the whole cluster's, no slower than redis-server's restart from its RDB",
+		[]string{"follower restart", "cluster restart"}, "restart", took)
+	compare("simultaneous expiries reclaimed no slower than redis-server", []string{"mass expiry"}, "mass expiry", took)
+	t = target{Goal: "no leader change in any held-growth event but the whole cluster's restart", Status: "not measured"}
+	changes, events := 0, 0
+	for _, r := range rows {
+		if r.Workload == "held-growth" && r.System == ls && r.LeaderChanges != nil {
+			changes += *r.LeaderChanges
+			events++
+		}
+	}
+	if events > 0 {
+		t.Measured = fmt.Sprintf("%d leader changes in %d events", changes, events)
+		t.Status = metIf(changes == 0)
+	}
+	return append(out, t)
 }
 
 func metIf(ok bool) string {

@@ -1,0 +1,721 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The held-growth workload loads millions of held locks into a system and
+// runs lock clients through what a large state costs a server: a snapshot
+// (BGSAVE for redis-server) on the leader and on a follower, a follower's
+// restart, the whole cluster's restart (redis-server's restart from its
+// RDB), and a mass expiry of locks that all expire at one moment. For each
+// event it reports how long it took, the clients' throughput against the
+// seconds before, their p99 and their longest request (the longest stall),
+// errors, and whether the cluster's leader changed (its term moved); at each
+// size, memory per lock, every member's RSS and what it keeps on disk.
+
+// growthClients is how many lock clients run through the events, the issue's
+// count.
+const growthClients = 16
+
+// growthSkip says why a system cannot run held-growth: it restarts the
+// server's processes, and compares with redis-server's snapshots.
+func growthSkip(inst *instance) string {
+	switch {
+	case inst.members == nil:
+		return "runs in the bench process: nothing to restart"
+	case inst.sameServerAs != "":
+		return "same server as " + inst.sameServerAs
+	case inst.etcd != nil:
+		return "etcd's mutex is not a Redis hash lock"
+	case len(inst.members) == 1 && !strings.HasPrefix(inst.members[0].name, "redis"):
+		return "a single lockserver node keeps nothing on disk to snapshot or restart from"
+	case inst.members[0].name == "redis-aof":
+		return "redis (RDB) is the row to compare with"
+	}
+	return ""
+}
+
+// growth is one system's run of the workload.
+type growth struct {
+	b       *bench
+	sys     system
+	inst    *instance
+	cluster bool // a lockserver cluster; else a redis-server
+	prefix  string
+	held    int // locks loaded so far
+	mem0    int64
+	rec     *opRecorder
+	quiet   time.Duration // the window of normal operation before each event
+}
+
+func runGrowth(ctx context.Context, b *bench, sys system, inst *instance) []row {
+	g := &growth{b: b, sys: sys, inst: inst, cluster: len(inst.members) > 1, prefix: b.prefix(),
+		quiet: max(b.cfg.duration, 300*time.Millisecond)}
+	var rows []row
+	mem0, _, err := settledMemory(ctx, inst)
+	if err != nil {
+		return []row{g.row("load", 0).failed(err)}
+	}
+	g.mem0 = mem0
+	for _, size := range b.cfg.growth {
+		b.progress.step(fmt.Sprintf("%s loading %s held locks", sys.name, fmtCount(size)))
+		r, err := g.load(ctx, size)
+		rows = append(rows, r)
+		if err != nil {
+			return rows
+		}
+		b.progress.step(fmt.Sprintf("%s events at %s held locks", sys.name, fmtCount(size)))
+		rows = append(rows, g.events(ctx)...)
+		if ctx.Err() != nil {
+			return rows
+		}
+	}
+	b.progress.step(fmt.Sprintf("%s mass expiry of %s locks", sys.name, fmtCount(b.cfg.expire)))
+	return append(rows, g.massExpiry(ctx))
+}
+
+// growthSteps is how many progress steps the workload takes on one system.
+func growthSteps(b *bench) int { return 2*len(b.cfg.growth) + 1 }
+
+func (g *growth) row(event string, held int) row {
+	return row{Workload: "held-growth", System: g.sys.name, Clients: growthClients, Held: held, Event: event}
+}
+
+// leader returns the member that leads (redis-server's only member).
+func (g *growth) leader(ctx context.Context) (*member, error) {
+	if !g.cluster {
+		return g.inst.members[0], nil
+	}
+	for _, m := range g.inst.members {
+		st, err := clusterStatus(ctx, m.addr)
+		if err == nil && st["state"] == "leader" {
+			return m, nil
+		}
+	}
+	return nil, errors.New("no member says it leads")
+}
+
+// term returns the highest Raft term any member reports (0 for redis-server).
+func (g *growth) term(ctx context.Context) uint64 {
+	var top uint64
+	if !g.cluster {
+		return 0
+	}
+	for _, m := range g.inst.members {
+		if st, err := clusterStatus(ctx, m.addr); err == nil {
+			t, _ := strconv.ParseUint(st["term"], 10, 64)
+			top = max(top, t)
+		}
+	}
+	return top
+}
+
+// load grows the held locks to size, then measures memory, RSS and disk.
+func (g *growth) load(ctx context.Context, size int) (row, error) {
+	r := g.row("load", size)
+	start := time.Now()
+	if err := loadHeldLocks(ctx, g.inst, g.b.owner(0), g.prefix, g.held, size); err != nil {
+		return r.failed(err), err
+	}
+	r.Took = time.Since(start)
+	g.held = size
+	if g.cluster {
+		// Every member holds the locks before they are measured.
+		if err := g.caughtUp(ctx, nil); err != nil {
+			return r.failed(err), err
+		}
+	}
+	mem, how, err := settledMemory(ctx, g.inst)
+	if err != nil {
+		return r.failed(err), err
+	}
+	r.Value, r.Unit, r.Note = float64(mem-g.mem0)/float64(size), "B/lock", how
+	r.RSS, r.Disk = g.rss(), g.disk()
+	return r, nil
+}
+
+// rss returns every member's resident set size.
+func (g *growth) rss() [3]int64 {
+	var out [3]int64
+	for i, m := range g.inst.members[:min(3, len(g.inst.members))] {
+		out[i], _ = procRSS(m.process().pid())
+	}
+	return out
+}
+
+// disk returns the bytes every member keeps on disk.
+func (g *growth) disk() int64 {
+	var total int64
+	for _, m := range g.inst.members {
+		filepath.WalkDir(m.data, func(path string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() && !strings.HasSuffix(path, ".log") {
+				if info, err := d.Info(); err == nil {
+					total += info.Size()
+				}
+			}
+			return nil
+		})
+	}
+	return total
+}
+
+// events runs the lock clients through each event at the current size.
+func (g *growth) events(ctx context.Context) []row {
+	rec, err := g.startClients(ctx)
+	if err != nil {
+		return []row{g.row("clients", g.held).failed(err)}
+	}
+	defer rec.stop()
+	var rows []row
+	if g.cluster {
+		rows = append(rows,
+			g.event(ctx, "snapshot", true, g.snapshot(true)),
+			g.event(ctx, "follower snapshot", true, g.snapshot(false)),
+			g.event(ctx, "follower restart", true, g.followerRestart),
+			g.event(ctx, "cluster restart", false, g.clusterRestart))
+	} else {
+		rows = append(rows,
+			g.event(ctx, "snapshot", true, g.bgsave),
+			g.event(ctx, "restart", false, g.redisRestart))
+	}
+	return rows
+}
+
+// eventFunc runs an event and returns how long it took, how long the
+// cluster then took to catch up, and a note.
+type eventFunc func(ctx context.Context) (took, catchUp time.Duration, note string, err error)
+
+// event measures the lock clients in a quiet window, then while run runs
+// (for as long as the quiet window at least). sameLeader says the event must
+// not change the leader.
+func (g *growth) event(ctx context.Context, name string, sameLeader bool, run eventFunc) row {
+	r := g.row(name, g.held)
+	term := g.term(ctx)
+	g.rec.begin()
+	sleepCtx(ctx, g.quiet)
+	t0 := time.Now()
+	took, catchUp, note, err := run(ctx)
+	// An event shorter than the quiet window is measured over as long.
+	t1 := time.Now()
+	if t1.Before(t0.Add(g.quiet)) {
+		t1 = t0.Add(g.quiet)
+	}
+	sleepCtx(ctx, time.Until(t1)+min(g.quiet, time.Second))
+	ops, errs := g.rec.end()
+	if err != nil {
+		return r.failed(err)
+	}
+	r.Took, r.CatchUp, r.Note = took, catchUp, note
+	r.fillWindow(ops, errs, t0, t1)
+	if g.cluster && sameLeader {
+		changes := int(g.term(ctx) - term)
+		r.LeaderChanges = &changes
+	}
+	return r
+}
+
+// fillWindow sets the throughput before t0 (Normal) and in [t0, t1] (Value),
+// the p99 of the requests that ended in [t0, t1], the longest request that
+// overlapped it, and the errors in it.
+func (r *row) fillWindow(ops []opRecord, errs []time.Time, t0, t1 time.Time) {
+	var before, during int
+	var first time.Time
+	var hist histogram
+	for _, op := range ops {
+		end := time.Unix(0, op.end)
+		begin := end.Add(-time.Duration(op.took))
+		if first.IsZero() || begin.Before(first) {
+			first = begin
+		}
+		switch {
+		case end.Before(t0):
+			before++
+		case !end.After(t1):
+			during++
+			hist.record(time.Duration(op.took))
+		}
+		if !end.Before(t0) && !begin.After(t1) {
+			r.Longest = max(r.Longest, time.Duration(op.took))
+		}
+	}
+	if !first.IsZero() && first.Before(t0) {
+		r.Normal = float64(before) / t0.Sub(first).Seconds()
+	}
+	if d := t1.Sub(t0).Seconds(); d > 0 {
+		r.Value, r.Unit = float64(during)/d, "ops/s"
+	}
+	r.P99 = hist.quantile(0.99)
+	for _, e := range errs {
+		if !e.Before(t0) && !e.After(t1) {
+			r.Errors++
+		}
+	}
+}
+
+// snapshot has a member take a snapshot: the leader, or a follower while
+// the clients use the leader.
+func (g *growth) snapshot(onLeader bool) eventFunc {
+	return func(ctx context.Context) (time.Duration, time.Duration, string, error) {
+		l, err := g.leader(ctx)
+		if err != nil {
+			return 0, 0, "", err
+		}
+		m := l
+		if !onLeader {
+			m = g.follower(l)
+		}
+		c := newGoRedis(&redis.Options{Addr: m.addr, ReadTimeout: 10 * time.Minute}, 1)
+		defer c.close()
+		start := time.Now()
+		if _, err := c.do(ctx, "LOCKSERVER", "SNAPSHOT"); err != nil {
+			return 0, 0, "", fmt.Errorf("LOCKSERVER SNAPSHOT on %s: %w", m.name, err)
+		}
+		return time.Since(start), 0, "on " + m.name, nil
+	}
+}
+
+// follower returns a member other than l.
+func (g *growth) follower(l *member) *member {
+	for _, m := range g.inst.members {
+		if m != l {
+			return m
+		}
+	}
+	return l
+}
+
+// bgsave has redis-server write its RDB in a forked child, and waits for it.
+func (g *growth) bgsave(ctx context.Context) (time.Duration, time.Duration, string, error) {
+	c := newGoRedis(&redis.Options{Addr: g.inst.members[0].addr}, 1)
+	defer c.close()
+	start := time.Now()
+	if _, err := c.do(ctx, "BGSAVE"); err != nil {
+		return 0, 0, "", fmt.Errorf("BGSAVE: %w", err)
+	}
+	for {
+		v, err := c.do(ctx, "INFO", "persistence")
+		if err != nil {
+			return 0, 0, "", err
+		}
+		s, _ := v.(string)
+		if busy, _ := infoValue(s, "rdb_bgsave_in_progress"); busy == "0" {
+			if status, _ := infoValue(s, "rdb_last_bgsave_status"); status != "ok" {
+				return 0, 0, "", fmt.Errorf("BGSAVE: rdb_last_bgsave_status:%s", status)
+			}
+			took := time.Since(start)
+			fork, err := infoField(ctx, g.inst.members[0].addr, "stats", "latest_fork_usec")
+			if err != nil {
+				return 0, 0, "", err
+			}
+			return took, 0, "fork " + fork + " µs", nil
+		}
+		if !sleepCtx(ctx, 10*time.Millisecond) {
+			return 0, 0, "", ctx.Err()
+		}
+	}
+}
+
+// followerRestart stops a follower and starts it again: took is until it
+// answers, catch-up until it has applied what the leader had then.
+func (g *growth) followerRestart(ctx context.Context) (time.Duration, time.Duration, string, error) {
+	l, err := g.leader(ctx)
+	if err != nil {
+		return 0, 0, "", err
+	}
+	f := g.follower(l)
+	f.stop()
+	start := time.Now()
+	if err := f.start(); err != nil {
+		return 0, 0, "", err
+	}
+	if err := f.process().waitReadyFor(ctx, 30*time.Minute, statusReady(f.addr)); err != nil {
+		return 0, 0, "", err
+	}
+	took := time.Since(start)
+	if err := g.caughtUp(ctx, []*member{f}); err != nil {
+		return 0, 0, "", err
+	}
+	return took, time.Since(start), f.name, nil
+}
+
+// clusterRestart stops every member and starts them all again: took is until
+// the first write succeeds, catch-up until every member has applied it.
+func (g *growth) clusterRestart(ctx context.Context) (time.Duration, time.Duration, string, error) {
+	var wg sync.WaitGroup
+	for _, m := range g.inst.members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.stop()
+		}()
+	}
+	wg.Wait()
+	start := time.Now()
+	for _, m := range g.inst.members {
+		if err := m.start(); err != nil {
+			return 0, 0, "", err
+		}
+	}
+	if err := g.inst.members[0].process().waitReadyFor(ctx, 30*time.Minute, writeReady(g.inst.members[0].addr)); err != nil {
+		return 0, 0, "", err
+	}
+	took := time.Since(start)
+	if err := g.caughtUp(ctx, nil); err != nil {
+		return 0, 0, "", err
+	}
+	return took, time.Since(start), "", nil
+}
+
+// redisRestart stops redis-server (which saves nothing on the way: no save
+// points) and starts it again, to load the RDB of the last BGSAVE: took is
+// until it accepts a write.
+func (g *growth) redisRestart(ctx context.Context) (time.Duration, time.Duration, string, error) {
+	m := g.inst.members[0]
+	m.stop()
+	start := time.Now()
+	if err := m.start(); err != nil {
+		return 0, 0, "", err
+	}
+	if err := m.process().waitReadyFor(ctx, 30*time.Minute, writeReady(m.addr)); err != nil {
+		return 0, 0, "", err
+	}
+	return time.Since(start), 0, "from the RDB", nil
+}
+
+// caughtUp waits until each member of ms (every member when nil) has
+// applied what the leader had applied when it began to wait.
+func (g *growth) caughtUp(ctx context.Context, ms []*member) error {
+	if ms == nil {
+		ms = g.inst.members
+	}
+	var target uint64
+	for deadline := time.Now().Add(30 * time.Minute); ; {
+		for _, m := range g.inst.members {
+			if st, err := clusterStatus(ctx, m.addr); err == nil && st["state"] == "leader" && target == 0 {
+				target, _ = strconv.ParseUint(st["applied_index"], 10, 64)
+			}
+		}
+		done := target > 0
+		for _, m := range ms {
+			st, err := clusterStatus(ctx, m.addr)
+			applied, _ := strconv.ParseUint(st["applied_index"], 10, 64)
+			if err != nil || applied < target {
+				done = false
+			}
+		}
+		if done {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("the members did not catch up within 30 minutes")
+		}
+		if !sleepCtx(ctx, 20*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
+// massExpiry adds locks that all expire at one moment and measures how long
+// the system takes to reclaim them after it, with the clients running, and
+// the members' RSS before, at the moment and after.
+func (g *growth) massExpiry(ctx context.Context) row {
+	n := g.b.cfg.expire
+	r := g.row("mass expiry", g.held)
+	prefix := g.prefix + ":exp"
+	start := time.Now()
+	if err := loadHeldLocks(ctx, g.inst, g.b.owner(0), prefix, 0, n); err != nil {
+		return r.failed(err)
+	}
+	// They expire together once their deadlines are set, after as long
+	// again as loading them took, by the server's clock (a cluster's log
+	// clock, which never jumps forward, may run behind the wall clock after
+	// the cluster's restart).
+	now, err := g.serverTime(ctx)
+	if err != nil {
+		return r.failed(err)
+	}
+	at := now.Add(time.Since(start) + time.Second)
+	if err := expireAt(ctx, g.inst, prefix, n, at); err != nil {
+		return r.failed(err)
+	}
+	if now, err := g.serverTime(ctx); err != nil || !now.Before(at) {
+		return r.failed(fmt.Errorf("setting the deadlines took past them (%v, %v)", now.Sub(at), err))
+	}
+	rss0 := g.rss()
+	rec, err := g.startClients(ctx)
+	if err != nil {
+		return r.failed(err)
+	}
+	defer rec.stop()
+	g.rec.begin()
+	term := g.term(ctx)
+	for {
+		now, err := g.serverTime(ctx)
+		if err != nil {
+			g.rec.end()
+			return r.failed(err)
+		}
+		if !now.Before(at) {
+			break
+		}
+		sleepCtx(ctx, min(at.Sub(now), 20*time.Millisecond))
+	}
+	t0 := time.Now()
+	want := g.held + growthClients + 1 // the held locks, the clients' own and the bench's ready key
+	var reclaimed time.Time
+	for deadline := t0.Add(30 * time.Minute); reclaimed.IsZero(); {
+		keys, err := g.keys(ctx)
+		switch {
+		case err != nil:
+			g.rec.end()
+			return r.failed(err)
+		case keys <= want:
+			reclaimed = time.Now()
+		case time.Now().After(deadline):
+			g.rec.end()
+			return r.failed(fmt.Errorf("%d keys left 30 minutes after the expiry", keys))
+		default:
+			sleepCtx(ctx, 20*time.Millisecond)
+		}
+	}
+	rss1 := g.rss()
+	sleepCtx(ctx, 5*time.Second)
+	ops, errs := g.rec.end()
+	r.fillWindow(ops, errs, t0, reclaimed)
+	r.Took = reclaimed.Sub(t0)
+	rss2 := g.rss()
+	r.RSS = rss2
+	r.Note = fmt.Sprintf("%s locks expired together; RSS (MB) before, when reclaimed, 5 s later: %s, %s, %s",
+		fmtCount(n), fmtMB(rss0), fmtMB(rss1), fmtMB(rss2))
+	if g.cluster {
+		changes := int(g.term(ctx) - term)
+		r.LeaderChanges = &changes
+	}
+	return r
+}
+
+// serverTime returns the leader's clock (TIME).
+func (g *growth) serverTime(ctx context.Context) (time.Time, error) {
+	l, err := g.leader(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	c := newGoRedis(&redis.Options{Addr: l.addr}, 1)
+	defer c.close()
+	v, err := c.do(ctx, "TIME")
+	parts, ok := v.([]any)
+	if err != nil || !ok || len(parts) != 2 {
+		return time.Time{}, fmt.Errorf("TIME: %v %v", v, err)
+	}
+	sec, err1 := strconv.ParseInt(fmt.Sprint(parts[0]), 10, 64)
+	usec, err2 := strconv.ParseInt(fmt.Sprint(parts[1]), 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return time.Time{}, fmt.Errorf("TIME: %w", err)
+	}
+	return time.Unix(sec, usec*1000), nil
+}
+
+// keys returns the number of keys of database 0 on every member: the most
+// any member still holds.
+func (g *growth) keys(ctx context.Context) (int, error) {
+	top := 0
+	for _, m := range g.inst.members {
+		v, err := infoField(ctx, m.addr, "keyspace", "db0")
+		if err != nil {
+			return 0, err
+		}
+		k, _, _ := strings.Cut(strings.TrimPrefix(v, "keys="), ",")
+		n, err := strconv.Atoi(k)
+		if err != nil {
+			return 0, fmt.Errorf("INFO keyspace db0:%s", v)
+		}
+		top = max(top, n)
+	}
+	return top, nil
+}
+
+// fmtMB formats each member's RSS in megabytes.
+func fmtMB(rss [3]int64) string {
+	var parts []string
+	for _, v := range rss {
+		if v > 0 {
+			parts = append(parts, strconv.FormatInt(v>>20, 10))
+		}
+	}
+	return strings.Join(parts, "/")
+}
+
+// expireAt sets the deadline of the locks [0, n) of prefix to at.
+func expireAt(ctx context.Context, inst *instance, prefix string, n int, at time.Time) error {
+	c, ok := inst.client(4).(*goRedis)
+	if !ok {
+		return errors.New("expire locks: needs a go-redis client for pipelines")
+	}
+	defer c.close()
+	const batch = 1000
+	for i := 0; i < n; i += batch {
+		p := c.c.Pipeline()
+		for j := i; j < min(i+batch, n); j++ {
+			p.PExpireAt(ctx, fmt.Sprintf("%s:held:%08d", prefix, j), at)
+		}
+		if _, err := p.Exec(ctx); err != nil {
+			return fmt.Errorf("expire locks: %w", err)
+		}
+	}
+	return nil
+}
+
+// clusterStatus reads LOCKSERVER STATUS from the member at addr.
+func clusterStatus(ctx context.Context, addr string) (map[string]string, error) {
+	c := newGoRedis(&redis.Options{Addr: addr, DialTimeout: time.Second, ReadTimeout: 2 * time.Second}, 1)
+	defer c.close()
+	v, err := c.do(ctx, "LOCKSERVER", "STATUS")
+	if err != nil {
+		return nil, err
+	}
+	flat, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("LOCKSERVER STATUS replied %T", v)
+	}
+	st := map[string]string{}
+	for i := 0; i+1 < len(flat); i += 2 {
+		st[fmt.Sprint(flat[i])] = fmt.Sprint(flat[i+1])
+	}
+	return st, nil
+}
+
+// statusReady succeeds once a member answers LOCKSERVER STATUS.
+func statusReady(addr string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := clusterStatus(ctx, addr)
+		return err
+	}
+}
+
+// opRecord is one lock operation: when it ended (Unix nanoseconds) and how
+// long it took.
+type opRecord struct{ end, took int64 }
+
+// opRecorder runs the lock clients and records their operations between
+// begin and end.
+type opRecorder struct {
+	mu        sync.Mutex
+	recording bool
+	ops       []opRecord
+	errs      []time.Time
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+}
+
+// startClients starts growthClients lock clients on the leader, each locking
+// and unlocking its own key with Redisson's scripts; after an error a client
+// deletes its key, since the lock's state is then unknown, and goes on.
+func (g *growth) startClients(ctx context.Context) (*opRecorder, error) {
+	l, err := g.leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rec := &opRecorder{}
+	ctx, rec.cancel = context.WithCancel(ctx)
+	c := tcpClient(l.addr)(growthClients)
+	var started atomic.Int32
+	for i := range growthClients {
+		key := fmt.Sprintf("%s:client:%d", g.prefix, i)
+		keys := []string{key, redissonChannel(key)}
+		owner := g.b.owner(i)
+		rec.wg.Add(1)
+		go func() {
+			defer rec.wg.Done()
+			started.Add(1)
+			for ctx.Err() == nil {
+				start := time.Now()
+				acquired, _, err := g.b.redissonTryLock(ctx, c, key, owner)
+				if err == nil && !acquired {
+					err = errors.New("redisson_lock.lua: a free key is held")
+				}
+				if err == nil {
+					rec.observe(start)
+					start = time.Now()
+					err = g.b.redissonUnlock(ctx, c, keys, owner)
+				}
+				if err == nil {
+					rec.observe(start)
+					continue
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				rec.failed()
+				for ctx.Err() == nil {
+					if _, err := c.do(ctx, "DEL", key); err == nil {
+						break
+					}
+					sleepCtx(ctx, 50*time.Millisecond)
+				}
+			}
+		}()
+	}
+	g.rec = rec
+	go func() {
+		rec.wg.Wait()
+		c.close()
+	}()
+	for started.Load() < growthClients {
+		time.Sleep(time.Millisecond)
+	}
+	return rec, nil
+}
+
+func (rec *opRecorder) observe(start time.Time) {
+	end := time.Now()
+	rec.mu.Lock()
+	if rec.recording {
+		rec.ops = append(rec.ops, opRecord{end: end.UnixNano(), took: int64(end.Sub(start))})
+	}
+	rec.mu.Unlock()
+}
+
+func (rec *opRecorder) failed() {
+	rec.mu.Lock()
+	if rec.recording {
+		rec.errs = append(rec.errs, time.Now())
+	}
+	rec.mu.Unlock()
+}
+
+// begin starts recording, afresh.
+func (rec *opRecorder) begin() {
+	rec.mu.Lock()
+	rec.recording, rec.ops, rec.errs = true, nil, nil
+	rec.mu.Unlock()
+}
+
+// end stops recording and returns what was recorded.
+func (rec *opRecorder) end() ([]opRecord, []time.Time) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.recording = false
+	ops, errs := rec.ops, rec.errs
+	rec.ops, rec.errs = nil, nil
+	slices.SortFunc(ops, func(a, b opRecord) int { return int(a.end - b.end) })
+	return ops, errs
+}
+
+// stop stops the clients and waits for them.
+func (rec *opRecorder) stop() {
+	rec.cancel()
+	rec.wg.Wait()
+}
