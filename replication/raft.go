@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -68,11 +69,17 @@ type RaftOptions struct {
 	// HeartbeatTimeout and ElectionTimeout default to 500 ms, CommitTimeout to 5 ms.
 	// A leader that hears from no majority for HeartbeatTimeout steps down.
 	HeartbeatTimeout, ElectionTimeout, CommitTimeout time.Duration
-	// SnapshotThreshold is how many entries since the last snapshot start the
-	// next one (default 16384); TrailingLogs how many stay in the log after it
-	// (default 10240), so that a briefly lagging follower catches up from the log.
+	// A snapshot starts once the log written since the last one holds
+	// SnapshotLogBytes (default 64 MB) and half as many bytes as that
+	// snapshot: a large state is snapshotted rarely, and a restart replays
+	// at most about half its size of log. SnapshotThreshold, when set, starts
+	// one after as many entries too. After a snapshot the log keeps the
+	// entries written since the one before, and at least TrailingLogs
+	// (default 10240), so that a follower that fell behind by less catches up
+	// from the log rather than by receiving a snapshot.
+	SnapshotLogBytes                int64
 	SnapshotThreshold, TrailingLogs uint64
-	// SnapshotInterval is how often the threshold is checked (default 30 s).
+	// SnapshotInterval is how often SnapshotThreshold is checked (default 30 s).
 	SnapshotInterval time.Duration
 	// ForwardWait is how long a follower waits for a reachable leader before it
 	// answers CLUSTERDOWN (default 3 s).
@@ -111,8 +118,11 @@ func (o RaftOptions) withDefaults() RaftOptions {
 	def(&o.SnapshotInterval, 30*time.Second)
 	def(&o.ForwardWait, 3*time.Second)
 	def(&o.JoinTimeout, time.Minute)
+	if o.SnapshotLogBytes <= 0 {
+		o.SnapshotLogBytes = 64 << 20
+	}
 	if o.SnapshotThreshold == 0 {
-		o.SnapshotThreshold = 16384
+		o.SnapshotThreshold = math.MaxUint64 // by bytes alone (see snapshotLoop)
 	}
 	if o.TrailingLogs == 0 {
 		o.TrailingLogs = 10240
@@ -173,6 +183,10 @@ type Raft struct {
 	sm      atomic.Pointer[StateMachine]
 	members atomic.Pointer[map[string]string] // node id -> client address; replaced, never modified
 	applied atomic.Uint64                     // index of the last entry the FSM applied
+	// logBytes counts the bytes of the log entries applied; snapMark is its
+	// value at the last snapshot, whose applied index is snapIndex and size
+	// in bytes snapSize (see snapshotLoop).
+	logBytes, snapMark, snapIndex, snapSize atomic.Uint64
 	// sweepTime is the time this node spent looking for expired keys and
 	// applying sweeps, in nanoseconds (see expireCycle); ret returns what
 	// sweeps free to the operating system.
@@ -360,7 +374,7 @@ func NewRaft(opts RaftOptions) (*Raft, error) {
 		r.closeStores()
 		return nil, fmt.Errorf("replication: open node %s: %w", opts.NodeID, err)
 	}
-	for _, loop := range []func(){r.waitLoop, r.verifyLoop, r.fwd.loop, r.leadershipLoop, r.expireLoop, r.registerLoop, r.promoteLoop, r.replicaLoop} {
+	for _, loop := range []func(){r.waitLoop, r.verifyLoop, r.fwd.loop, r.leadershipLoop, r.expireLoop, r.snapshotLoop, r.registerLoop, r.promoteLoop, r.replicaLoop} {
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()

@@ -37,6 +37,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		if l.Type == raft.LogCommand {
 			r.applyLog(l)
 		}
+		r.logBytes.Add(uint64(len(l.Data)))
 	}
 	r.applied.Store(logs[len(logs)-1].Index)
 	r.fwd.passed(logs[len(logs)-1].Index)
@@ -172,7 +173,8 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	r := (*Raft)(f)
 	defer rc.Close()
-	sm, members, applied, err := readSnapshot(rc, r)
+	read := &counter{r: rc}
+	sm, members, applied, err := readSnapshot(read, r)
 	if err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
@@ -180,6 +182,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	r.sm.Store(sm)
 	r.members.Store(&members)
 	r.applied.Store(applied)
+	r.snapshotted(r.logBytes.Load(), applied, read.n)
 	// The relayed requests whose entries the snapshot holds are never
 	// applied here.
 	r.fwd.passed(applied)
@@ -195,11 +198,12 @@ const snapshotMagic = "LKSNAP\x00\x02"
 
 // raftSnapshot is the engine's state as freeze found it.
 type raftSnapshot struct {
-	r       *Raft
-	applied uint64
-	last    int64
-	members map[string]string // replaced, never modified (Raft.members)
-	sm      smSnapshot
+	r        *Raft
+	logBytes uint64 // Raft.logBytes then
+	applied  uint64
+	last     int64
+	members  map[string]string // replaced, never modified (Raft.members)
+	sm       smSnapshot
 	// began, for a snapshot raft takes, is when; Persist counts it in r's
 	// metrics.
 	began time.Time
@@ -208,7 +212,7 @@ type raftSnapshot struct {
 // freeze takes the engine's state for a snapshot. smMu is held.
 func (r *Raft) freeze() *raftSnapshot {
 	sm := r.sm.Load()
-	return &raftSnapshot{r: r, applied: r.applied.Load(), last: sm.LastTime(), members: *r.members.Load(), sm: sm.freeze()}
+	return &raftSnapshot{r: r, logBytes: r.logBytes.Load(), applied: r.applied.Load(), last: sm.LastTime(), members: *r.members.Load(), sm: sm.freeze()}
 }
 
 // header encodes the applied index, the log clock's last stamp and the
@@ -231,33 +235,42 @@ func (s *raftSnapshot) write(w io.Writer) error { return s.sm.write(w, s.header(
 
 // Persist writes the snapshot to raft's sink, beside Apply.
 func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
-	cw := &countingWriter{w: sink}
-	if err := s.write(cw); err != nil {
+	written := &counter{w: sink}
+	if err := s.write(written); err != nil {
 		sink.Cancel()
 		return fmt.Errorf("persist snapshot: %w", err)
 	}
 	if err := sink.Close(); err != nil {
 		return err
 	}
-	if r := s.r; !s.began.IsZero() {
+	r := s.r
+	r.snapshotted(s.logBytes, s.applied, written.n)
+	if !s.began.IsZero() {
 		took := time.Since(s.began)
 		r.metrics.snapshots.Add(1)
 		r.metrics.snapshotTime.Observe(int64(took))
-		r.metrics.snapshotBytes.Store(cw.n)
-		r.log.Info("snapshot taken", "event", "snapshot", "id", sink.ID(), "index", s.applied, "bytes", cw.n, "duration", took)
+		r.metrics.snapshotBytes.Store(int64(written.n))
+		r.log.Info("snapshot taken", "event", "snapshot", "id", sink.ID(), "index", s.applied, "bytes", written.n, "duration", took)
 	}
 	return nil
 }
 
-// countingWriter counts what it writes.
-type countingWriter struct {
+// counter counts the bytes read from r or written to w.
+type counter struct {
+	r io.Reader
 	w io.Writer
-	n int64
+	n uint64
 }
 
-func (c *countingWriter) Write(b []byte) (int, error) {
-	n, err := c.w.Write(b)
-	c.n += int64(n)
+func (c *counter) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += uint64(n)
+	return n, err
+}
+
+func (c *counter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += uint64(n)
 	return n, err
 }
 

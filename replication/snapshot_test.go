@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/lockserver/lockserver/keyspace"
@@ -186,4 +187,50 @@ func TestSnapshotCorruptRefused(t *testing.T) {
 	n.snaps = good
 	n.restart()
 	c.eventually("the node restarts with the snapshot unchanged", func() bool { return same(localGet(n, "key1"), keyspace.Bulk("v")) })
+}
+
+// A node snapshots by the bytes of log written since its last snapshot:
+// once they reach SnapshotLogBytes and half that snapshot's size, and not
+// before. After it, the log keeps the entries written since the snapshot
+// before.
+func TestSnapshotsByLogBytes(t *testing.T) {
+	const minLog = 16 << 10
+	c := newTestClusterWith(t, 3, RaftOptions{SnapshotLogBytes: minLog, TrailingLogs: 1})
+	l := c.leader()
+	value := strings.Repeat("v", 1000)
+	// A state of about 200 kB, written in 50 entries.
+	for i := range 50 {
+		cmd := []string{"MSET"}
+		for j := range 4 {
+			cmd = append(cmd, fmt.Sprint("big", i, ":", j), value)
+		}
+		wantReply(t, "MSET", do(l, 0, cmd...), keyspace.OK)
+	}
+	c.eventually("a snapshot of the state", func() bool { return l.eng.snapSize.Load() > 200_000 })
+	first, size := l.eng.snapIndex.Load(), l.eng.snapSize.Load()
+	// Small writes, under half the snapshot's size in all: no snapshot.
+	written := 0
+	for i := 0; uint64(written) < size/2-20_000; i++ {
+		wantReply(t, "SET", do(l, 0, "SET", fmt.Sprint("small", i), value), keyspace.OK)
+		written += len(value)
+	}
+	time.Sleep(2 * snapshotCheck)
+	if got := l.eng.snapIndex.Load(); got != first {
+		t.Fatalf("a snapshot at index %d after %d bytes of log; the last one, at %d, had %d", got, written, first, size)
+	}
+	// The first snapshot kept every entry written before it: none before.
+	if lo, _ := l.store.FirstIndex(); lo != 1 {
+		t.Fatalf("the first snapshot, at %d, compacted the log to %d", first, lo)
+	}
+	// Past half its size: a snapshot, which keeps in the log the entries
+	// written since the first one.
+	for i := 0; uint64(written) < size/2+20_000; i++ {
+		wantReply(t, "SET", do(l, 0, "SET", fmt.Sprint("more", i), value), keyspace.OK)
+		written += len(value)
+	}
+	c.eventually("the next snapshot", func() bool { return l.eng.snapIndex.Load() > first })
+	c.eventually("the log compacted to the entries since the first snapshot", func() bool {
+		lo, _ := l.store.FirstIndex()
+		return lo > 1 && lo <= first+1
+	})
 }

@@ -1,0 +1,54 @@
+package replication
+
+import (
+	"errors"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// snapshotCheck is how often snapshotLoop looks at the log.
+const snapshotCheck = time.Second
+
+// snapshotLoop takes a snapshot once the log written since the last one
+// holds SnapshotLogBytes and half as many bytes as that snapshot (see
+// RaftOptions): a snapshot costs about its size to write, and a restart
+// replays the log written since, so the two stay in proportion however
+// large the state grows.
+func (r *Raft) snapshotLoop() {
+	t := time.NewTicker(snapshotCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+			if r.logBytes.Load()-r.snapMark.Load() >= max(uint64(r.opts.SnapshotLogBytes), r.snapSize.Load()/2) {
+				r.snapshot()
+			}
+		}
+	}
+}
+
+// snapshot takes a snapshot, after which the log keeps the entries written
+// since the last one (and at least TrailingLogs): a follower that fell
+// behind by less than that catches up from the log.
+func (r *Raft) snapshot() {
+	rc := r.raft.ReloadableConfig()
+	rc.TrailingLogs = max(r.opts.TrailingLogs, r.applied.Load()-r.snapIndex.Load())
+	if err := r.raft.ReloadConfig(rc); err != nil {
+		r.log.Warn("setting the log entries kept after a snapshot failed", "err", err)
+	}
+	err := r.raft.Snapshot().Error()
+	if err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) && !r.closed.Load() {
+		r.log.Warn("snapshot failed", "err", err)
+	}
+}
+
+// snapshotted records a snapshot taken, or restored, when logBytes of the
+// log had been applied, holding the entries up to index in size bytes.
+func (r *Raft) snapshotted(logBytes, index, size uint64) {
+	r.snapMark.Store(logBytes)
+	r.snapIndex.Store(index)
+	r.snapSize.Store(size)
+}
