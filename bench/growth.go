@@ -94,18 +94,21 @@ func (g *growth) row(event string, held int) row {
 	return row{Workload: "held-growth", System: g.sys.name, Clients: growthClients, Held: held, Event: event}
 }
 
-// leader returns the member that leads (redis-server's only member).
+// leader returns the member that leads (redis-server's only member),
+// waiting up to a minute for an election.
 func (g *growth) leader(ctx context.Context) (*member, error) {
 	if !g.cluster {
 		return g.inst.members[0], nil
 	}
-	for _, m := range g.inst.members {
-		st, err := clusterStatus(ctx, m.addr)
-		if err == nil && st["state"] == "leader" {
-			return m, nil
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); sleepCtx(ctx, 50*time.Millisecond) {
+		for _, m := range g.inst.members {
+			st, err := clusterStatus(ctx, m.addr)
+			if err == nil && st["state"] == "leader" {
+				return m, nil
+			}
 		}
 	}
-	return nil, errors.New("no member says it leads")
+	return nil, errors.New("no member led within a minute")
 }
 
 // term returns the highest Raft term any member reports (0 for redis-server).
@@ -567,11 +570,15 @@ func expireAt(ctx context.Context, inst *instance, prefix string, n int, at time
 	defer c.close()
 	const batch = 1000
 	for i := 0; i < n; i += batch {
-		p := c.c.Pipeline()
-		for j := i; j < min(i+batch, n); j++ {
-			p.PExpireAt(ctx, fmt.Sprintf("%s:held:%08d", prefix, j), at)
-		}
-		if _, err := p.Exec(ctx); err != nil {
+		err := retried(ctx, func() error {
+			p := c.c.Pipeline()
+			for j := i; j < min(i+batch, n); j++ {
+				p.PExpireAt(ctx, fmt.Sprintf("%s:held:%08d", prefix, j), at)
+			}
+			_, err := p.Exec(ctx)
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("expire locks: %w", err)
 		}
 	}

@@ -99,7 +99,7 @@ func loadHeldLocks(ctx context.Context, inst *instance, owner, prefix string, fr
 		go func() {
 			defer wg.Done()
 			for start := range next {
-				if err := loadBatch(ctx, c.c, owner, prefix, start, min(start+batch, to)); err != nil {
+				if err := retried(ctx, func() error { return loadBatch(ctx, c.c, owner, prefix, start, min(start+batch, to)) }); err != nil {
 					errs <- err
 					return
 				}
@@ -119,6 +119,19 @@ feed:
 	wg.Wait()
 	close(errs)
 	return errors.Join(err, <-errs)
+}
+
+// retried runs fn until it succeeds, at most five times, a little later
+// each time: the batches that load locks can be written again, and a
+// cluster's leader may change while millions are loaded on a busy machine.
+func retried(ctx context.Context, fn func() error) error {
+	var err error
+	for wait := 100 * time.Millisecond; wait < 4*time.Second; wait *= 2 {
+		if err = fn(); err == nil || !sleepCtx(ctx, wait) {
+			return err
+		}
+	}
+	return err
 }
 
 func loadBatch(ctx context.Context, c *redis.Client, owner, prefix string, from, to int) error {

@@ -60,6 +60,7 @@ type config struct {
 	mdPath           string
 	note             string
 	quick, smoke     bool
+	keep             bool
 }
 
 // preset is what --quick and --smoke change.
@@ -98,6 +99,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&cfg.note, "note", "", "a paragraph to put in the Markdown results, e.g. about the machine's load")
 	fs.BoolVar(&cfg.quick, "quick", false, "fewer and shorter points: under 3 minutes on 2 cores")
 	fs.BoolVar(&cfg.smoke, "smoke", false, "tiny durations and sizes, only to prove the harness works")
+	fs.BoolVar(&cfg.keep, "keep", false, "keep the temporary directory of the servers' data and logs, and print its path")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -394,7 +396,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("temporary directory: %w", err)
 	}
-	defer os.RemoveAll(tmp)
+	if cfg.keep {
+		fmt.Fprintln(stderr, "bench: keeping", tmp)
+	} else {
+		defer os.RemoveAll(tmp)
+	}
 	b := &bench{cfg: cfg, scripts: sc, tmp: tmp, ownerID: newOwnerID(), progress: newProgress(stderr)}
 
 	var chosenSystems []system

@@ -98,7 +98,7 @@ func startProcess(dir, name, bin string, args ...string) (*process, error) {
 // startProcessEnv is startProcess with env added to the bench's environment.
 func startProcessEnv(dir, name, bin string, env []string, args ...string) (*process, error) {
 	logPath := filepath.Join(dir, name+".log")
-	logf, err := os.Create(logPath)
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644) // a restarted server adds to its log
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}

@@ -10,31 +10,36 @@ import (
 
 // Active expiry. An expired key is invisible at once; these reclaim its
 // memory as Redis's activeExpireCycle does. Every expiryTick a cycle looks at
-// the keys of expiryStep at a time (whole shards, so a shard's at least)
-// and sweeps those it found expired, step after step while a step finds at
+// the keys expiryStep at a time (whole shards, so a shard's at least; twice
+// as many each time most of them have expired, up to expiryStepMax) and
+// sweeps those it found expired, step after step while a step finds at
 // least one key in expiryStale expired, for at most expiryBusy of work. A
 // keyspace of live locks then costs one look of expiryStep keys a tick, and
-// a mass expiry is reclaimed at up to a quarter of a CPU.
+// a mass expiry is reclaimed at up to a quarter of a CPU, in sweeps of a
+// few milliseconds each.
 //
 // The standalone engine sweeps on its own timer. In a cluster the leader
 // looks and proposes each sweep as a log entry, a range of shards stamped
 // by the log clock, so that an idle cluster reclaims too, and every member
 // removes the same keys (see keyspace.Store.Sweep).
 const (
-	expiryTick  = 100 * time.Millisecond
-	expiryStep  = 4096
-	expiryStale = 10
-	expiryBusy  = expiryTick / 4
+	expiryTick    = 100 * time.Millisecond
+	expiryStep    = 4096
+	expiryStepMax = 16 * expiryStep
+	expiryStale   = 10
+	expiryBusy    = expiryTick / 4
 	// expiryInflight bounds the sweeps a leader has proposed and not yet
 	// seen applied: it looks at the next shards while they commit.
 	expiryInflight = 4
 )
 
 // expiryCursor is where a cycle looks next: the database, and in each
-// database the shard.
+// database the shard; and how many keys it looks at, from expiryStep up to
+// expiryStepMax while most of what it finds has expired.
 type expiryCursor struct {
 	db   int
 	from [keyspace.NumDBs]int
+	step int
 }
 
 // look looks at the next step's shards of sm at now (see Store.Expired) and
@@ -43,12 +48,18 @@ type expiryCursor struct {
 // have expired; no shards when no database has a key with a deadline. Each
 // step moves on to the next database.
 func (c *expiryCursor) look(sm *StateMachine, now int64) (db, from, shards, examined, expired int) {
+	c.step = max(c.step, expiryStep)
 	for range keyspace.NumDBs {
 		db, c.db = c.db, (c.db+1)%keyspace.NumDBs
 		from = c.from[db]
-		shards, examined, expired = sm.store.Expired(db, from, now, expiryStep)
+		shards, examined, expired = sm.store.Expired(db, from, now, c.step)
 		if shards > 0 {
 			c.from[db] = (from + shards) % keyspace.NumShards
+			if 2*expired >= examined {
+				c.step = min(2*c.step, expiryStepMax)
+			} else {
+				c.step = expiryStep
+			}
 			return db, from, shards, examined, expired
 		}
 	}
@@ -64,38 +75,62 @@ func again(examined, expired int) bool {
 // osReturn gives the memory of swept keys back to the operating system.
 // Go's scavenger returns freed memory slowly (it paces itself to about 1% of
 // a CPU), so after a mass expiry a process would keep its peak size for
-// minutes. Once the keys removed since the last return are at least
-// returnMin and a quarter of those left, it returns the free memory at once
-// (a garbage collection of what is left, then all free pages), at most every
-// returnEvery.
+// minutes. Once sweeps have removed nothing for returnQuiet (or have gone on
+// for returnMax), if they removed at least returnMin keys and a quarter of
+// those left, it returns the free memory at once: one garbage collection of
+// what is left, then every free page. A mass expiry then costs one
+// collection, after it, not one every few seconds while it is swept.
 type osReturn struct {
 	mu      sync.Mutex
 	removed int
-	last    time.Time
-	running bool
+	left    int
+	since   time.Time // the first removal since the last return
+	timer   *time.Timer
+	stopped bool
 }
 
 const (
 	returnMin   = 50_000
-	returnEvery = 2 * time.Second
+	returnQuiet = time.Second
+	returnMax   = 10 * time.Second
 )
 
-// swept counts removed keys, with left keys in the keyspace, and starts a
-// return in the background when it is due.
+// swept counts removed keys, with left keys in the keyspace.
 func (o *osReturn) swept(removed, left int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.removed += removed
-	if o.running || o.removed < returnMin || 4*o.removed < left || time.Since(o.last) < returnEvery {
+	if o.stopped {
 		return
 	}
-	o.removed, o.running = 0, true
-	go func() {
+	o.removed, o.left = o.removed+removed, left
+	switch {
+	case o.since.IsZero():
+		o.since = time.Now()
+		o.timer = time.AfterFunc(returnQuiet, o.due)
+	case time.Since(o.since) < returnMax:
+		o.timer.Reset(returnQuiet)
+	}
+}
+
+// due returns the free memory if enough was removed.
+func (o *osReturn) due() {
+	o.mu.Lock()
+	removed, left := o.removed, o.left
+	o.removed, o.since = 0, time.Time{}
+	o.mu.Unlock()
+	if removed >= returnMin && 4*removed >= left {
 		debug.FreeOSMemory()
-		o.mu.Lock()
-		o.running, o.last = false, time.Now()
-		o.mu.Unlock()
-	}()
+	}
+}
+
+// stop cancels a return that is due, when the engine closes.
+func (o *osReturn) stop() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.stopped = true
+	if o.timer != nil {
+		o.timer.Stop()
+	}
 }
 
 // keyCount returns the number of keys in every database of sm.

@@ -1098,6 +1098,7 @@ func (r *Raft) Close() error {
 	close(r.stop)
 	r.wg.Wait()
 	r.fwd.close()
+	r.ret.stop()
 	return errors.Join(err, r.peers.Close(), r.closeStores())
 }
 

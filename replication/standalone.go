@@ -267,6 +267,7 @@ func (s *Standalone) Close() error {
 		close(s.stop)
 	}
 	s.wg.Wait()
+	s.ret.stop()
 	return nil
 }
 
