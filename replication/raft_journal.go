@@ -197,12 +197,10 @@ func (j *journal) replay(data []byte) (logs []*raft.Log, failed int, err error) 
 			if next := nextRecord(data, off+1, gen); next >= 0 {
 				return nil, -1, corrupt(off, fmt.Sprintf("fails its checksum, and a valid record of the same pass follows it at byte %d", next))
 			}
-			if !allZero(data[off : off+journalRecordHeader]) {
-				failed = off
-			} else {
-				failed = -1
+			if allZero(data[off : off+journalRecordHeader]) {
+				return logs, -1, nil // the end of what was written
 			}
-			return logs, failed, nil
+			return logs, off, nil
 		}
 		body := data[off+journalRecordHeader : off+journalRecordHeader+n]
 		if g := binary.LittleEndian.Uint64(body); off == 0 {
