@@ -59,11 +59,15 @@ func (c *conn) record(cl *call, failed bool) {
 // A call's duration runs from when the server read its batch to then: one
 // clock reading per batch rather than two per command (on this machine's
 // virtual clock a reading costs about 100 ns, a lock command's work about
-// 11 us). A command of a pipeline is counted the pipeline's time.
+// 11 us). The n commands of a pipeline share its time, each counted a
+// n-th of it: their durations add up to the batch's, as the commands'
+// own times do in Redis's statistics, and a pipeline of 10,000 fast
+// commands that took 20 ms does not fill the slow log.
 func (c *conn) counted(now time.Time) {
+	n := time.Duration(len(c.finished))
 	for i := range c.finished {
 		cl := &c.finished[i]
-		d := now.Sub(cl.start) - (c.blockedTotal - cl.blockedAt)
+		d := (now.Sub(cl.start) - (c.blockedTotal - cl.blockedAt)) / n
 		c.srv.countCall(cl.cmd, d, cl.failed)
 		if t := c.srv.slowlogSlower.Load(); t >= 0 && d.Microseconds() >= t || c.srv.latencyThreshold.Load() > 0 {
 			c.info.Lock()

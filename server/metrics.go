@@ -20,7 +20,7 @@ var (
 	descErrors = prometheus.NewDesc("lockserver_error_replies_total",
 		"Error replies, by command and error code (its first word); command is empty for protocol errors.", []string{"command", "code"}, nil)
 	descDuration = prometheus.NewDesc("lockserver_command_duration_seconds",
-		"Time from reading a command to its reply being ready to write (a write's includes its commit), by command; kept while latency-tracking is yes.", []string{"command"}, nil)
+		"Time from reading a command to its reply being ready to write (a write's includes its commit; the n commands of a pipeline count a n-th of its time each), by command; kept while latency-tracking is yes.", []string{"command"}, nil)
 	descConnected = prometheus.NewDesc("lockserver_connected_clients",
 		"Client connections open now.", nil, nil)
 	descAccepted = prometheus.NewDesc("lockserver_connections_received_total",

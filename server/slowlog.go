@@ -27,7 +27,7 @@ type slowEntry struct {
 	name   string
 }
 
-// slowlog is the slow log: the newest entries first, at most max of them.
+// slowlog is the slow log: the oldest entries first, at most max of them.
 type slowlog struct {
 	mu      sync.Mutex
 	entries []slowEntry
@@ -41,18 +41,26 @@ func (l *slowlog) add(e slowEntry, max int64) {
 	e.id = l.nextID
 	l.nextID++
 	l.logged++
-	l.entries = append([]slowEntry{e}, l.entries...)
-	if int64(len(l.entries)) > max {
-		l.entries = l.entries[:max]
-	}
+	l.entries = append(l.entries, e)
+	l.trimLocked(max)
 }
 
 // trim drops the oldest entries past max (CONFIG SET slowlog-max-len).
 func (l *slowlog) trim(max int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if int64(len(l.entries)) > max {
-		l.entries = l.entries[:max]
+	l.trimLocked(max)
+}
+
+// trimLocked drops the oldest entries past max, moving the rest to the
+// front once the dropped ones outnumber them, so that adding stays O(1)
+// amortised and the array does not grow without bound.
+func (l *slowlog) trimLocked(max int64) {
+	if over := int64(len(l.entries)) - max; over > 0 {
+		l.entries = l.entries[over:]
+	}
+	if cap(l.entries) > 2*len(l.entries)+64 {
+		l.entries = append([]slowEntry(nil), l.entries...)
 	}
 }
 
@@ -186,11 +194,12 @@ func cmdSlowlogGet(c *conn, args [][]byte) {
 	l.mu.Lock()
 	entries := l.entries
 	if count >= 0 && int64(len(entries)) > count {
-		entries = entries[:count]
+		entries = entries[int64(len(entries))-count:]
 	}
 	out := make([]keyspace.Reply, len(entries))
 	for i, e := range entries {
-		out[i] = keyspace.Array(keyspace.Int(e.id), keyspace.Int(e.at), keyspace.Int(e.micros),
+		// Newest first, as Redis lists them.
+		out[len(entries)-1-i] = keyspace.Array(keyspace.Int(e.id), keyspace.Int(e.at), keyspace.Int(e.micros),
 			keyspace.BulkArray(e.args), keyspace.Bulk(e.addr), keyspace.Bulk(e.name))
 	}
 	l.mu.Unlock()
