@@ -332,14 +332,18 @@ func (g *growth) bgsave(ctx context.Context) (time.Duration, time.Duration, stri
 }
 
 // followerRestart stops a follower and starts it again: took is until it
-// answers, catch-up until it has applied what the leader had then.
+// answers, catch-up until it has applied what the leader had then (the note
+// says how long it took to stop: a member that closes with much log since
+// its last snapshot takes one first).
 func (g *growth) followerRestart(ctx context.Context) (time.Duration, time.Duration, string, error) {
 	l, err := g.leader(ctx)
 	if err != nil {
 		return 0, 0, "", err
 	}
 	f := g.follower(l)
+	stopping := time.Now()
 	f.stop()
+	stopped := time.Since(stopping)
 	start := time.Now()
 	if err := f.start(); err != nil {
 		return 0, 0, "", err
@@ -351,13 +355,14 @@ func (g *growth) followerRestart(ctx context.Context) (time.Duration, time.Durat
 	if err := g.caughtUp(ctx, []*member{f}); err != nil {
 		return 0, 0, "", err
 	}
-	return took, time.Since(start), f.name, nil
+	return took, time.Since(start), fmt.Sprintf("%s; it stopped in %s", f.name, fmtDur(stopped)), nil
 }
 
 // clusterRestart stops every member and starts them all again: took is until
 // the first write succeeds, catch-up until every member has applied it.
 func (g *growth) clusterRestart(ctx context.Context) (time.Duration, time.Duration, string, error) {
 	var wg sync.WaitGroup
+	stopping := time.Now()
 	for _, m := range g.inst.members {
 		wg.Add(1)
 		go func() {
@@ -366,6 +371,7 @@ func (g *growth) clusterRestart(ctx context.Context) (time.Duration, time.Durati
 		}()
 	}
 	wg.Wait()
+	stopped := time.Since(stopping)
 	start := time.Now()
 	for _, m := range g.inst.members {
 		if err := m.start(); err != nil {
@@ -379,7 +385,7 @@ func (g *growth) clusterRestart(ctx context.Context) (time.Duration, time.Durati
 	if err := g.caughtUp(ctx, nil); err != nil {
 		return 0, 0, "", err
 	}
-	return took, time.Since(start), "", nil
+	return took, time.Since(start), "the members stopped in " + fmtDur(stopped), nil
 }
 
 // redisRestart stops redis-server (which saves nothing on the way: no save
@@ -387,7 +393,9 @@ func (g *growth) clusterRestart(ctx context.Context) (time.Duration, time.Durati
 // until it accepts a write.
 func (g *growth) redisRestart(ctx context.Context) (time.Duration, time.Duration, string, error) {
 	m := g.inst.members[0]
+	stopping := time.Now()
 	m.stop()
+	stopped := time.Since(stopping)
 	start := time.Now()
 	if err := m.start(); err != nil {
 		return 0, 0, "", err
@@ -395,7 +403,7 @@ func (g *growth) redisRestart(ctx context.Context) (time.Duration, time.Duration
 	if err := m.process().waitReadyFor(ctx, 30*time.Minute, writeReady(m.addr)); err != nil {
 		return 0, 0, "", err
 	}
-	return time.Since(start), 0, "from the RDB", nil
+	return time.Since(start), 0, "from the RDB of the BGSAVE; it stopped in " + fmtDur(stopped), nil
 }
 
 // caughtUp waits until each member of ms (every member when nil) has

@@ -145,14 +145,17 @@ func (p *process) tail() string {
 
 // stop asks the process to end (SIGTERM) and kills it if it has not within
 // five seconds.
-func (p *process) stop() {
+func (p *process) stop() { p.stopWithin(5 * time.Second) }
+
+// stopWithin is stop with grace before the kill.
+func (p *process) stopWithin(grace time.Duration) {
 	if p.exited() {
 		return
 	}
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(grace):
 		p.cmd.Process.Kill()
 		<-p.done
 	}

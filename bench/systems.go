@@ -92,8 +92,16 @@ func (m *member) process() *process {
 	return m.proc
 }
 
-// stop stops the member's process: SIGTERM, then SIGKILL after five seconds.
-func (m *member) stop() { m.process().stop() }
+// stop stops the member's process: SIGTERM, then SIGKILL after five seconds,
+// or two minutes for a cluster member, which takes a snapshot as it closes
+// when much log was written since its last.
+func (m *member) stop() {
+	grace := 5 * time.Second
+	if strings.HasPrefix(m.name, "lockserver-") {
+		grace = 2 * time.Minute
+	}
+	m.process().stopWithin(grace)
+}
 
 // processes returns the current process of each member.
 func processes(members []*member) func() []*process {

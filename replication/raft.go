@@ -1093,6 +1093,7 @@ func (r *Raft) Close() error {
 	if r.closed.Swap(true) {
 		return nil
 	}
+	r.snapshotBeforeClose()
 	err := r.raft.Shutdown().Error()
 	r.cancel()
 	close(r.stop)

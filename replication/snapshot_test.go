@@ -234,3 +234,34 @@ func TestSnapshotsByLogBytes(t *testing.T) {
 		return lo > 1 && lo <= first+1
 	})
 }
+
+// A node that closes with much log written since its last snapshot takes
+// one first, so that its restart reads that snapshot and no log; one that
+// closes with little does not.
+func TestSnapshotBeforeClose(t *testing.T) {
+	c := newTestClusterWith(t, 3, RaftOptions{SnapshotLogBytes: 1 << 20})
+	l := c.leader()
+	n := c.followers(l)[0]
+	wantReply(t, "SET", do(l, 0, "SET", "small", "x"), keyspace.OK)
+	c.eventually(n.id+" applies it", func() bool { return same(localGet(n, "small"), keyspace.Bulk("x")) })
+	n.stop()
+	if metas, _ := n.snaps.List(); len(metas) != 0 {
+		t.Fatalf("%s closed with a few hundred bytes of log and took a snapshot", n.id)
+	}
+	n.restart()
+	value := strings.Repeat("v", 1000)
+	for i := range 300 { // 300 kB: more than an eighth of 1 MB, less than 1 MB
+		wantReply(t, "SET", do(l, 0, "SET", fmt.Sprint("k", i), value), keyspace.OK)
+	}
+	c.eventually(n.id+" applies them", func() bool { return same(localGet(n, "k299"), keyspace.Bulk(value)) })
+	applied := n.eng.applied.Load()
+	n.stop()
+	metas, _ := n.snaps.List()
+	if len(metas) == 0 || metas[0].Index < applied {
+		t.Fatalf("%s closed after applying %d with 300 kB of log: snapshots %+v", n.id, applied, metas)
+	}
+	n.restart()
+	if got := n.eng.snapIndex.Load(); got < applied {
+		t.Fatalf("%s restarted from a snapshot at %d, not the one it took at %d", n.id, got, applied)
+	}
+}
