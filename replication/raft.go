@@ -438,13 +438,15 @@ func (r *Raft) open() error {
 		}
 		// Corruption found once the node runs stops it (see logFailed).
 		bolt.fault = r.logFailed
-		r.closer = append(r.closer, bolt)
-		j, err := openJournal(filepath.Join(o.DataDir, "raft.journal"), bolt, defaultJournalSize, defaultFlushAt)
+		// Rewritten smaller once the log is compacted to a fraction of it.
+		db := newCompactingStore(bolt)
+		r.closer = append(r.closer, db)
+		j, err := openJournal(filepath.Join(o.DataDir, "raft.journal"), db, defaultJournalSize, defaultFlushAt)
 		if err != nil {
 			return err
 		}
 		r.closer = append(r.closer, j) // closed before bolt, which it flushes to
-		logs, stable = j, bolt
+		logs, stable = j, db
 		if checked, err = openCheckedSnapshots(o.DataDir, hl); err != nil {
 			return err
 		}

@@ -54,6 +54,7 @@ func (e *CorruptionError) Error() string {
 type checkedStore struct {
 	*raftboltdb.BoltStore
 	path string
+	opts *bbolt.Options // what it was opened with
 	// fault is told of corruption found once the node runs, which stops it
 	// (see Raft.logFailed); nil until then.
 	fault func(error)
@@ -71,7 +72,7 @@ func openCheckedStore(path string, opts *bbolt.Options) (*checkedStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	s := &checkedStore{BoltStore: bolt, path: path}
+	s := &checkedStore{BoltStore: bolt, path: path, opts: opts}
 	if err := s.verify(); err != nil {
 		bolt.Close()
 		return nil, err
