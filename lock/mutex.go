@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -77,6 +79,8 @@ type Mutex struct {
 	handOver  string // the channel of hand-overs
 	// The keys of each script, in its order.
 	acquireKeys, unlockKeys, leaveKeys []string
+
+	waits atomic.Int64 // numbers the waits, for hand-overs
 
 	mu    sync.Mutex
 	count int // entries; 0 when not held
@@ -179,9 +183,13 @@ func (m *Mutex) lock(ctx context.Context, ttl time.Duration, watchdog, wait bool
 		handOverTTL = min(ttl, queueLease)
 	}
 	var queued time.Time // when the last attempt that queued was sent
+	// This wait's id: a hand-over names it, so that one meant for an
+	// earlier wait of this holder, delivered late, is not taken for one.
+	waitID := strconv.FormatInt(m.waits.Add(1), 10)
+	entry := strconv.FormatInt(handOverTTL.Milliseconds(), 10) + " " + waitID
 	attempt := func() (try, error) {
 		sent := time.Now()
-		v, _, err := m.b.evalRetry(ctx, mutexAcquire, m.acquireKeys, ttl.Milliseconds(), m.id, qttl, handOverTTL.Milliseconds())
+		v, _, err := m.b.evalRetry(ctx, mutexAcquire, m.acquireKeys, ttl.Milliseconds(), m.id, qttl, entry)
 		if err != nil {
 			return try{}, err
 		}
@@ -220,7 +228,7 @@ func (m *Mutex) lock(ctx context.Context, ttl time.Duration, watchdog, wait bool
 		}
 		return nil
 	}
-	return m.b.waitFor(ctx, m.channel, m.handOver, m.id, attempt, handed, func() { m.leave(ctx) })
+	return m.b.waitFor(ctx, m.channel, m.handOver, m.id, waitID, attempt, handed, func() { m.leave(ctx) })
 }
 
 // leave takes the holder out of the queue after it gave up waiting, and

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -195,7 +196,7 @@ func TestMutexCancelWhileWaiting(t *testing.T) {
 			}
 			// A Lock waiter asks for a short lease on a lock handed to it,
 			// and renews it at once.
-			if keys := tg.rdb.Keys(ctx, "lockserver_lock_waiter:{cancel}:*").Val(); len(keys) != 1 || tg.rdb.Get(ctx, keys[0]).Val() != "5000" {
+			if keys := tg.rdb.Keys(ctx, "lockserver_lock_waiter:{cancel}:*").Val(); len(keys) != 1 || !strings.HasPrefix(tg.rdb.Get(ctx, keys[0]).Val(), "5000 ") {
 				t.Fatalf("the waiter's queue entry: %v, want one asking for a 5000 ms hand-over lease", keys)
 			}
 			cancel()
@@ -421,7 +422,7 @@ func TestMutexHandOverToDeadWaiter(t *testing.T) {
 			}
 			// The entry a Lock waiter leaves: its hand-over lease, 5 s.
 			tg.rdb.RPush(ctx, "lockserver_lock_queue:{ghost}", "ghost:1")
-			tg.rdb.Set(ctx, "lockserver_lock_waiter:{ghost}:ghost:1", 5000, 5*time.Second)
+			tg.rdb.Set(ctx, "lockserver_lock_waiter:{ghost}:ghost:1", "5000 1", 5*time.Second)
 			token := holder.Token()
 			if err := holder.Unlock(ctx); err != nil {
 				t.Fatal(err)
@@ -461,7 +462,10 @@ func TestMutexHandOverLease(t *testing.T) {
 	}
 	locked := make(chan error, 1)
 	go func() { locked <- a.LockFor(ctx, 2*time.Second) }()
-	for tg.rdb.LLen(ctx, "lockserver_lock_queue:{handed}").Val() != 1 {
+	// Queued, and listening for the hand-over (a hand-over it did not hear
+	// of it would find on its next try, with a token of its own).
+	for tg.rdb.LLen(ctx, "lockserver_lock_queue:{handed}").Val() != 1 ||
+		tg.rdb.PubSubNumSub(ctx, "lockserver_lock__handover:{handed}").Val()["lockserver_lock__handover:{handed}"] != 1 {
 		if ctx.Err() != nil {
 			t.Fatal("the waiter never queued")
 		}
@@ -489,6 +493,43 @@ func TestMutexHandOverLease(t *testing.T) {
 		t.Fatalf("tokens %d then %d, want growing", a.Token(), c.Token())
 	}
 	if err := c.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A hand-over message names the wait it is for: one that comes late, from
+// an earlier wait of the same holder, does not make a waiter think it holds
+// the lock (here the test sends one, with a wait id the waiter is not in).
+func TestMutexStaleHandOver(t *testing.T) {
+	tg := nodeTarget(t)
+	ctx := testContext(t)
+	b := tg.backend(t)
+	holder, waiter := lock.NewMutex(b, "stale", nil), lock.NewMutex(b, "stale", nil)
+	if err := holder.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	locked := make(chan error, 1)
+	go func() { locked <- waiter.Lock(ctx) }()
+	const queue, channel = "lockserver_lock_queue:{stale}", "lockserver_lock__handover:{stale}"
+	for tg.rdb.LLen(ctx, queue).Val() != 1 || tg.rdb.PubSubNumSub(ctx, channel).Val()[channel] != 1 {
+		if ctx.Err() != nil {
+			t.Fatal("the waiter never queued")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	id := tg.rdb.LIndex(ctx, queue, 0).Val()
+	tg.rdb.Publish(ctx, channel, id+" 0 999")
+	token := holder.Token()
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-locked; err != nil {
+		t.Fatal(err)
+	}
+	if got := tg.rdb.HGet(ctx, "stale", id).Val(); got != "1" || waiter.Token() != token+1 {
+		t.Fatalf("the waiter holds with token %d and the server says %q; want token %d, held", waiter.Token(), got, token+1)
+	}
+	if err := waiter.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 }

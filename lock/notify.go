@@ -48,7 +48,7 @@ type wakeKind int
 const (
 	wakeAll  wakeKind = iota // every message wakes every waiter
 	wakeOne                  // "0" wakes one waiter (a Mutex's unlock channel)
-	handOver                 // "<id> <token>" hands the lock to waiter id
+	handOver                 // "<id> <wait> <token>" hands the lock to waiter id, in its wait
 )
 
 // A channel is the state of one subscribed channel.
@@ -65,6 +65,7 @@ type channel struct {
 // A waiter is one caller waiting for a channel's messages.
 type waiter struct {
 	id     string // holder id ("" for a waiter that is not in a queue)
+	wait   string // on a hand-over channel, the id of this wait
 	ch     *channel
 	wake   chan struct{} // one pending wake-up at most
 	handed atomic.Uint64 // the token of a lock handed over to it, or 0
@@ -76,7 +77,7 @@ func newNotifier(ps *redis.PubSub) *notifier {
 
 // join adds a waiter for name. With subscribe false it joins only if the
 // subscription is live, returning nil otherwise. live reports that it was.
-func (n *notifier) join(name, id string, kind wakeKind, subscribe bool) (w *waiter, live bool) {
+func (n *notifier) join(name, id, wait string, kind wakeKind, subscribe bool) (w *waiter, live bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
@@ -98,7 +99,7 @@ func (n *notifier) join(name, id string, kind wakeKind, subscribe bool) (w *wait
 	} else if !c.live && !subscribe {
 		return nil, false
 	}
-	w = &waiter{id: id, ch: c, wake: make(chan struct{}, 1)}
+	w = &waiter{id: id, wait: wait, ch: c, wake: make(chan struct{}, 1)}
 	c.waiters = append(c.waiters, w)
 	return w, c.live
 }
@@ -204,10 +205,13 @@ func (n *notifier) run() {
 // deliver wakes the waiters a message is for.
 func (c *channel) deliver(payload string) {
 	if c.kind == handOver {
-		id, token, _ := strings.Cut(payload, " ")
-		n, err := strconv.ParseUint(token, 10, 64)
+		f := strings.Fields(payload)
+		if len(f) != 3 {
+			return
+		}
+		n, err := strconv.ParseUint(f[2], 10, 64)
 		for _, w := range c.waiters {
-			if w.id == id && err == nil && n > 0 {
+			if w.id == f[0] && w.wait == f[1] && err == nil && n > 0 {
 				w.handed.Store(n)
 				w.poke()
 			}

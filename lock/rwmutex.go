@@ -157,7 +157,7 @@ func (rw *RWMutex) acquire(ctx context.Context, write, wait bool) error {
 		}
 		return nil
 	}
-	return rw.b.waitFor(ctx, rw.channel, "", "", attempt, nil, abandon)
+	return rw.b.waitFor(ctx, rw.channel, "", "", "", attempt, nil, abandon)
 }
 
 // renewer returns the watchdog's renewal of one mode: RedissonWriteLock's

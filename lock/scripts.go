@@ -45,8 +45,8 @@ func suffixName(name, suffix string) string {
 // mutexAcquire takes the lock when it is free and no live waiter is ahead
 // of the caller, counting a new token. KEYS lock, token counter, queue,
 // queue entry prefix; ARGV lease ms, holder id, queue entry lease ms (0: do
-// not queue, as TryLock), the lease ms of a lock handed over to it (kept in
-// its queue entry). {-1, token, next waiter or ""} when taken; else
+// not queue, as TryLock), "<lease ms> <wait id>" for a lock handed over to
+// it (kept in its queue entry). {-1, token, next waiter or ""} when taken; else
 // {ms to wait, 0, first waiter or ""} with the lock's lease left, or, while
 // the lock is free but it is another waiter's turn, {that waiter's entry's
 // lease left, 1, that waiter}. A holder that finds its own id
@@ -86,9 +86,11 @@ return {wait, free, head or ''}`)
 // mutexUnlock releases the lock its holder has entered once. When a live
 // waiter is first in line, the lock passes to it in the same step, with a
 // new token and the lease the waiter asked for (short when it renews at
-// once), and "<waiter> <token>" goes to the Mutex's hand-over channel: the hand-off is
+// once), and "<waiter> <wait id> <token>" goes to the Mutex's hand-over channel: the hand-off is
 // one write, and the lock is never free for anyone to overtake the line
 // (Redisson's waiters are owed no message: for them the lock stayed taken).
+// The wait id, which the waiter chose for this wait, keeps a message that
+// comes late from being taken for a hand-over in a later wait.
 // Otherwise it wakes the waiters with RedissonLock's unlock message. KEYS
 // lock, channel, token counter, queue, queue entry prefix, hand-over
 // channel; ARGV holder id. 1 when released, 0 when the holder did not hold
@@ -99,13 +101,14 @@ end
 redis.call('del', KEYS[1])
 local head = redis.call('lpop', KEYS[4])
 while head do
-  local lease = redis.call('get', KEYS[5] .. ':' .. head)
-  if lease then
+  local entry = redis.call('get', KEYS[5] .. ':' .. head)
+  if entry then
+    local lease, wait = string.match(entry, '^(%d+) (.*)$')
     redis.call('del', KEYS[5] .. ':' .. head)
     local token = redis.call('incr', KEYS[3])
     redis.call('hset', KEYS[1], head, 1)
     redis.call('pexpire', KEYS[1], lease)
-    redis.call('publish', KEYS[6], head .. ' ' .. token)
+    redis.call('publish', KEYS[6], head .. ' ' .. wait .. ' ' .. token)
     return 1
   end
   head = redis.call('lpop', KEYS[4])

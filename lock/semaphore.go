@@ -61,7 +61,7 @@ func (s *Semaphore) Acquire(ctx context.Context, permits int64) error {
 	if permits <= 0 {
 		return fmt.Errorf("lock: acquire %d permits", permits)
 	}
-	return s.b.waitFor(ctx, s.channel, "", "", func() (try, error) {
+	return s.b.waitFor(ctx, s.channel, "", "", "", func() (try, error) {
 		ok, err := s.TryAcquire(ctx, permits)
 		return try{acquired: ok, wait: -1}, err
 	}, nil, func() {})

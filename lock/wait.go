@@ -30,29 +30,23 @@ type try struct {
 // with its token; with "" every message wakes every waiter. When ctx is
 // done, or attempt fails, abandon is called to undo what an attempt whose
 // outcome is unknown, or a hand-over not yet heard of, may have done.
-func (b *Backend) waitFor(ctx context.Context, channel, handOverChannel, id string, attempt func() (try, error), handed func(token uint64), abandon func()) error {
+func (b *Backend) waitFor(ctx context.Context, channel, handOverChannel, id, wait string, attempt func() (try, error), handed func(token uint64), abandon func()) error {
 	n := b.notifier()
 	kind := wakeAll
 	if id != "" {
 		kind = wakeOne
 	}
-	// Join first if the subscription is live: no message published after
-	// the attempt below can then pass this waiter by.
-	w, live := n.join(channel, id, kind, false)
-	defer func() { n.leave(w) }()
+	// Join first if the subscriptions are live: no message published after
+	// the attempt below can then pass this waiter by. The hand-over channel
+	// comes first, so that the unlock channel's confirmation, which follows
+	// its own on the one connection, says that both are live.
 	var h *waiter
-	var handedOver <-chan struct{}
+	hLive := false
 	if handOverChannel != "" {
-		// Subscribed before the first attempt can queue this waiter, so
-		// that no hand-over passes it by (but the first time, which the
-		// next attempt finds).
-		h, _ = n.join(handOverChannel, id, handOver, true)
-		if h == nil {
-			return errClosed
-		}
-		defer n.leave(h)
-		handedOver = h.wake
+		h, hLive = n.join(handOverChannel, id, wait, handOver, false)
 	}
+	w, live := n.join(channel, id, "", kind, false)
+	defer func() { n.leave(w); n.leave(h) }()
 	for {
 		r, err := attempt()
 		if err != nil {
@@ -65,8 +59,13 @@ func (b *Backend) waitFor(ctx context.Context, channel, handOverChannel, id stri
 			}
 			return nil
 		}
+		if h == nil && handOverChannel != "" {
+			if h, hLive = n.join(handOverChannel, id, wait, handOver, true); h == nil {
+				return errClosed
+			}
+		}
 		if w == nil {
-			if w, live = n.join(channel, id, kind, true); w == nil {
+			if w, live = n.join(channel, id, "", kind, true); w == nil {
 				return errClosed
 			}
 		}
@@ -78,8 +77,15 @@ func (b *Backend) waitFor(ctx context.Context, channel, handOverChannel, id stri
 			d = r.wait
 		}
 		var ready <-chan struct{}
-		if !live {
+		switch {
+		case !live:
 			ready = w.ch.ready
+		case h != nil && !hLive:
+			ready = h.ch.ready
+		}
+		var handedOver <-chan struct{}
+		if h != nil {
+			handedOver = h.wake
 		}
 		t := time.NewTimer(d)
 		select {
@@ -91,9 +97,10 @@ func (b *Backend) waitFor(ctx context.Context, channel, handOverChannel, id stri
 				return nil
 			}
 		case <-ready:
-			// Subscribed: a message from now on reaches this waiter, but
-			// one may have come since the attempt, so try again now.
-			live = true
+			// Subscribed (the hand-over channel before the unlock
+			// channel): a message from now on reaches this waiter, but one
+			// may have come since the attempt, so try again now.
+			live, hLive = true, true
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
