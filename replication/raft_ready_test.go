@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/lockserver/lockserver/internal/attempt"
 )
 
 // ready asks n whether it is ready, waiting at most a moment.
@@ -17,38 +19,40 @@ func ready(n *testNode) error {
 // A member cut off from the others is not ready; once reconnected, it is
 // ready again only after it has applied what the leader committed meanwhile.
 func TestClusterReadyFollowsPartition(t *testing.T) {
-	c := newTestCluster(t, 3)
-	defer c.close()
-	l := c.leader()
-	f := c.followers(l)[0]
-	c.eventually("every member ready", func() bool {
-		for _, n := range c.nodes {
-			if ready(n) != nil {
-				return false
+	attempt.Run(t, func(t testing.TB) {
+		c := newTestCluster(t, 3)
+		defer c.close()
+		l := c.leader()
+		f := c.followers(l)[0]
+		c.eventually("every member ready", func() bool {
+			for _, n := range c.nodes {
+				if ready(n) != nil {
+					return false
+				}
+			}
+			return true
+		})
+
+		c.partition(f)
+		c.eventually("the cut-off member unready", func() bool { return ready(f) != nil })
+		l = c.leader()
+		for i := range 50 {
+			if r := c.set(l, 0, "k", strconv.Itoa(i)); r.IsError() {
+				t.Fatalf("SET on the leader: %v", r.Str)
 			}
 		}
-		return true
-	})
-
-	c.partition(f)
-	c.eventually("the cut-off member unready", func() bool { return ready(f) != nil })
-	l = c.leader()
-	for i := range 50 {
-		if r := do(l, 0, "SET", "k", strconv.Itoa(i)); r.IsError() {
-			t.Fatalf("SET on the leader: %v", r.Str)
+		committed := l.eng.raft.CommitIndex()
+		if err := ready(f); err == nil {
+			t.Fatalf("the cut-off member says it is ready")
 		}
-	}
-	committed := l.eng.raft.CommitIndex()
-	if err := ready(f); err == nil {
-		t.Fatalf("the cut-off member says it is ready")
-	}
 
-	c.heal()
-	c.eventually("the member ready again", func() bool { return ready(f) == nil })
-	if applied := f.eng.applied.Load(); applied < committed {
-		t.Errorf("ready at applied index %d, before the %d the leader committed while it was cut off", applied, committed)
-	}
-	if r := localGet(f, "k"); r.Str != "49" {
-		t.Errorf("the member, ready, reads k = %q, want 49", r.Str)
-	}
+		c.heal()
+		c.eventually("the member ready again", func() bool { return ready(f) == nil })
+		if applied := f.eng.applied.Load(); applied < committed {
+			t.Errorf("ready at applied index %d, before the %d the leader committed while it was cut off", applied, committed)
+		}
+		if r := localGet(f, "k"); r.Str != "49" {
+			t.Errorf("the member, ready, reads k = %q, want 49", r.Str)
+		}
+	})
 }
