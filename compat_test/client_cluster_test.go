@@ -19,7 +19,7 @@ import (
 var clusterGaps = map[string]string{}
 
 // compareLogsWithGaps is compareLogs for the cluster, allowing clusterGaps.
-func compareLogsWithGaps(t *testing.T, wantName string, want clientLog, gotName string, got clientLog) {
+func compareLogsWithGaps(t testing.TB, wantName string, want clientLog, gotName string, got clientLog) {
 	t.Helper()
 	gaps := map[string]bool{}
 	var rest []int
@@ -65,12 +65,14 @@ func TestClientsOnCluster(t *testing.T) {
 		t.Skip("starts a three-member cluster")
 	}
 	c := startCluster(t)
-	follower := c.target("lockserver cluster follower", c.follower())
 	redisT := redisTarget(t, "")
 	ctx := context.Background()
-	flush := func() {
+	// Each subtest runs as attempts (c.attempts): an election during one
+	// voids it, and it runs again on emptied servers.
+	follower := func() clientTarget { return c.target("lockserver cluster follower", c.follower()) }
+	flush := func(t testing.TB) {
 		t.Helper()
-		if _, err := follower.server.Do(ctx, "FLUSHALL"); err != nil {
+		if _, err := follower().server.Do(ctx, "FLUSHALL"); err != nil {
 			t.Fatalf("FLUSHALL through the follower: %v", err)
 		}
 		redisT.goRedis(t, redis.Options{}).FlushAll(ctx)
@@ -78,35 +80,50 @@ func TestClientsOnCluster(t *testing.T) {
 
 	for _, proto := range []int{2, 3} {
 		t.Run(fmt.Sprintf("go-redis RESP%d", proto), func(t *testing.T) {
-			flush()
-			compareLogsWithGaps(t, "redis-server", goRedisSession(t, redisT, proto), follower.name, goRedisSession(t, follower, proto))
+			c.attempts(t, func(t testing.TB) {
+				flush(t)
+				compareLogsWithGaps(t, "redis-server", goRedisSession(t, redisT, proto), follower().name, goRedisSession(t, follower(), proto))
+			})
 		})
 	}
 	t.Run("redsync", func(t *testing.T) {
-		compareLogs(t, "redis-server", redsyncSession(t, redisT), follower.name, redsyncSession(t, follower))
+		c.attempts(t, func(t testing.TB) {
+			flush(t)
+			compareLogs(t, "redis-server", redsyncSession(t, redisT), follower().name, redsyncSession(t, follower()))
+		})
 	})
 	t.Run("redislock", func(t *testing.T) {
-		compareLogs(t, "redis-server", redislockSession(t, redisT), follower.name, redislockSession(t, follower))
+		c.attempts(t, func(t testing.TB) {
+			flush(t)
+			compareLogs(t, "redis-server", redislockSession(t, redisT), follower().name, redislockSession(t, follower()))
+		})
 	})
 	t.Run("redis-py Lock", func(t *testing.T) {
 		python := debianPython(t)
-		compareOutputs(t, "redis-server", runRedispy(t, python, redisT), follower.name, runRedispy(t, python, follower))
+		c.attempts(t, func(t testing.TB) {
+			flush(t)
+			compareOutputs(t, "redis-server", runRedispy(t, python, redisT), follower().name, runRedispy(t, python, follower()))
+		})
 	})
-	t.Run("redis-cli", func(t *testing.T) { redisCliScenarios(t, redisT, follower) })
+	// These two run subtests of their own, which an attempt cannot: they
+	// rely on the members' timeouts alone.
+	t.Run("redis-cli", func(t *testing.T) { redisCliScenarios(t, redisT, follower()) })
 	t.Run("Redisson connection", func(t *testing.T) {
-		redissonConnection(t, &pair{t: t, redisAddr: redisT.addr, lockserver: follower.server})
+		redissonConnection(t, &pair{t: t, redisAddr: redisT.addr, lockserver: follower().server})
 	})
 	t.Run("Redisson", func(t *testing.T) {
-		runRedissonScenarios(t, &pair{t: t, redisAddr: redisT.addr, lockserver: follower.server})
+		runRedissonScenarios(t, &pair{t: t, redisAddr: redisT.addr, lockserver: follower().server}, c.attempts)
 	})
 	t.Run("Redisson on the leader", func(t *testing.T) {
-		runRedissonScenarios(t, &pair{t: t, redisAddr: redisT.addr, lockserver: c.members[c.leader]})
+		runRedissonScenarios(t, &pair{t: t, redisAddr: redisT.addr, lockserver: c.members[c.leader]}, c.attempts)
 	})
 	t.Run("Redisson contention", func(t *testing.T) {
-		for _, run := range []func(*testing.T, clientTarget) string{redissonLockContention, redissonFairLockContention} {
-			if want, got := run(t, redisT), run(t, follower); got != want {
-				t.Errorf("redis-server: %s; %s: %s", want, follower.name, got)
-			}
+		for _, run := range []func(testing.TB, clientTarget) string{redissonLockContention, redissonFairLockContention} {
+			c.attempts(t, func(t testing.TB) {
+				if want, got := run(t, redisT), run(t, follower()); got != want {
+					t.Errorf("redis-server: %s; %s: %s", want, follower().name, got)
+				}
+			})
 		}
 	})
 	t.Run("Redisson replicated mode", func(t *testing.T) {
@@ -117,29 +134,31 @@ func TestClientsOnCluster(t *testing.T) {
 		// WAIT n after each script: WAIT must then report the write on some
 		// replica, or Redisson fails the lock call ("None of slaves were
 		// synced"). A count below n only makes it read INFO ALL again.
-		masters := 0
-		for i, s := range c.members {
-			conn := dialRaw(t, s.Addr())
-			role := infoFields(conn.Do("INFO", "REPLICATION"), "role")["role"]
-			if role == "master" {
-				masters++
-				if i != c.leader {
-					t.Errorf("member %d reports role:master but does not lead", i)
+		c.attempts(t, func(t testing.TB) {
+			masters := 0
+			for i, s := range c.members {
+				conn := dialRaw(t, s.Addr())
+				role := infoFields(conn.Do("INFO", "REPLICATION"), "role")["role"]
+				if role == "master" {
+					masters++
+					if i != c.leader {
+						t.Errorf("member %d reports role:master but member %d leads", i, c.leader)
+					}
+				} else if role != "slave" {
+					t.Errorf("member %d reports role:%q; Redisson knows only master and slave", i, role)
 				}
-			} else if role != "slave" {
-				t.Errorf("member %d reports role:%q; Redisson knows only master and slave", i, role)
+				replicas := redissonReplicaProbe(t, "member "+strconv.Itoa(i), conn)
+				n, _ := strconv.Atoi(replicas)
+				conn.Do("EVAL", rlockTryLock, "1", "sync:lock", "30000", "id:"+strconv.Itoa(i))
+				synced := conn.Do("WAIT", replicas, "1000")
+				if n > 0 && synced == ":0\r\n" {
+					t.Errorf("member %d: connected_slaves:%d but WAIT %d 1000 replied %q after a lock script", i, n, n, synced)
+				}
+				t.Logf("member %d, role:%s: connected_slaves:%s, WAIT %s 1000 after a lock script: %q", i, role, replicas, replicas, synced)
 			}
-			replicas := redissonReplicaProbe(t, "member "+strconv.Itoa(i), conn)
-			n, _ := strconv.Atoi(replicas)
-			conn.Do("EVAL", rlockTryLock, "1", "sync:lock", "30000", "id:"+strconv.Itoa(i))
-			synced := conn.Do("WAIT", replicas, "1000")
-			if n > 0 && synced == ":0\r\n" {
-				t.Errorf("member %d: connected_slaves:%d but WAIT %d 1000 replied %q after a lock script", i, n, n, synced)
+			if masters != 1 {
+				t.Errorf("%d members report role:master; Redisson's replicated mode needs exactly one", masters)
 			}
-			t.Logf("member %d, role:%s: connected_slaves:%s, WAIT %s 1000 after a lock script: %q", i, role, replicas, replicas, synced)
-		}
-		if masters != 1 {
-			t.Errorf("%d members report role:master; Redisson's replicated mode needs exactly one", masters)
-		}
+		})
 	})
 }

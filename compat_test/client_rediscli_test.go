@@ -19,7 +19,7 @@ import (
 
 // redisCli runs redis-cli against addr with stdin and returns what it wrote
 // to stdout and to stderr, and its exit status.
-func redisCli(t *testing.T, tg clientTarget, stdin string, args ...string) string {
+func redisCli(t testing.TB, tg clientTarget, stdin string, args ...string) string {
 	t.Helper()
 	bin := need(t, "redis-cli")
 	host, port, _ := strings.Cut(tg.addr, ":")

@@ -27,7 +27,7 @@ func redislockErr(err error) string {
 	return "error: " + err.Error()
 }
 
-func redislockSession(t *testing.T, tg clientTarget) clientLog {
+func redislockSession(t testing.TB, tg clientTarget) clientLog {
 	ctx := context.Background()
 	var log clientLog
 	rdb := tg.goRedis(t, redis.Options{})

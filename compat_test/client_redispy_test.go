@@ -55,7 +55,7 @@ contention: 30 entries, at most 1 inside at once
 
 // debianPython returns Debian's python3 when it has the redis module. The
 // pyenv python3 first on PATH has no redis module, so the path is fixed.
-func debianPython(t *testing.T) string {
+func debianPython(t testing.TB) string {
 	t.Helper()
 	const python = "/usr/bin/python3"
 	if err := exec.Command(python, "-c", "import redis").Run(); err != nil {
@@ -65,7 +65,7 @@ func debianPython(t *testing.T) string {
 }
 
 // runRedispy runs testdata/redispy_lock.py against addr and returns its output.
-func runRedispy(t *testing.T, python string, tg clientTarget) string {
+func runRedispy(t testing.TB, python string, tg clientTarget) string {
 	t.Helper()
 	host, port, _ := strings.Cut(tg.addr, ":")
 	args := []string{"testdata/redispy_lock.py", host, port}
@@ -82,7 +82,7 @@ func runRedispy(t *testing.T, python string, tg clientTarget) string {
 }
 
 // compareOutputs compares two programs' outputs line by line.
-func compareOutputs(t *testing.T, wantName, want, gotName, got string) {
+func compareOutputs(t testing.TB, wantName, want, gotName, got string) {
 	t.Helper()
 	compareLogs(t, wantName, strings.Split(want, "\n"), gotName, strings.Split(got, "\n"))
 }

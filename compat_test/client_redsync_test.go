@@ -36,7 +36,7 @@ func redsyncErr(err error) string {
 	return "error: " + err.Error()
 }
 
-func redsyncSession(t *testing.T, tg clientTarget) clientLog {
+func redsyncSession(t testing.TB, tg clientTarget) clientLog {
 	ctx := context.Background()
 	var log clientLog
 	rdb := tg.goRedis(t, redis.Options{})
@@ -116,7 +116,7 @@ func redsyncSession(t *testing.T, tg clientTarget) clientLog {
 // the lock object newLock gives it, and checks the invariant of a lock: no
 // two workers are ever inside the critical section at once. It returns a
 // summary that is the same on every correct server.
-func lockContention(t *testing.T, server string, newLock func(worker int) (lock, unlock func() error)) string {
+func lockContention(t testing.TB, server string, newLock func(worker int) (lock, unlock func() error)) string {
 	const workers, rounds = 6, 8
 	var inside, maxInside, entered atomic.Int64
 	var wg sync.WaitGroup

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/internal/attempt"
 	"github.com/lockserver/lockserver/internal/freeport"
 	"github.com/lockserver/lockserver/replication"
 	"github.com/redis/go-redis/v9"
@@ -28,7 +29,7 @@ type clientTarget struct {
 }
 
 // redisTarget starts a redis-server, with requirepass when password is set.
-func redisTarget(t *testing.T, password string) clientTarget {
+func redisTarget(t testing.TB, password string) clientTarget {
 	t.Helper()
 	var extra []string
 	if password != "" {
@@ -46,7 +47,7 @@ func (tg clientTarget) dialerTarget() clientTarget {
 }
 
 // lockserverTarget starts a standalone lockserver on a free loopback port.
-func lockserverTarget(t *testing.T, password string) clientTarget {
+func lockserverTarget(t testing.TB, password string) clientTarget {
 	t.Helper()
 	s := startLockserver(t, lockserver.Options{Password: password})
 	return clientTarget{name: "lockserver", addr: s.Addr(), password: password, server: s}
@@ -69,12 +70,27 @@ func (tg clientTarget) goRedis(t testing.TB, opts redis.Options) *redis.Client {
 // Raft logs in memory, as three copies of a Go service would run them.
 type cluster struct {
 	members []*lockserver.Server
-	leader  int
+	ids     []string
+	// leader is the member that led when last found (see findLeader): tests
+	// about what the leader does run as attempts (package attempt), each
+	// from a leader found anew, and an election voids the attempt.
+	leader int
 }
 
+// The members' failure detection. Under -race on a busy 2-core machine a
+// member can go without CPU for hundreds of milliseconds, and the default
+// 500 ms moved the leader in some runs.
+const (
+	clusterHeartbeat = 1500 * time.Millisecond
+	clusterElection  = 2 * time.Second
+	// clusterWait bounds a wait for the cluster to get somewhere.
+	clusterWait = 30 * time.Second
+)
+
 // startCluster opens a three-member cluster on loopback and waits until a
-// member answers as the leader.
-func startCluster(t *testing.T) *cluster {
+// member answers as the leader and every member can write through it. In an
+// attempt, the attempt watches its term.
+func startCluster(t testing.TB) *cluster {
 	t.Helper()
 	var peers []replication.Peer
 	addrs := make([]string, 3)
@@ -85,26 +101,17 @@ func startCluster(t *testing.T) *cluster {
 	c := &cluster{leader: -1}
 	for i := range 3 {
 		s := startLockserver(t, lockserver.Options{
-			Addr:    addrs[i],
-			Cluster: lockserver.ClusterOptions{NodeID: peers[i].ID, RaftAddr: peers[i].RaftAddr, Bootstrap: peers},
+			Addr: addrs[i],
+			Cluster: lockserver.ClusterOptions{NodeID: peers[i].ID, RaftAddr: peers[i].RaftAddr, Bootstrap: peers,
+				HeartbeatTimeout: clusterHeartbeat, ElectionTimeout: clusterElection},
 		})
 		c.members = append(c.members, s)
+		c.ids = append(c.ids, peers[i].ID)
 	}
-	ctx := context.Background()
-	deadline := time.Now().Add(15 * time.Second)
-	for c.leader < 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the in-process cluster elected no leader within 15 s")
-		}
-		for i, s := range c.members {
-			v, err := s.Do(ctx, "LOCKSERVER", "LEADER")
-			if m, ok := v.(map[any]any); err == nil && ok && m["id"] == peers[i].ID {
-				c.leader = i
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	c.findLeader(t)
 	// A write through every member proves each can reach the leader.
+	ctx := context.Background()
+	deadline := time.Now().Add(clusterWait)
 	for i, s := range c.members {
 		for {
 			if _, err := s.Do(ctx, "SET", "cluster:ready", i); err == nil {
@@ -116,7 +123,52 @@ func startCluster(t *testing.T) *cluster {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+	attempt.Watch(t, "the cluster", c.term)
 	return c
+}
+
+// findLeader waits until a member says that it leads, and sets c.leader.
+func (c *cluster) findLeader(t testing.TB) {
+	t.Helper()
+	ctx := context.Background()
+	c.leader = -1
+	for deadline := time.Now().Add(clusterWait); c.leader < 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the in-process cluster had no leader for %v", clusterWait)
+		}
+		for i, s := range c.members {
+			v, err := s.Do(ctx, "LOCKSERVER", "LEADER")
+			if m, ok := v.(map[any]any); err == nil && ok && m["id"] == c.ids[i] {
+				c.leader = i
+			}
+		}
+	}
+}
+
+// term returns the highest Raft term a member reports: it grows with every
+// election.
+func (c *cluster) term() uint64 {
+	var term uint64
+	for _, s := range c.members {
+		v, err := s.Do(context.Background(), "LOCKSERVER", "STATUS")
+		if st, ok := v.(map[any]any); err == nil && ok {
+			if n, ok := st["term"].(int64); ok {
+				term = max(term, uint64(n))
+			}
+		}
+	}
+	return term
+}
+
+// attempts runs body as attempts (package attempt) that watch the cluster's
+// term, each with the leader found anew: a test on a cluster that it shares
+// with others, about what the leader or a follower does.
+func (c *cluster) attempts(t *testing.T, body func(t testing.TB)) {
+	attempt.Run(t, func(t testing.TB) {
+		c.findLeader(t)
+		attempt.Watch(t, "the cluster", c.term)
+		body(t)
+	})
 }
 
 // follower returns a member that does not lead, so that every command a

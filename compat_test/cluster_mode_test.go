@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/internal/attempt"
 	"github.com/lockserver/lockserver/internal/freeport"
 )
 
@@ -28,7 +29,7 @@ import (
 // startRedisCluster starts n redis-servers in cluster mode: the first owns
 // every slot, the others replicate it. It returns their addresses once every
 // node reports the cluster ok with all replicas in sync.
-func startRedisCluster(t *testing.T, n int) []string {
+func startRedisCluster(t testing.TB, n int) []string {
 	t.Helper()
 	var addrs, buses []string
 	for range n {
@@ -99,7 +100,7 @@ var nodeAddrRE = regexp.MustCompile(`^127\.0\.0\.1:[0-9]+@[0-9]+$`)
 // clusterNodesShape is CLUSTER NODES's lines, sorted, each with the id,
 // address and numbers masked and the master's id named <master>; it checks
 // that the line marked myself is myAddr, and that the master is masterAddr.
-func clusterNodesShape(t *testing.T, what, raw, myAddr, masterAddr string) string {
+func clusterNodesShape(t testing.TB, what, raw, myAddr, masterAddr string) string {
 	t.Helper()
 	v, _ := parseTree(raw)
 	text := strings.TrimPrefix(v.str, "txt:")
@@ -143,7 +144,7 @@ func clusterNodesShape(t *testing.T, what, raw, myAddr, masterAddr string) strin
 
 // compareCluster compares the CLUSTER replies of a lockserver node with a
 // redis-server node in the same role, in RESP2 and RESP3.
-func compareCluster(t *testing.T, what, redisAddr, redisMaster, lsAddr, lsMaster string) {
+func compareCluster(t testing.TB, what, redisAddr, redisMaster, lsAddr, lsMaster string) {
 	t.Helper()
 	same := [][]string{{"CLUSTER", "MYID"}, {"CLUSTER", "SLOTS"}, {"CLUSTER", "SHARDS"}, {"cluster", "slots"}}
 	exact := [][]string{
@@ -230,18 +231,18 @@ var slotKeys = []string{"{t}a", "{t}b", "t", "{t}zz", "{t}0", "a", "{user1}.x", 
 // keyspace.forKeysInSlot), lists them in byte order. So GETKEYSINSLOT's
 // lists are compared as sets, and one cut short by its count as a subset of
 // the slot's keys of the right length.
-func compareKeysInSlot(t *testing.T, writeRedis, writeLS string, nodes [][2]string) {
+func compareKeysInSlot(t testing.TB, writeRedis, writeLS string, nodes [][2]string) {
 	t.Helper()
 	for _, addr := range []string{writeRedis, writeLS} {
 		w := dialRaw(t, addr)
 		for _, k := range slotKeys {
-			w.Do("SET", k, "v")
+			w.Write("SET", k, "v")
 		}
-		w.Do("DEL", "{t}b")
-		w.Do("HSET", "{t}b", "f", "v")
+		w.Write("DEL", "{t}b")
+		w.Write("HSET", "{t}b", "f", "v")
 		// An expired key is not in its slot any more. Redis drops it from
 		// its slot when it deletes it, on the PTTL that finds it expired.
-		w.Do("SET", "{t}gone", "v", "PX", "1")
+		w.Write("SET", "{t}gone", "v", "PX", "1")
 		waitFor(t, func() string {
 			if r := w.Do("PTTL", "{t}gone"); r != ":-2\r\n" {
 				return addr + " to expire {t}gone: PTTL " + r
@@ -297,7 +298,7 @@ func compareKeysInSlot(t *testing.T, writeRedis, writeLS string, nodes [][2]stri
 }
 
 // keySlot asks the redis-server at addr for key's slot.
-func keySlot(t *testing.T, addr, key string) int {
+func keySlot(t testing.TB, addr, key string) int {
 	t.Helper()
 	v, _ := parseTree(sentinelCmd(t, addr, "CLUSTER", "KEYSLOT", key))
 	n, err := strconv.Atoi(v.str)
@@ -308,7 +309,7 @@ func keySlot(t *testing.T, addr, key string) int {
 }
 
 // keyList returns the bulk strings of an array reply.
-func keyList(t *testing.T, raw string) []string {
+func keyList(t testing.TB, raw string) []string {
 	t.Helper()
 	v, _ := parseTree(raw)
 	if v.typ != '*' {
@@ -348,26 +349,30 @@ func TestDiffClusterModeCluster(t *testing.T) {
 	}
 	need(t, "redis-server")
 	redisAddrs := startRedisCluster(t, 3)
-	c := startCluster(t)
-	leader := c.members[c.leader].Addr()
-	// Every member must know the others' client addresses first.
-	for _, m := range c.members {
-		waitFor(t, func() string {
-			if info := sentinelCmd(t, m.Addr(), "CLUSTER", "INFO"); !strings.Contains(info, "cluster_known_nodes:3") || !strings.Contains(info, "cluster_state:ok") {
-				return m.Addr() + " to know 3 nodes: " + info
-			}
-			return ""
-		})
-	}
-	compareCluster(t, "leader", redisAddrs[0], redisAddrs[0], leader, leader)
-	compareCluster(t, "follower", redisAddrs[1], redisAddrs[0], c.follower().Addr(), leader)
-	compareKeysInSlot(t, redisAddrs[0], leader, [][2]string{{redisAddrs[0], leader}, {redisAddrs[1], c.follower().Addr()}})
+	// An election during an attempt voids it (package attempt): what the
+	// members report follows the leader.
+	attempt.Run(t, func(t testing.TB) {
+		c := startCluster(t)
+		leader := c.members[c.leader].Addr()
+		// Every member must know the others' client addresses first.
+		for _, m := range c.members {
+			waitFor(t, func() string {
+				if info := sentinelCmd(t, m.Addr(), "CLUSTER", "INFO"); !strings.Contains(info, "cluster_known_nodes:3") || !strings.Contains(info, "cluster_state:ok") {
+					return m.Addr() + " to know 3 nodes: " + info
+				}
+				return ""
+			})
+		}
+		compareCluster(t, "leader", redisAddrs[0], redisAddrs[0], leader, leader)
+		compareCluster(t, "follower", redisAddrs[1], redisAddrs[0], c.follower().Addr(), leader)
+		compareKeysInSlot(t, redisAddrs[0], leader, [][2]string{{redisAddrs[0], leader}, {redisAddrs[1], c.follower().Addr()}})
+	})
 }
 
 // clusterLockSession takes and releases locks through a go-redis
 // ClusterClient with the scripts of internal/lockscripts and SET NX PX, and
 // logs each reply; a lock holder's remaining TTL is logged as its sign.
-func clusterLockSession(t *testing.T, rdb *redis.ClusterClient, prefix string) []string {
+func clusterLockSession(t testing.TB, rdb *redis.ClusterClient, prefix string) []string {
 	t.Helper()
 	ctx := context.Background()
 	script := func(name string) *redis.Script { return redis.NewScript(loadScript(t, name)) }
@@ -407,7 +412,7 @@ func clusterLockSession(t *testing.T, rdb *redis.ClusterClient, prefix string) [
 }
 
 // newClusterClient returns a ClusterClient seeded with addr alone.
-func newClusterClient(t *testing.T, addr string) *redis.ClusterClient {
+func newClusterClient(t testing.TB, addr string) *redis.ClusterClient {
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}})
 	t.Cleanup(func() { rdb.Close() })
 	return rdb
@@ -437,45 +442,47 @@ func TestClusterClientGoRedis(t *testing.T) {
 		if testing.Short() {
 			t.Skip("starts a three-member cluster")
 		}
-		c := startCluster(t)
-		ctx := context.Background()
-		rdb := newClusterClient(t, c.follower().Addr())
-		// go-redis finds the shard's master, the leader, from the follower.
-		masterAddr := func() string {
-			m, err := rdb.MasterForKey(ctx, "x")
-			if err != nil {
-				t.Fatal(err)
+		attempt.Run(t, func(t testing.TB) {
+			c := startCluster(t)
+			ctx := context.Background()
+			rdb := newClusterClient(t, c.follower().Addr())
+			// go-redis finds the shard's master, the leader, from the follower.
+			masterAddr := func() string {
+				m, err := rdb.MasterForKey(ctx, "x")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return m.Options().Addr
 			}
-			return m.Options().Addr
-		}
-		if got := masterAddr(); got != c.members[c.leader].Addr() {
-			t.Errorf("go-redis takes %s for the master, the leader is %s", got, c.members[c.leader].Addr())
-		}
-		if got := clusterLockSession(t, rdb, "c1"); !slices.Equal(got, want) {
-			t.Errorf("redis-server:\n%s\nlockserver cluster:\n%s", strings.Join(want, "\n"), strings.Join(got, "\n"))
-		}
-		// Leadership moves; go-redis, told to reload, follows it, and the
-		// old leader, now a follower, keeps serving the client meanwhile.
-		old := c.members[c.leader].Addr()
-		if r := sentinelCmd(t, old, "SENTINEL", "FAILOVER", "mymaster"); r != "+OK\r\n" {
-			t.Fatalf("SENTINEL FAILOVER: %q", r)
-		}
-		if got := clusterLockSession(t, rdb, "c2"); !slices.Equal(got, want) {
-			t.Errorf("during the leader change:\nredis-server:\n%s\nlockserver cluster:\n%s", strings.Join(want, "\n"), strings.Join(got, "\n"))
-		}
-		waitFor(t, func() string {
-			rdb.ReloadState(ctx)
-			if got := masterAddr(); got == old {
-				return "go-redis to find the new leader"
+			if got := masterAddr(); got != c.members[c.leader].Addr() {
+				t.Errorf("go-redis takes %s for the master, the leader is %s", got, c.members[c.leader].Addr())
 			}
-			return ""
+			if got := clusterLockSession(t, rdb, "c1"); !slices.Equal(got, want) {
+				t.Errorf("redis-server:\n%s\nlockserver cluster:\n%s", strings.Join(want, "\n"), strings.Join(got, "\n"))
+			}
+			// Leadership moves; go-redis, told to reload, follows it, and the
+			// old leader, now a follower, keeps serving the client meanwhile.
+			attempt.Own(t)
+			old := c.members[c.leader].Addr()
+			if r := sentinelCmd(t, old, "SENTINEL", "FAILOVER", "mymaster"); r != "+OK\r\n" {
+				t.Fatalf("SENTINEL FAILOVER: %q", r)
+			}
+			if got := clusterLockSession(t, rdb, "c2"); !slices.Equal(got, want) {
+				t.Errorf("during the leader change:\nredis-server:\n%s\nlockserver cluster:\n%s", strings.Join(want, "\n"), strings.Join(got, "\n"))
+			}
+			// go-redis finds the new leader: the node it takes for the master
+			// leads, and it is not the old one.
+			waitFor(t, func() string {
+				rdb.ReloadState(ctx)
+				got := masterAddr()
+				if r := sentinelCmd(t, got, "ROLE"); got == old || !strings.HasPrefix(r, "*3\r\n$6\r\nmaster\r\n") {
+					return fmt.Sprintf("go-redis to take the new leader for the master: %s, whose ROLE is %q", got, r)
+				}
+				return ""
+			})
+			if got := clusterLockSession(t, rdb, "c3"); !slices.Equal(got, want) {
+				t.Errorf("after the leader change:\nredis-server:\n%s\nlockserver cluster:\n%s", strings.Join(want, "\n"), strings.Join(got, "\n"))
+			}
 		})
-		// The node go-redis now takes for the master leads.
-		if r := sentinelCmd(t, masterAddr(), "ROLE"); !strings.HasPrefix(r, "*3\r\n$6\r\nmaster\r\n") {
-			t.Errorf("ROLE on the master go-redis found, %s: %q", masterAddr(), r)
-		}
-		if got := clusterLockSession(t, rdb, "c3"); !slices.Equal(got, want) {
-			t.Errorf("after the leader change:\nredis-server:\n%s\nlockserver cluster:\n%s", strings.Join(want, "\n"), strings.Join(got, "\n"))
-		}
 	})
 }

@@ -277,7 +277,7 @@ func TestDiffClient(t *testing.T) {
 }
 
 // clientFields returns the field names of a CLIENT INFO/LIST line.
-func clientFields(t *testing.T, reply string) []string {
+func clientFields(t testing.TB, reply string) []string {
 	t.Helper()
 	i := strings.Index(reply, "id=")
 	if i < 0 {
@@ -293,7 +293,7 @@ func clientFields(t *testing.T, reply string) []string {
 }
 
 // clientField returns the value of field in a CLIENT LIST line.
-func clientField(t *testing.T, line, field string) int {
+func clientField(t testing.TB, line, field string) int {
 	t.Helper()
 	for _, f := range strings.Fields(line) {
 		if v, ok := strings.CutPrefix(f, field+"="); ok {
@@ -529,7 +529,7 @@ func TestDiffConfig(t *testing.T) {
 }
 
 // pairsOf parses a flat array of bulk strings into a map.
-func pairsOf(t *testing.T, reply string) map[string]string {
+func pairsOf(t testing.TB, reply string) map[string]string {
 	t.Helper()
 	lines := strings.Split(strings.TrimSuffix(reply, "\r\n"), "\r\n")
 	var vals []string

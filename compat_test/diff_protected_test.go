@@ -11,7 +11,7 @@ import (
 
 // hostAddress returns an IPv4 address of this machine that is not loopback,
 // so that a test can connect as a client from the network would.
-func hostAddress(t *testing.T) string {
+func hostAddress(t testing.TB) string {
 	t.Helper()
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/internal/attempt"
 )
 
 // WAIT on a server without replicas, as redis-server 7.0 answers it: 0 at
@@ -179,43 +180,45 @@ func TestRedissonWaitOnCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-member cluster")
 	}
-	c := startCluster(t)
-	leader := dialRaw(t, c.members[c.leader].Addr())
-	waitFor(t, func() string {
-		if n := infoFields(leader.Do("INFO", "REPLICATION"), "connected_slaves")["connected_slaves"]; n != "2" {
-			return "connected_slaves:2 on the leader, not " + n
+	attempt.Run(t, func(t testing.TB) {
+		c := startCluster(t)
+		leader := dialRaw(t, c.members[c.leader].Addr())
+		waitFor(t, func() string {
+			if n := infoFields(leader.Do("INFO", "REPLICATION"), "connected_slaves")["connected_slaves"]; n != "2" {
+				return "connected_slaves:2 on the leader, not " + n
+			}
+			return ""
+		})
+		// ROLE lists the same replicas.
+		if r := leader.Do("ROLE"); !regexp.MustCompile(`^\*3\r\n\$6\r\nmaster\r\n:\d+\r\n\*2\r\n`).MatchString(r) {
+			t.Errorf("ROLE on the leader = %q, want a master with two replicas", r)
 		}
-		return ""
+		for i := range 20 {
+			replicas := redissonReplicaProbe(t, "leader", leader)
+			if replicas != "2" {
+				t.Fatalf("lock %d: connected_slaves:%s on the leader of a healthy three-member cluster", i, replicas)
+			}
+			// Redisson sends the script and WAIT in one batch.
+			leader.Send("EVAL", rlockTryLock, "1", "sync:lock:"+strconv.Itoa(i), "30000", "id:1")
+			leader.Send("WAIT", replicas, "1000")
+			if r := leader.Read(); r != nilReply {
+				t.Fatalf("lock %d: the lock script replied %q", i, r)
+			}
+			if r := leader.Read(); r != ":2\r\n" {
+				t.Fatalf("lock %d: WAIT 2 1000 after the lock script = %q, want :2", i, r)
+			}
+		}
+		follower := dialRaw(t, c.follower().Addr())
+		if n := infoFields(follower.Do("INFO", "REPLICATION"), "connected_slaves")["connected_slaves"]; n != "0" {
+			t.Errorf("connected_slaves:%s on a follower", n)
+		}
+		follower.Send("EVAL", rlockTryLock, "1", "sync:lock:follower", "30000", "id:1")
+		follower.Send("WAIT", "2", "1000")
+		if r := follower.Read(); r != nilReply {
+			t.Fatalf("the lock script through a follower replied %q", r)
+		}
+		if r := follower.Read(); r != ":2\r\n" {
+			t.Fatalf("WAIT 2 1000 on a follower after the lock script = %q, want :2", r)
+		}
 	})
-	// ROLE lists the same replicas.
-	if r := leader.Do("ROLE"); !regexp.MustCompile(`^\*3\r\n\$6\r\nmaster\r\n:\d+\r\n\*2\r\n`).MatchString(r) {
-		t.Errorf("ROLE on the leader = %q, want a master with two replicas", r)
-	}
-	for i := range 20 {
-		replicas := redissonReplicaProbe(t, "leader", leader)
-		if replicas != "2" {
-			t.Fatalf("lock %d: connected_slaves:%s on the leader of a healthy three-member cluster", i, replicas)
-		}
-		// Redisson sends the script and WAIT in one batch.
-		leader.Send("EVAL", rlockTryLock, "1", "sync:lock:"+strconv.Itoa(i), "30000", "id:1")
-		leader.Send("WAIT", replicas, "1000")
-		if r := leader.Read(); r != nilReply {
-			t.Fatalf("lock %d: the lock script replied %q", i, r)
-		}
-		if r := leader.Read(); r != ":2\r\n" {
-			t.Fatalf("lock %d: WAIT 2 1000 after the lock script = %q, want :2", i, r)
-		}
-	}
-	follower := dialRaw(t, c.follower().Addr())
-	if n := infoFields(follower.Do("INFO", "REPLICATION"), "connected_slaves")["connected_slaves"]; n != "0" {
-		t.Errorf("connected_slaves:%s on a follower", n)
-	}
-	follower.Send("EVAL", rlockTryLock, "1", "sync:lock:follower", "30000", "id:1")
-	follower.Send("WAIT", "2", "1000")
-	if r := follower.Read(); r != nilReply {
-		t.Fatalf("the lock script through a follower replied %q", r)
-	}
-	if r := follower.Read(); r != ":2\r\n" {
-		t.Fatalf("WAIT 2 1000 on a follower after the lock script = %q, want :2", r)
-	}
 }

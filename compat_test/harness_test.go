@@ -127,6 +127,24 @@ func (c *rawClient) Do(args ...string) string {
 	return c.Read()
 }
 
+// Write sends a write that may be applied twice with the same result (SET or
+// HSET of a fixed value, DEL) as a client of a cluster would: again while the
+// reply is TRYAGAIN or CLUSTERDOWN (nothing was written) or UNKNOWN (it may
+// have been; sending it again leaves the same state). redis-server never
+// answers so.
+func (c *rawClient) Write(args ...string) string {
+	c.t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		r := c.Do(args...)
+		if !strings.HasPrefix(r, "-TRYAGAIN ") && !strings.HasPrefix(r, "-CLUSTERDOWN ") && !strings.HasPrefix(r, "-UNKNOWN ") {
+			return r
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%q: still %q after 30 s", args, r)
+		}
+	}
+}
+
 // Send writes one command without reading the reply.
 func (c *rawClient) Send(args ...string) {
 	c.t.Helper()

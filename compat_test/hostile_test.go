@@ -14,7 +14,7 @@ import (
 
 // sendAndHangUp writes raw bytes, closes the writing side and returns all the
 // server answers before it closes the connection.
-func sendAndHangUp(t *testing.T, c *rawClient, raw string) string {
+func sendAndHangUp(t testing.TB, c *rawClient, raw string) string {
 	t.Helper()
 	c.SendRaw([]byte(raw))
 	c.conn.(*net.TCPConn).CloseWrite()
@@ -23,7 +23,7 @@ func sendAndHangUp(t *testing.T, c *rawClient, raw string) string {
 }
 
 // stillServing checks that a fresh connection is answered.
-func stillServing(t *testing.T, addr string) {
+func stillServing(t testing.TB, addr string) {
 	t.Helper()
 	if got := dialRaw(t, addr).Do("PING"); got != "+PONG\r\n" {
 		t.Fatalf("PING on a fresh connection = %q", got)

@@ -16,7 +16,7 @@ import (
 // supported when it replies (an integer; an array of two integers), and
 // unsupported when it fails with "ERR unknown command" naming it. Any other
 // reply fails Redisson's lock call, so it fails the test.
-func waitSupport(t *testing.T, server string, c *rawClient) []string {
+func waitSupport(t testing.TB, server string, c *rawClient) []string {
 	t.Helper()
 	c.Send("WAIT", "0", "0")
 	c.Send("WAITAOF", "0", "0", "0")
@@ -49,7 +49,7 @@ func infoFields(reply string, names ...string) map[string]string {
 
 // redissonReplicaProbe checks what Redisson learns before its first lock
 // script in a non-single-server mode, and returns connected_slaves.
-func redissonReplicaProbe(t *testing.T, server string, c *rawClient) string {
+func redissonReplicaProbe(t testing.TB, server string, c *rawClient) string {
 	t.Helper()
 	if s := waitSupport(t, server, c); len(s) == 0 || s[0] != "WAIT" {
 		t.Errorf("%s: Redisson finds WAIT unsupported (%v) and gives up syncing replicas", server, s)

@@ -42,7 +42,7 @@ type redissonWaiter struct {
 }
 
 // newRedissonWaiter connects a thread and subscribes it to channel.
-func newRedissonWaiter(t *testing.T, tg clientTarget, channel string) *redissonWaiter {
+func newRedissonWaiter(t testing.TB, tg clientTarget, channel string) *redissonWaiter {
 	ctx := context.Background()
 	w := &redissonWaiter{ctx: ctx, rdb: tg.goRedis(t, redis.Options{})}
 	sub := w.rdb.Subscribe(ctx, channel)
@@ -89,7 +89,7 @@ func released(v any, err error) error {
 }
 
 // redissonLockContention: RLock's lock() and unlock() from several threads.
-func redissonLockContention(t *testing.T, tg clientTarget) string {
+func redissonLockContention(t testing.TB, tg clientTarget) string {
 	name := "contended:rlock"
 	ch := prefixName("redisson_lock__channel", name)
 	id := randomUUID()
@@ -111,7 +111,7 @@ func redissonLockContention(t *testing.T, tg clientTarget) string {
 
 // redissonFairLockContention: RFairLock's lock() and unlock(), each thread
 // woken on its own channel when it reaches the head of the queue.
-func redissonFairLockContention(t *testing.T, tg clientTarget) string {
+func redissonFairLockContention(t testing.TB, tg clientTarget) string {
 	name := "contended:fair"
 	queue, timeouts := prefixName("redisson_lock_queue", name), prefixName("redisson_lock_timeout", name)
 	ch := prefixName("redisson_lock__channel", name)
@@ -137,7 +137,7 @@ func TestRedissonContention(t *testing.T) {
 	redisT, ls := redisTarget(t, ""), lockserverTarget(t, "")
 	for _, c := range []struct {
 		name string
-		run  func(*testing.T, clientTarget) string
+		run  func(testing.TB, clientTarget) string
 	}{{"RLock", redissonLockContention}, {"FairLock", redissonFairLockContention}} {
 		t.Run(c.name, func(t *testing.T) {
 			want := c.run(t, redisT)

@@ -23,7 +23,7 @@ import (
 
 // redisson is one Redisson client (one ServiceManager) talking to a pair.
 type redisson struct {
-	t *testing.T
+	t testing.TB
 	p *pair
 	// id is ServiceManager.getId(), a UUID: locks are owned by id:threadId.
 	id string
@@ -43,7 +43,7 @@ const unlockLatchMs = 13500
 
 // newRedisson starts a Redisson stand-in on the pair's connections,
 // speaking RESP proto.
-func newRedisson(t *testing.T, p *pair, proto int) *redisson {
+func newRedisson(t testing.TB, p *pair, proto int) *redisson {
 	r := &redisson{t: t, p: p, id: randomUUID(), publish: "PUBLISH", proto: proto}
 	r.hello(p)
 	t.Cleanup(func() {
@@ -158,7 +158,7 @@ func (r *redisson) evalsha(server int, c *rawClient, script string, keys, args [
 
 // replies are what redis-server and lockserver answered to one request.
 type replies struct {
-	t         *testing.T
+	t         testing.TB
 	r         *redisson
 	what      string
 	redis, ls string
@@ -288,14 +288,14 @@ func respElements(s string) []string {
 }
 
 // connect opens new connections to the pair's two servers for test t.
-func (p *pair) connect(t *testing.T) *pair {
+func (p *pair) connect(t testing.TB) *pair {
 	return &pair{t: t, redis: dialRaw(t, p.redisAddr), ls: dialRaw(t, p.lockserver.Addr()), redisAddr: p.redisAddr, lockserver: p.lockserver}
 }
 
 // subscriber is a pair of connections subscribed to the same channels on
 // both servers, as Redisson's pub/sub connections are.
 type subscriber struct {
-	t     *testing.T
+	t     testing.TB
 	p     *pair
 	proto int
 }

@@ -8,7 +8,7 @@ import (
 // redissonFairLock: RedissonFairLock's queue of waiters. The scripts take
 // the client's clock as an argument, so a waiter's deadline passing is shown
 // by passing a later clock, with no sleeping.
-func redissonFairLock(t *testing.T, r *redisson) {
+func redissonFairLock(t testing.TB, r *redisson) {
 	name := "fair"
 	queue, timeouts := prefixName("redisson_lock_queue", name), prefixName("redisson_lock_timeout", name)
 	ch := prefixName("redisson_lock__channel", name)

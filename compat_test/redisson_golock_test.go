@@ -21,7 +21,7 @@ func TestRedissonAndGoLocks(t *testing.T) {
 		t.Run(tg.name, func(t *testing.T) {
 			for _, sc := range []struct {
 				name string
-				run  func(*testing.T, clientTarget)
+				run  func(testing.TB, clientTarget)
 			}{
 				{"Mutex", goMutexWithRedisson},
 				{"RWMutex", goRWMutexWithRedisson},
@@ -34,14 +34,14 @@ func TestRedissonAndGoLocks(t *testing.T) {
 }
 
 // goBackend is a lock Backend on the target through go-redis.
-func goBackend(t *testing.T, tg clientTarget) *lock.Backend {
+func goBackend(t testing.TB, tg clientTarget) *lock.Backend {
 	b := lock.Redis(tg.goRedis(t, redis.Options{}))
 	t.Cleanup(func() { b.Close() })
 	return b
 }
 
 // eval runs one of Redisson's scripts as Redisson does, failing on error.
-func redissonEval(t *testing.T, rdb *redis.Client, script string, keys []string, args ...any) any {
+func redissonEval(t testing.TB, rdb *redis.Client, script string, keys []string, args ...any) any {
 	t.Helper()
 	v, err := redissonEvalSha(context.Background(), rdb, script, keys, args...)
 	if err != nil && err != redis.Nil {
@@ -51,7 +51,7 @@ func redissonEval(t *testing.T, rdb *redis.Client, script string, keys []string,
 }
 
 // subscribed opens a Redisson-style subscription to channel.
-func subscribed(t *testing.T, rdb *redis.Client, channel string) <-chan *redis.Message {
+func subscribed(t testing.TB, rdb *redis.Client, channel string) <-chan *redis.Message {
 	t.Helper()
 	sub := rdb.Subscribe(context.Background(), channel)
 	t.Cleanup(func() { sub.Close() })
@@ -62,7 +62,7 @@ func subscribed(t *testing.T, rdb *redis.Client, channel string) <-chan *redis.M
 }
 
 // message waits for the next message on ch and requires payload.
-func message(t *testing.T, ch <-chan *redis.Message, payload string) {
+func message(t testing.TB, ch <-chan *redis.Message, payload string) {
 	t.Helper()
 	select {
 	case m := <-ch:
@@ -76,7 +76,7 @@ func message(t *testing.T, ch <-chan *redis.Message, payload string) {
 
 // waitingOn waits until n clients subscribe to channel (a Go waiter has
 // joined it).
-func waitingOn(t *testing.T, rdb *redis.Client, channel string, n int64) {
+func waitingOn(t testing.TB, rdb *redis.Client, channel string, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for rdb.PubSubNumSub(context.Background(), channel).Val()[channel] != n {
@@ -87,7 +87,7 @@ func waitingOn(t *testing.T, rdb *redis.Client, channel string, n int64) {
 	}
 }
 
-func goMutexWithRedisson(t *testing.T, tg clientTarget) {
+func goMutexWithRedisson(t testing.TB, tg clientTarget) {
 	ctx := context.Background()
 	rdb := tg.goRedis(t, redis.Options{})
 	rdb.Del(ctx, "golock", prefixName("redisson_lock_token", "golock"))
@@ -162,7 +162,7 @@ func goMutexWithRedisson(t *testing.T, tg clientTarget) {
 	message(t, msgs, "0")
 }
 
-func goRWMutexWithRedisson(t *testing.T, tg clientTarget) {
+func goRWMutexWithRedisson(t testing.TB, tg clientTarget) {
 	ctx := context.Background()
 	rdb := tg.goRedis(t, redis.Options{})
 	name, ch := "gorw", prefixName("redisson_rwlock", "gorw")
@@ -231,7 +231,7 @@ func goRWMutexWithRedisson(t *testing.T, tg clientTarget) {
 	}
 }
 
-func goSemaphoreWithRedisson(t *testing.T, tg clientTarget) {
+func goSemaphoreWithRedisson(t testing.TB, tg clientTarget) {
 	ctx := context.Background()
 	rdb := tg.goRedis(t, redis.Options{})
 	name, ch := "gosem", prefixName("redisson_sc", "gosem")

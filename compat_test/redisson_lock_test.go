@@ -33,7 +33,7 @@ func respArray(items ...string) string {
 // against a member of an in-process cluster (TestClientsOnCluster).
 var redissonScenarios = []struct {
 	name string
-	run  func(t *testing.T, r *redisson)
+	run  func(t testing.TB, r *redisson)
 }{
 	{"RLock", redissonRLock},
 	{"Watchdog", redissonWatchdog},
@@ -48,27 +48,33 @@ var redissonScenarios = []struct {
 }
 
 // runRedissonScenarios runs every scenario on fresh connections to p's
-// servers, emptied first, over each protocol Redisson speaks.
-func runRedissonScenarios(t *testing.T, p *pair) {
+// servers, emptied first, over each protocol Redisson speaks: each in a
+// subtest, whose body run runs (directly, or as attempts on a cluster).
+func runRedissonScenarios(t *testing.T, p *pair, run func(t *testing.T, body func(t testing.TB))) {
 	for _, proto := range []int{2, 3} {
 		for _, sc := range redissonScenarios {
 			t.Run(fmt.Sprintf("%s/RESP%d", sc.name, proto), func(t *testing.T) {
-				r := newRedisson(t, p.connect(t), proto)
-				r.do("FLUSHALL").is("+OK\r\n")
-				sc.run(t, r)
+				run(t, func(t testing.TB) {
+					r := newRedisson(t, p.connect(t), proto)
+					r.do("FLUSHALL").is("+OK\r\n")
+					sc.run(t, r)
+				})
 			})
 		}
 	}
 }
 
+// direct runs body in t itself.
+func direct(t *testing.T, body func(t testing.TB)) { body(t) }
+
 func TestRedisson(t *testing.T) {
-	runRedissonScenarios(t, newPair(t))
+	runRedissonScenarios(t, newPair(t), direct)
 }
 
 // redissonRLock: RedissonLock's acquire, re-entry, contention, unlock with
 // its latch (a retried unlock repeats its outcome), the unlock message,
 // forceUnlock, and a lease that runs out.
-func redissonRLock(t *testing.T, r *redisson) {
+func redissonRLock(t testing.TB, r *redisson) {
 	name := "rlock"
 	ch := prefixName("redisson_lock__channel", name)
 	sub := r.subscribe("SUBSCRIBE", ch)
@@ -124,7 +130,7 @@ func redissonRLock(t *testing.T, r *redisson) {
 
 // redissonWatchdog: the lease renewal scripts, today's batched LockTask and
 // the single-lock renewExpirationAsync of Redisson 3.x.
-func redissonWatchdog(t *testing.T, r *redisson) {
+func redissonWatchdog(t testing.TB, r *redisson) {
 	a, b := "watchdog:a", "watchdog:b"
 	t1, t2 := r.lockName(1), r.lockName(2)
 	r.eval(rlockTryLock, []string{a}, 5000, t1).is(nilReply)
@@ -140,7 +146,7 @@ func redissonWatchdog(t *testing.T, r *redisson) {
 
 // redissonFencedLock: each acquisition, re-entries included, takes the next
 // fencing token.
-func redissonFencedLock(t *testing.T, r *redisson) {
+func redissonFencedLock(t testing.TB, r *redisson) {
 	name := "fenced"
 	token := prefixName("redisson_lock_token", name)
 	ch := prefixName("redisson_lock__channel", name)
@@ -165,7 +171,7 @@ func redissonFencedLock(t *testing.T, r *redisson) {
 }
 
 // redissonSpinLock: acquire, re-entry, contention and unlock without pub/sub.
-func redissonSpinLock(t *testing.T, r *redisson) {
+func redissonSpinLock(t testing.TB, r *redisson) {
 	name := "spin"
 	t1, t2 := r.lockName(1), r.lockName(2)
 	acquire := func(owner string) replies { return r.eval(spinTryLock, []string{name}, redissonLease, owner) }
@@ -189,7 +195,7 @@ func redissonSpinLock(t *testing.T, r *redisson) {
 
 // redissonShardedPubSub: with sharded pub/sub (Redisson's cluster mode after
 // its PUBSUB SHARDNUMSUB probe), waiters SSUBSCRIBE and unlocks SPUBLISH.
-func redissonShardedPubSub(t *testing.T, r *redisson) {
+func redissonShardedPubSub(t testing.TB, r *redisson) {
 	r.do("PUBSUB", "SHARDNUMSUB", 0).same()
 	r.publish = "SPUBLISH"
 	name := "{sharded}lock"

@@ -6,7 +6,7 @@ import "testing"
 // hash: shared readers, a writer waiting for them, readers waiting for a
 // writer, a writer that also reads, the read-lock watchdogs, and the unlock
 // messages (0 from readers, 1 from the writer).
-func redissonReadWriteLock(t *testing.T, r *redisson) {
+func redissonReadWriteLock(t testing.TB, r *redisson) {
 	name := "rw"
 	ch := prefixName("redisson_rwlock", name)
 	const keyPrefix = "{rw}" // RedissonReadLock.getKeyPrefix of "rw"

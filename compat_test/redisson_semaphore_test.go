@@ -8,7 +8,7 @@ import (
 
 // redissonSemaphore: RSemaphore's permits as an integer string, and the
 // messages that wake waiters with the new count.
-func redissonSemaphore(t *testing.T, r *redisson) {
+func redissonSemaphore(t testing.TB, r *redisson) {
 	name := "sem"
 	ch := prefixName("redisson_sc", name)
 	sub := r.subscribe("SUBSCRIBE", ch)
@@ -50,7 +50,7 @@ func permitID(first byte) []byte {
 // redissonPermitExpirableSemaphore: permits with ids and leases. Each
 // script takes the client's clock, so a lease ending is shown by a later
 // clock, with no sleeping.
-func redissonPermitExpirableSemaphore(t *testing.T, r *redisson) {
+func redissonPermitExpirableSemaphore(t testing.TB, r *redisson) {
 	name := "pes"
 	timeouts := suffixName(name, "timeout")
 	ch := prefixName("redisson_sc", name)
@@ -134,7 +134,7 @@ func redissonPermitExpirableSemaphore(t *testing.T, r *redisson) {
 
 // redissonCountDownLatch: RCountDownLatch's count and the messages that
 // open (0) and reset (1) it.
-func redissonCountDownLatch(t *testing.T, r *redisson) {
+func redissonCountDownLatch(t testing.TB, r *redisson) {
 	name := "latch"
 	ch := "redisson_countdownlatch__channel__{" + name + "}"
 	sub := r.subscribe("SUBSCRIBE", ch)

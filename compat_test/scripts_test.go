@@ -132,7 +132,7 @@ func tokenSteps(k string) []step {
 
 // check runs one step on both servers and compares both replies with the
 // README's and with each other.
-func (st step) check(t *testing.T, redis, ls *scriptClient) {
+func (st step) check(t testing.TB, redis, ls *scriptClient) {
 	t.Helper()
 	want := redis.run(st.script, st.keys, st.args...)
 	got := ls.run(st.script, st.keys, st.args...)

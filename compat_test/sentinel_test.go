@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/internal/attempt"
 	"github.com/lockserver/lockserver/internal/freeport"
 )
 
@@ -129,7 +130,7 @@ func maskValue(s, field string) string {
 // masterAddr as "mymaster" with quorum 2. Failures are detected after a
 // second; a failover, which needs a replica that may be promoted, is retried
 // only after ten minutes.
-func startSentinelProc(t *testing.T, masterAddr string) string {
+func startSentinelProc(t testing.TB, masterAddr string) string {
 	t.Helper()
 	host, port, _ := net.SplitHostPort(masterAddr)
 	mine := freeport.MustPort(t)
@@ -145,7 +146,7 @@ func startSentinelProc(t *testing.T, masterAddr string) string {
 
 // waitFor polls cond until it returns "" or 20 s pass; cond says what it
 // still waits for.
-func waitFor(t *testing.T, cond func() string) {
+func waitFor(t testing.TB, cond func() string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -161,7 +162,7 @@ func waitFor(t *testing.T, cond func() string) {
 }
 
 // sentinelCmd sends one command on a new connection and returns the raw reply.
-func sentinelCmd(t *testing.T, addr string, args ...string) string {
+func sentinelCmd(t testing.TB, addr string, args ...string) string {
 	t.Helper()
 	c := dialRaw(t, addr)
 	defer c.conn.Close()
@@ -169,7 +170,7 @@ func sentinelCmd(t *testing.T, addr string, args ...string) string {
 }
 
 // sameShape fails the test unless the two raw replies have the same shape.
-func sameShape(t *testing.T, what, redisRaw, lsRaw string) {
+func sameShape(t testing.TB, what, redisRaw, lsRaw string) {
 	t.Helper()
 	want, _ := parseTree(redisRaw)
 	got, _ := parseTree(lsRaw)
@@ -214,132 +215,136 @@ func TestDiffSentinel(t *testing.T) {
 		return ""
 	})
 
-	c := startCluster(t)
-	leader := c.members[c.leader].Addr()
-	for _, m := range c.members {
+	attempt.Run(t, func(t testing.TB) {
+		c := startCluster(t)
+		leader := c.members[c.leader].Addr()
+		for _, m := range c.members {
+			waitFor(t, func() string {
+				rs, _ := parseTree(sentinelCmd(t, m.Addr(), "SENTINEL", "REPLICAS", "mymaster"))
+				got := sentinelCmd(t, m.Addr(), "SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster")
+				lhost, lport, _ := net.SplitHostPort(leader)
+				if want := fmt.Sprintf("*2\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", len(lhost), lhost, len(lport), lport); got != want || len(rs.elems) != 2 {
+					return fmt.Sprintf("member %s to report the leader %s and 2 replicas: %q, %s", m.Addr(), leader, got, rs.shape())
+				}
+				return ""
+			})
+		}
+
+		same := [][]string{
+			{"SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster"},
+			{"SENTINEL", "MASTERS"},
+			{"SENTINEL", "masters"},
+			{"SENTINEL", "MASTER", "mymaster"},
+			{"SENTINEL", "REPLICAS", "mymaster"},
+			{"SENTINEL", "SLAVES", "mymaster"},
+			{"SENTINEL", "SENTINELS", "mymaster"},
+			{"SENTINEL", "MYID"},
+		}
+		exact := [][]string{
+			{"SENTINEL", "CKQUORUM", "mymaster"},
+			{"SENTINEL", "GET-MASTER-ADDR-BY-NAME", "nope"},
+			{"SENTINEL", "GET-MASTER-ADDR-BY-NAME", "MYMASTER"},
+			{"SENTINEL", "MASTER", "nope"},
+			{"SENTINEL", "REPLICAS", "nope"},
+			{"SENTINEL", "SLAVES", "nope"},
+			{"SENTINEL", "SENTINELS", "nope"},
+			{"SENTINEL", "CKQUORUM", "nope"},
+			{"SENTINEL", "FAILOVER", "nope"},
+			{"SENTINEL"},
+			{"SENTINEL", "NOPE"},
+			{"SENTINEL", "MASTERS", "x"},
+			{"SENTINEL", "MASTER"},
+			{"SENTINEL", "MASTER", "mymaster", "x"},
+			{"SENTINEL", "REPLICAS"},
+			{"SENTINEL", "SLAVES", "mymaster", "x"},
+			{"SENTINEL", "SENTINELS"},
+			{"SENTINEL", "MYID", "x"},
+			{"SENTINEL", "GET-MASTER-ADDR-BY-NAME"},
+			{"SENTINEL", "CKQUORUM"},
+			{"SENTINEL", "FAILOVER"},
+			{"SENTINEL", "HELP", "x"},
+		}
+		for _, proto := range []string{"2", "3"} {
+			rs := dialRaw(t, s1)
+			rs.Do("HELLO", proto)
+			for i, m := range c.members {
+				ls := dialRaw(t, m.Addr())
+				ls.Do("HELLO", proto)
+				for _, cmd := range same {
+					sameShape(t, fmt.Sprintf("RESP%s, member %d: %q", proto, i, cmd), rs.Do(cmd...), ls.Do(cmd...))
+				}
+				for _, cmd := range exact {
+					if want, got := rs.Do(cmd...), ls.Do(cmd...); got != want {
+						t.Errorf("RESP%s, member %d: %q:\n redis-sentinel: %q\n     lockserver: %q", proto, i, cmd, want, got)
+					}
+				}
+				// ROLE: the leader answers as the master does, a follower as a replica.
+				peer := replicas[0]
+				if i == c.leader {
+					peer = master
+				}
+				rr := dialRaw(t, peer)
+				rr.Do("HELLO", proto)
+				sameShape(t, fmt.Sprintf("RESP%s, member %d: ROLE", proto, i), rr.Do("ROLE"), ls.Do("ROLE"))
+			}
+		}
+
+		// SENTINEL HELP lists a subset of Sentinel's lines; only FAILOVER's
+		// description says what lockserver does instead.
+		redisHelp, _ := parseTree(sentinelCmd(t, s1, "SENTINEL", "HELP"))
+		lsHelp, _ := parseTree(sentinelCmd(t, leader, "SENTINEL", "HELP"))
+		have := map[string]bool{}
+		for _, l := range redisHelp.elems {
+			have[l.str] = true
+		}
+		for i, l := range lsHelp.elems {
+			if !have[l.str] && lsHelp.elems[i-1].str != "FAILOVER <master-name>" {
+				t.Errorf("SENTINEL HELP line %q is not Sentinel's", l.str)
+			}
+		}
+
+		// A failover with no replica that may be promoted, as a standalone
+		// server has none.
+		standalone := startLockserver(t, lockserver.Options{})
+		if want, got := sentinelCmd(t, s1, "SENTINEL", "FAILOVER", "mymaster"), sentinelCmd(t, standalone.Addr(), "SENTINEL", "FAILOVER", "mymaster"); got != want {
+			t.Errorf("SENTINEL FAILOVER without a replica to promote:\n redis-sentinel: %q\n     lockserver: %q", want, got)
+		}
+
+		// The master dies. Sentinel keeps reporting it, down; a member that lost
+		// touch with the leader keeps reporting the last one, down. No attempt
+		// can follow this one: redis-server is gone.
+		attempt.Own(t)
+		dialRaw(t, master).Send("SHUTDOWN", "NOSAVE")
+		survivor := c.members[(c.leader+1)%3]
+		c.members[c.leader].Close()
+		c.members[(c.leader+2)%3].Close()
+		downFlags := func(addr string) func() string {
+			return func() string {
+				m, _ := parseTree(sentinelCmd(t, addr, "SENTINEL", "MASTER", "mymaster"))
+				if f := m.fields(); f["flags"] != "s_down,o_down,master,disconnected" || f["failover-state"] != "" {
+					return addr + " to report the master down and no failover under way: " + m.shape()
+				}
+				return ""
+			}
+		}
+		waitFor(t, downFlags(s1))
+		waitFor(t, downFlags(survivor.Addr()))
+		for _, cmd := range [][]string{{"SENTINEL", "MASTER", "mymaster"}, {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster"}} {
+			sameShape(t, fmt.Sprintf("master down: %q", cmd), sentinelCmd(t, s1, cmd...), sentinelCmd(t, survivor.Addr(), cmd...))
+		}
+
+		// The other Sentinels die too: a failover could no longer be authorized.
+		for _, s := range sentinels[1:] {
+			dialRaw(t, s).Send("SHUTDOWN", "NOSAVE")
+		}
 		waitFor(t, func() string {
-			rs, _ := parseTree(sentinelCmd(t, m.Addr(), "SENTINEL", "REPLICAS", "mymaster"))
-			got := sentinelCmd(t, m.Addr(), "SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster")
-			lhost, lport, _ := net.SplitHostPort(leader)
-			if want := fmt.Sprintf("*2\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", len(lhost), lhost, len(lport), lport); got != want || len(rs.elems) != 2 {
-				return fmt.Sprintf("member %s to report the leader %s and 2 replicas: %q, %s", m.Addr(), leader, got, rs.shape())
+			if r := sentinelCmd(t, s1, "SENTINEL", "CKQUORUM", "mymaster"); !strings.HasPrefix(r, "-NOQUORUM") {
+				return "the Sentinel to find the others down: " + r
 			}
 			return ""
 		})
-	}
-
-	same := [][]string{
-		{"SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster"},
-		{"SENTINEL", "MASTERS"},
-		{"SENTINEL", "masters"},
-		{"SENTINEL", "MASTER", "mymaster"},
-		{"SENTINEL", "REPLICAS", "mymaster"},
-		{"SENTINEL", "SLAVES", "mymaster"},
-		{"SENTINEL", "SENTINELS", "mymaster"},
-		{"SENTINEL", "MYID"},
-	}
-	exact := [][]string{
-		{"SENTINEL", "CKQUORUM", "mymaster"},
-		{"SENTINEL", "GET-MASTER-ADDR-BY-NAME", "nope"},
-		{"SENTINEL", "GET-MASTER-ADDR-BY-NAME", "MYMASTER"},
-		{"SENTINEL", "MASTER", "nope"},
-		{"SENTINEL", "REPLICAS", "nope"},
-		{"SENTINEL", "SLAVES", "nope"},
-		{"SENTINEL", "SENTINELS", "nope"},
-		{"SENTINEL", "CKQUORUM", "nope"},
-		{"SENTINEL", "FAILOVER", "nope"},
-		{"SENTINEL"},
-		{"SENTINEL", "NOPE"},
-		{"SENTINEL", "MASTERS", "x"},
-		{"SENTINEL", "MASTER"},
-		{"SENTINEL", "MASTER", "mymaster", "x"},
-		{"SENTINEL", "REPLICAS"},
-		{"SENTINEL", "SLAVES", "mymaster", "x"},
-		{"SENTINEL", "SENTINELS"},
-		{"SENTINEL", "MYID", "x"},
-		{"SENTINEL", "GET-MASTER-ADDR-BY-NAME"},
-		{"SENTINEL", "CKQUORUM"},
-		{"SENTINEL", "FAILOVER"},
-		{"SENTINEL", "HELP", "x"},
-	}
-	for _, proto := range []string{"2", "3"} {
-		rs := dialRaw(t, s1)
-		rs.Do("HELLO", proto)
-		for i, m := range c.members {
-			ls := dialRaw(t, m.Addr())
-			ls.Do("HELLO", proto)
-			for _, cmd := range same {
-				sameShape(t, fmt.Sprintf("RESP%s, member %d: %q", proto, i, cmd), rs.Do(cmd...), ls.Do(cmd...))
-			}
-			for _, cmd := range exact {
-				if want, got := rs.Do(cmd...), ls.Do(cmd...); got != want {
-					t.Errorf("RESP%s, member %d: %q:\n redis-sentinel: %q\n     lockserver: %q", proto, i, cmd, want, got)
-				}
-			}
-			// ROLE: the leader answers as the master does, a follower as a replica.
-			peer := replicas[0]
-			if i == c.leader {
-				peer = master
-			}
-			rr := dialRaw(t, peer)
-			rr.Do("HELLO", proto)
-			sameShape(t, fmt.Sprintf("RESP%s, member %d: ROLE", proto, i), rr.Do("ROLE"), ls.Do("ROLE"))
+		if want, got := sentinelCmd(t, s1, "SENTINEL", "CKQUORUM", "mymaster"), sentinelCmd(t, survivor.Addr(), "SENTINEL", "CKQUORUM", "mymaster"); got != want {
+			t.Errorf("SENTINEL CKQUORUM alone:\n redis-sentinel: %q\n     lockserver: %q", want, got)
 		}
-	}
-
-	// SENTINEL HELP lists a subset of Sentinel's lines; only FAILOVER's
-	// description says what lockserver does instead.
-	redisHelp, _ := parseTree(sentinelCmd(t, s1, "SENTINEL", "HELP"))
-	lsHelp, _ := parseTree(sentinelCmd(t, leader, "SENTINEL", "HELP"))
-	have := map[string]bool{}
-	for _, l := range redisHelp.elems {
-		have[l.str] = true
-	}
-	for i, l := range lsHelp.elems {
-		if !have[l.str] && lsHelp.elems[i-1].str != "FAILOVER <master-name>" {
-			t.Errorf("SENTINEL HELP line %q is not Sentinel's", l.str)
-		}
-	}
-
-	// A failover with no replica that may be promoted, as a standalone
-	// server has none.
-	standalone := startLockserver(t, lockserver.Options{})
-	if want, got := sentinelCmd(t, s1, "SENTINEL", "FAILOVER", "mymaster"), sentinelCmd(t, standalone.Addr(), "SENTINEL", "FAILOVER", "mymaster"); got != want {
-		t.Errorf("SENTINEL FAILOVER without a replica to promote:\n redis-sentinel: %q\n     lockserver: %q", want, got)
-	}
-
-	// The master dies. Sentinel keeps reporting it, down; a member that lost
-	// touch with the leader keeps reporting the last one, down.
-	dialRaw(t, master).Send("SHUTDOWN", "NOSAVE")
-	survivor := c.members[(c.leader+1)%3]
-	c.members[c.leader].Close()
-	c.members[(c.leader+2)%3].Close()
-	downFlags := func(addr string) func() string {
-		return func() string {
-			m, _ := parseTree(sentinelCmd(t, addr, "SENTINEL", "MASTER", "mymaster"))
-			if f := m.fields(); f["flags"] != "s_down,o_down,master,disconnected" || f["failover-state"] != "" {
-				return addr + " to report the master down and no failover under way: " + m.shape()
-			}
-			return ""
-		}
-	}
-	waitFor(t, downFlags(s1))
-	waitFor(t, downFlags(survivor.Addr()))
-	for _, cmd := range [][]string{{"SENTINEL", "MASTER", "mymaster"}, {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster"}} {
-		sameShape(t, fmt.Sprintf("master down: %q", cmd), sentinelCmd(t, s1, cmd...), sentinelCmd(t, survivor.Addr(), cmd...))
-	}
-
-	// The other Sentinels die too: a failover could no longer be authorized.
-	for _, s := range sentinels[1:] {
-		dialRaw(t, s).Send("SHUTDOWN", "NOSAVE")
-	}
-	waitFor(t, func() string {
-		if r := sentinelCmd(t, s1, "SENTINEL", "CKQUORUM", "mymaster"); !strings.HasPrefix(r, "-NOQUORUM") {
-			return "the Sentinel to find the others down: " + r
-		}
-		return ""
 	})
-	if want, got := sentinelCmd(t, s1, "SENTINEL", "CKQUORUM", "mymaster"), sentinelCmd(t, survivor.Addr(), "SENTINEL", "CKQUORUM", "mymaster"); got != want {
-		t.Errorf("SENTINEL CKQUORUM alone:\n redis-sentinel: %q\n     lockserver: %q", want, got)
-	}
 }
