@@ -101,6 +101,8 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	})
 	fs.DurationVar(&c.JoinTimeout, "join-timeout", time.Minute, "how long --join keeps asking before the process gives up and exits")
 	fs.StringVar(&c.AdvertiseAddr, "advertise-addr", "", "client `address` the other members reach this one at (default: --addr)")
+	fs.DurationVar(&c.HeartbeatTimeout, "heartbeat-timeout", 500*time.Millisecond, "how long a member hears from no leader before it stands for election (and a leader from no majority before it steps down)")
+	fs.DurationVar(&c.ElectionTimeout, "election-timeout", 500*time.Millisecond, "how long an election may take before another starts; at least --heartbeat-timeout")
 	fs.Usage = func() {}
 
 	// The environment is read first and the command line over it, so that
@@ -126,8 +128,13 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	if envErr != nil {
 		return nil, envErr
 	}
-	if c.JoinTimeout < 0 {
-		return nil, fmt.Errorf("--join-timeout must be 0 (the default) or more, not %v", c.JoinTimeout)
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"join-timeout", c.JoinTimeout}, {"heartbeat-timeout", c.HeartbeatTimeout}, {"election-timeout", c.ElectionTimeout}} {
+		if d.v < 0 {
+			return nil, fmt.Errorf("--%s must be 0 (the default) or more, not %v", d.flag, d.v)
+		}
 	}
 	if cfg.logFormat != "text" && cfg.logFormat != "json" {
 		return nil, fmt.Errorf("--log-format must be text or json, not %q", cfg.logFormat)

@@ -66,6 +66,8 @@ func TestParseRejectsBadInput(t *testing.T) {
 		{"--max-clients", "-1"},
 		{"--script-budget", "-10"},
 		{"--join-timeout", "-1s"},
+		{"--heartbeat-timeout", "-1s"},
+		{"--election-timeout", "soon"},
 		{"--protected-mode", "maybe"},
 		{"stray"},
 		{"--no-such-flag"},
