@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/internal/attempt"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -19,7 +20,7 @@ import (
 )
 
 // scrape fetches url and parses it as Prometheus's text format.
-func scrape(t *testing.T, url string) families {
+func scrape(t testing.TB, url string) families {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
@@ -78,7 +79,7 @@ func (f families) value(name string, labels ...string) float64 {
 	return -1
 }
 
-func get(t *testing.T, url string) (int, string) {
+func get(t testing.TB, url string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
@@ -239,103 +240,107 @@ func TestMetricsOfTwoServersStayApart(t *testing.T) {
 // leader's commit times, batches and log writes, the followers' lag as the
 // leader sees it, and a follower's forwarded requests.
 func TestMetricsRaftThroughLeaderKill(t *testing.T) {
-	ms := startMembers(t, "")
-	handlers := map[*member]*httptest.Server{}
-	for _, m := range ms {
-		hs := httptest.NewServer(m.srv.Handler(nil))
-		t.Cleanup(hs.Close)
-		handlers[m] = hs
-	}
-	ctx := context.Background()
-	leader, followers := leaderOf(t, ms)
-	write := func(m *member, n int) {
-		for i := range n {
-			retry(t, "SET through "+m.opts.Cluster.NodeID, func() error {
-				return m.rdb.Set(ctx, "key", i, 0).Err()
-			})
+	// Until the test stops the leader, an election voids the attempt.
+	attempt.Run(t, func(t testing.TB) {
+		ms := startMembers(t, "")
+		handlers := map[*member]*httptest.Server{}
+		for _, m := range ms {
+			hs := httptest.NewServer(m.srv.Handler(nil))
+			t.Cleanup(hs.Close)
+			handlers[m] = hs
 		}
-	}
-	write(leader, 20)
-	write(followers[0], 5)
-
-	old := scrape(t, handlers[leader].URL+"/metrics")
-	if old.value("lockserver_raft_state", "state", "leader") != 1 || old.value("lockserver_raft_has_leader") != 1 {
-		t.Errorf("the leader's state: %v, has_leader %v", old.value("lockserver_raft_state", "state", "leader"), old.value("lockserver_raft_has_leader"))
-	}
-	commit := old.metric("lockserver_raft_proposal_commit_seconds").GetHistogram()
-	apply := old.metric("lockserver_raft_proposal_apply_seconds").GetHistogram()
-	if commit.GetSampleCount() < 20 || apply.GetSampleCount() != commit.GetSampleCount() {
-		t.Errorf("the leader timed %d commits and %d applies of at least 20 writes", commit.GetSampleCount(), apply.GetSampleCount())
-	}
-	if n := old.metric("lockserver_raft_batch_proposals").GetHistogram().GetSampleCount(); n == 0 {
-		t.Errorf("no batch counted")
-	}
-	if n := old.metric("lockserver_raft_log_write_seconds").GetHistogram().GetSampleCount(); n == 0 {
-		t.Errorf("no log write timed")
-	}
-	if old.value("lockserver_raft_log_file_bytes", "file", "bolt") <= 0 || old.value("lockserver_raft_log_file_bytes", "file", "journal") <= 0 {
-		t.Errorf("log files: bolt %v journal %v", old.value("lockserver_raft_log_file_bytes", "file", "bolt"), old.value("lockserver_raft_log_file_bytes", "file", "journal"))
-	}
-	// The leader learns the others' client addresses, through which it asks
-	// their applied index, once each has registered it.
-	deadline := time.Now().Add(10 * time.Second)
-	for _, f := range followers {
-		id := f.opts.Cluster.NodeID
-		for old.value("lockserver_raft_follower_reachable", "member", id) != 1 && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-			old = scrape(t, handlers[leader].URL+"/metrics")
-		}
-		if lag := old.value("lockserver_raft_follower_lag_entries", "member", id); lag < 0 {
-			t.Errorf("the leader reports no lag of %s", id)
-		}
-		if up := old.value("lockserver_raft_follower_reachable", "member", id); up != 1 {
-			t.Errorf("%s reachable: %v", id, up)
-		}
-	}
-	f0 := scrape(t, handlers[followers[0]].URL+"/metrics")
-	if got := f0.value("lockserver_raft_forwarded_requests_total"); got < 5 {
-		t.Errorf("follower forwarded %v requests, want at least 5", got)
-	}
-	if n := f0.metric("lockserver_raft_forward_seconds").GetHistogram().GetSampleCount(); n == 0 {
-		t.Errorf("the follower timed no forwarded batch")
-	}
-	if f0.value("lockserver_raft_state", "state", "follower") != 1 {
-		t.Errorf("follower's state series: %v", f0["lockserver_raft_state"])
-	}
-	before := map[*member]families{}
-	for _, f := range followers {
-		before[f] = scrape(t, handlers[f].URL+"/metrics")
-	}
-
-	leader.stop()
-	next, _ := leaderOf(t, followers)
-	write(next, 10)
-	for _, f := range followers {
-		was, now := before[f], scrape(t, handlers[f].URL+"/metrics")
-		id := f.opts.Cluster.NodeID
-		if now.value("lockserver_raft_term") <= was.value("lockserver_raft_term") {
-			t.Errorf("%s: term %v -> %v through an election", id, was.value("lockserver_raft_term"), now.value("lockserver_raft_term"))
-		}
-		if now.value("lockserver_raft_leader_changes_total") <= was.value("lockserver_raft_leader_changes_total") {
-			t.Errorf("%s: leader changes %v -> %v", id, was.value("lockserver_raft_leader_changes_total"), now.value("lockserver_raft_leader_changes_total"))
-		}
-		for _, idx := range []string{"lockserver_raft_commit_index", "lockserver_raft_applied_index", "lockserver_raft_last_log_index"} {
-			if now.value(idx) < was.value(idx)+10 {
-				t.Errorf("%s: %s %v -> %v after 10 writes", id, idx, was.value(idx), now.value(idx))
+		ctx := context.Background()
+		leader, followers := leaderOf(t, ms)
+		write := func(m *member, n int) {
+			for i := range n {
+				retry(t, "SET through "+m.opts.Cluster.NodeID, func() error {
+					return m.rdb.Set(ctx, "key", i, 0).Err()
+				})
 			}
 		}
-	}
-	nm := scrape(t, handlers[next].URL+"/metrics")
-	if nm.value("lockserver_raft_state", "state", "leader") != 1 {
-		t.Errorf("the new leader's state: %v", nm["lockserver_raft_state"])
-	}
-	if n := nm.metric("lockserver_raft_proposal_commit_seconds").GetHistogram().GetSampleCount(); n < 10 {
-		t.Errorf("the new leader timed %d commits of 10 writes", n)
-	}
-	// It cannot reach the stopped member.
-	if up := nm.value("lockserver_raft_follower_reachable", "member", leader.opts.Cluster.NodeID); up != 0 {
-		t.Errorf("the stopped member's reachable: %v", up)
-	}
+		write(leader, 20)
+		write(followers[0], 5)
+
+		old := scrape(t, handlers[leader].URL+"/metrics")
+		if old.value("lockserver_raft_state", "state", "leader") != 1 || old.value("lockserver_raft_has_leader") != 1 {
+			t.Errorf("the leader's state: %v, has_leader %v", old.value("lockserver_raft_state", "state", "leader"), old.value("lockserver_raft_has_leader"))
+		}
+		commit := old.metric("lockserver_raft_proposal_commit_seconds").GetHistogram()
+		apply := old.metric("lockserver_raft_proposal_apply_seconds").GetHistogram()
+		if commit.GetSampleCount() < 20 || apply.GetSampleCount() != commit.GetSampleCount() {
+			t.Errorf("the leader timed %d commits and %d applies of at least 20 writes", commit.GetSampleCount(), apply.GetSampleCount())
+		}
+		if n := old.metric("lockserver_raft_batch_proposals").GetHistogram().GetSampleCount(); n == 0 {
+			t.Errorf("no batch counted")
+		}
+		if n := old.metric("lockserver_raft_log_write_seconds").GetHistogram().GetSampleCount(); n == 0 {
+			t.Errorf("no log write timed")
+		}
+		if old.value("lockserver_raft_log_file_bytes", "file", "bolt") <= 0 || old.value("lockserver_raft_log_file_bytes", "file", "journal") <= 0 {
+			t.Errorf("log files: bolt %v journal %v", old.value("lockserver_raft_log_file_bytes", "file", "bolt"), old.value("lockserver_raft_log_file_bytes", "file", "journal"))
+		}
+		// The leader learns the others' client addresses, through which it asks
+		// their applied index, once each has registered it.
+		deadline := time.Now().Add(10 * time.Second)
+		for _, f := range followers {
+			id := f.opts.Cluster.NodeID
+			for old.value("lockserver_raft_follower_reachable", "member", id) != 1 && time.Now().Before(deadline) {
+				time.Sleep(50 * time.Millisecond)
+				old = scrape(t, handlers[leader].URL+"/metrics")
+			}
+			if lag := old.value("lockserver_raft_follower_lag_entries", "member", id); lag < 0 {
+				t.Errorf("the leader reports no lag of %s", id)
+			}
+			if up := old.value("lockserver_raft_follower_reachable", "member", id); up != 1 {
+				t.Errorf("%s reachable: %v", id, up)
+			}
+		}
+		f0 := scrape(t, handlers[followers[0]].URL+"/metrics")
+		if got := f0.value("lockserver_raft_forwarded_requests_total"); got < 5 {
+			t.Errorf("follower forwarded %v requests, want at least 5", got)
+		}
+		if n := f0.metric("lockserver_raft_forward_seconds").GetHistogram().GetSampleCount(); n == 0 {
+			t.Errorf("the follower timed no forwarded batch")
+		}
+		if f0.value("lockserver_raft_state", "state", "follower") != 1 {
+			t.Errorf("follower's state series: %v", f0["lockserver_raft_state"])
+		}
+		before := map[*member]families{}
+		for _, f := range followers {
+			before[f] = scrape(t, handlers[f].URL+"/metrics")
+		}
+
+		attempt.Own(t)
+		leader.stop()
+		next, _ := leaderOf(t, followers)
+		write(next, 10)
+		for _, f := range followers {
+			was, now := before[f], scrape(t, handlers[f].URL+"/metrics")
+			id := f.opts.Cluster.NodeID
+			if now.value("lockserver_raft_term") <= was.value("lockserver_raft_term") {
+				t.Errorf("%s: term %v -> %v through an election", id, was.value("lockserver_raft_term"), now.value("lockserver_raft_term"))
+			}
+			if now.value("lockserver_raft_leader_changes_total") <= was.value("lockserver_raft_leader_changes_total") {
+				t.Errorf("%s: leader changes %v -> %v", id, was.value("lockserver_raft_leader_changes_total"), now.value("lockserver_raft_leader_changes_total"))
+			}
+			for _, idx := range []string{"lockserver_raft_commit_index", "lockserver_raft_applied_index", "lockserver_raft_last_log_index"} {
+				if now.value(idx) < was.value(idx)+10 {
+					t.Errorf("%s: %s %v -> %v after 10 writes", id, idx, was.value(idx), now.value(idx))
+				}
+			}
+		}
+		nm := scrape(t, handlers[next].URL+"/metrics")
+		if nm.value("lockserver_raft_state", "state", "leader") != 1 {
+			t.Errorf("the new leader's state: %v", nm["lockserver_raft_state"])
+		}
+		if n := nm.metric("lockserver_raft_proposal_commit_seconds").GetHistogram().GetSampleCount(); n < 10 {
+			t.Errorf("the new leader timed %d commits of 10 writes", n)
+		}
+		// It cannot reach the stopped member.
+		if up := nm.value("lockserver_raft_follower_reachable", "member", leader.opts.Cluster.NodeID); up != 0 {
+			t.Errorf("the stopped member's reachable: %v", up)
+		}
+	})
 }
 
 // Error codes are counted one by one up to 128, as Redis's errorstats, and

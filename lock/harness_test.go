@@ -113,8 +113,11 @@ func startCluster(t *testing.T) []*member {
 		id := fmt.Sprint("m", i+1)
 		peers = append(peers, replication.Peer{ID: id, RaftAddr: freeport.MustAddr(t)})
 		ms = append(ms, &member{opts: lockserver.Options{
-			Addr:    freeport.MustAddr(t),
-			Cluster: lockserver.ClusterOptions{NodeID: id, RaftAddr: peers[i].RaftAddr, DataDir: t.TempDir()},
+			Addr: freeport.MustAddr(t),
+			// Failure detection that holds under -race on a busy machine
+			// (the default 500 ms moved the leader in some runs).
+			Cluster: lockserver.ClusterOptions{NodeID: id, RaftAddr: peers[i].RaftAddr, DataDir: t.TempDir(),
+				HeartbeatTimeout: 1500 * time.Millisecond, ElectionTimeout: 2 * time.Second},
 		}})
 	}
 	for _, m := range ms {
