@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -131,10 +132,35 @@ func TestDiffWatch(t *testing.T) {
 
 // A WATCHed key that expires before EXEC counts as changed in Redis 7; one
 // that had already expired when WATCHed does not.
+// live reports whether key has a lease left on c's server.
+func live(c *rawClient, key string) bool {
+	r := c.Do("PTTL", key)
+	return strings.HasPrefix(r, ":") && !strings.HasPrefix(r, ":-")
+}
+
 func TestDiffWatchExpiry(t *testing.T) {
 	p := newPair(t)
-	p.Run([][]string{{"SET", "k", "v", "PX", "100"}, {"WATCH", "k"}})
-	time.Sleep(250 * time.Millisecond) // waiting for the deadline, not timing anything
+	// A key that expires after WATCH: the key must be live when WATCH reaches
+	// each server, however busy the machine. PTTL after WATCH says it was;
+	// if the lease ran out first, the case is tried again with a longer one.
+	for lease := 100; ; lease *= 4 {
+		p.Run([][]string{{"SET", "k", "v", "PX", strconv.Itoa(lease)}, {"WATCH", "k"}})
+		if live(p.redis, "k") && live(p.ls, "k") {
+			break
+		}
+		if lease > 10000 {
+			t.Fatalf("a key with a lease of %d ms was gone by the WATCH after its SET", lease)
+		}
+		p.Run([][]string{{"UNWATCH"}})
+	}
+	for _, c := range []*rawClient{p.redis, p.ls} {
+		waitFor(t, func() string {
+			if r := c.Do("PTTL", "k"); r != ":-2\r\n" {
+				return "the watched key to expire: PTTL " + r
+			}
+			return ""
+		})
+	}
 	p.Run([][]string{{"MULTI"}, {"PING"}, {"EXEC"}})
 
 	p.Run([][]string{{"SET", "k", "v", "PX", "10"}})

@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -262,6 +263,40 @@ func TestLockModel(t *testing.T) {
 	for _, c := range cases {
 		if got := porcupine.CheckOperations(lockModel, c.history); got != c.want {
 			t.Errorf("%s: linearizable = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// Worked examples of what the fault checks call a lock not held as
+// acknowledged: a lock gone, or another's, while its lease cannot have run
+// out; a lease left shorter than the time since allows, or longer than the
+// lease. A short lease read back after a fault that outlasted it is neither
+// (TestLockLoss counted a 5 s lease gone after an 8 s fault as lost).
+func TestJudgeHeld(t *testing.T) {
+	const s = time.Second
+	l := heldLock{key: "k", owner: "a", lease: 5 * s}
+	mine, free, other := lockState{Owner: "a", Count: 1}, lockState{}, lockState{Owner: "b", Count: 1}
+	for _, c := range []struct {
+		state         lockState
+		pttl, elapsed time.Duration
+		problem, lost bool
+	}{
+		{mine, 4 * s, 1 * s, false, false},
+		{mine, 3900 * time.Millisecond, 1 * s, false, false}, // within the 250 ms and 1%
+		{mine, 3 * s, 1 * s, true, false},                    // a second shorter than it may be
+		{mine, 6 * s, 1 * s, true, false},                    // longer than the lease
+		{free, -2 * time.Millisecond, 1 * s, true, true},
+		{other, 5 * s, 1 * s, true, true},
+		{free, -2 * time.Millisecond, 8 * s, false, false},                   // the lease ran out during the fault
+		{other, 5 * s, 8 * s, false, false},                                  // and someone else took the key since
+		{free, -2 * time.Millisecond, 4900 * time.Millisecond, false, false}, // it may have, by a clock 1% fast
+		{free, -2 * time.Millisecond, 4600 * time.Millisecond, true, true},
+		{mine, 6 * s, 8 * s, true, false},
+	} {
+		what, lost := judgeHeld(l, c.state, c.pttl, c.elapsed)
+		if (what != "") != c.problem || lost != c.lost {
+			t.Errorf("%+v read back with PTTL %v, %v after the acquire: %q, lost %v; want a problem %v, lost %v",
+				c.state, c.pttl, c.elapsed, what, lost, c.problem, c.lost)
 		}
 	}
 }

@@ -460,32 +460,47 @@ type lockProblem struct {
 }
 
 // checkHeld reads every lock of locks on the server at addr and returns those
-// not held as acknowledged: by the same owner, with a remaining lease no
-// shorter than the lease minus the real time since the acquire was called,
-// less a tolerance of 250 ms and of the 1% by which the log clock may run
-// fast. Reads that fail are retried until retryFor has passed. The reads go
-// into the history.
+// not held as acknowledged (see judgeHeld). Reads that fail are retried until
+// retryFor has passed. The reads go into the history.
 func (r *lockRun) checkHeld(addr string, locks []heldLock, retryFor time.Duration) []lockProblem {
 	client := r.hist.newClient()
 	var problems []lockProblem
 	deadline := time.Now().Add(retryFor)
 	for _, l := range locks {
 		state, pttl, err := r.readLock(addr, client, l, deadline)
-		elapsed := time.Duration(r.hist.now() - l.call)
-		floor := l.lease - elapsed - elapsed/100 - 250*time.Millisecond
-		switch {
-		case err != nil:
+		if err != nil {
 			problems = append(problems, lockProblem{lock: l, what: err.Error()})
-		case state.Owner != l.owner:
-			problems = append(problems, lockProblem{lock: l, lost: true,
-				what: fmt.Sprintf("acknowledged to %s, read back as %s", l.owner, readReplyOf(state))})
-		case pttl < floor || pttl > l.lease:
-			problems = append(problems, lockProblem{lock: l,
-				what: fmt.Sprintf("PTTL %d ms, %v after the acquire was called with a lease of %v: want %d..%d ms",
-					pttl.Milliseconds(), elapsed.Round(time.Millisecond), l.lease, floor.Milliseconds(), l.lease.Milliseconds())})
+			continue
+		}
+		if what, lost := judgeHeld(l, state, pttl, time.Duration(r.hist.now()-l.call)); what != "" {
+			problems = append(problems, lockProblem{lock: l, lost: lost, what: what})
 		}
 	}
 	return problems
+}
+
+// judgeHeld says how l, read back as state with pttl left, elapsed after its
+// acquire was called, is not held as acknowledged, and whether it is lost
+// (absent, or held by another owner); "" if it is held as it must be. It
+// must be held by the same owner, with a remaining lease no shorter than the
+// lease minus elapsed, less a tolerance of 250 ms and of the 1% by which the
+// log clock may run fast. A lease that may have run out by the read (a
+// short one, read after a long fault) proves nothing either way: that it
+// does end, and not early, is checkExpired's to check.
+func judgeHeld(l heldLock, state lockState, pttl, elapsed time.Duration) (what string, lost bool) {
+	floor := l.lease - elapsed - elapsed/100 - 250*time.Millisecond
+	switch {
+	case state.Owner == l.owner && pttl > l.lease:
+	case floor <= 0:
+		return "", false
+	case state.Owner != l.owner:
+		return fmt.Sprintf("acknowledged to %s, read back as %s", l.owner, readReplyOf(state)), true
+	case pttl < floor:
+	default:
+		return "", false
+	}
+	return fmt.Sprintf("PTTL %d ms, %v after the acquire was called with a lease of %v: want %d..%d ms",
+		pttl.Milliseconds(), elapsed.Round(time.Millisecond), l.lease, max(floor, 0).Milliseconds(), l.lease.Milliseconds()), false
 }
 
 // readLock reads l's owner and remaining lease on the server at addr,
