@@ -32,7 +32,10 @@ func TestDialerLongPipeline(t *testing.T) {
 	s := open(t, lockserver.Options{Addr: "-"})
 	ctx := context.Background()
 	for _, proto := range []int{2, 3} {
-		rdb := redis.NewClient(&redis.Options{Dialer: s.Dialer(), Protocol: proto})
+		// The commands run as the pipeline is written (see Dialer): under
+		// -race on a busy machine, 20,000 of them took more than go-redis's
+		// 3 s write deadline. A deadlock still ends at the minute.
+		rdb := redis.NewClient(&redis.Options{Dialer: s.Dialer(), Protocol: proto, ReadTimeout: time.Minute, WriteTimeout: time.Minute})
 		p := rdb.Pipeline()
 		const n = 10000
 		for i := 0; i < n; i++ {
