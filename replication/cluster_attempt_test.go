@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/lockserver/lockserver/keyspace"
 )
 
@@ -112,4 +113,17 @@ func (c *testCluster) incr(n *testNode, key string, want int64) keyspace.Reply {
 			c.t.Fatalf("INCR %s after UNKNOWN: GET = %+v, want %d or %d", key, got, want-1, want)
 		}
 	}
+}
+
+// leading returns the running node whose raft says it leads now, without
+// waiting; nil if none does (or, during a partition, the first found).
+func (c *testCluster) leading() *testNode {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.nodes {
+		if n.eng != nil && !n.eng.closed.Load() && n.eng.raft.State() == raft.Leader {
+			return n
+		}
+	}
+	return nil
 }

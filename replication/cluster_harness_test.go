@@ -128,7 +128,9 @@ func (n *testNode) open(opts RaftOptions) (*Raft, error) {
 	opts.Peers = &testPeers{from: n}
 	opts.Hub = n.hub
 	opts.Wall = func() time.Time { return time.Now().Add(time.Duration(n.wallAdd.Load())) }
-	opts.HeartbeatTimeout, opts.ElectionTimeout = testHeartbeat, testElection
+	if opts.HeartbeatTimeout == 0 { // a test may give a node its own
+		opts.HeartbeatTimeout, opts.ElectionTimeout = testHeartbeat, testElection
+	}
 	opts.ForwardWait = 2 * time.Second
 	if opts.Logger == nil { // a test that reads the logs gives its own
 		opts.Logger = c.logs.logger
@@ -239,6 +241,23 @@ func (c *testCluster) isolated(n *testNode) bool {
 		}
 	}
 	return true
+}
+
+// registered waits until every node knows every member's client address: a
+// member registers its own in the log after it starts, and until then an
+// entry of its registration can be in flight on the leader.
+func (c *testCluster) registered() {
+	c.t.Helper()
+	c.eventually("every member registered on every node", func() bool {
+		for _, m := range c.nodes {
+			for _, o := range c.nodes {
+				if m.eng.memberAddr(o.id) != o.clientAddr() {
+					return false
+				}
+			}
+		}
+		return true
+	})
 }
 
 // followers returns the running nodes other than l.

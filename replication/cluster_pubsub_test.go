@@ -25,16 +25,7 @@ func submitTo(n *testNode, multi bool, cmds ...[]string) *Request {
 // the log after it starts, and on a busy machine that entry could otherwise
 // come in behind the hold, and the requests of the test queue behind it.
 func (c *testCluster) holdFSM(n *testNode) (release func()) {
-	c.eventually("every member registered on every node", func() bool {
-		for _, m := range c.nodes {
-			for _, o := range c.nodes {
-				if m.eng.memberAddr(o.id) != o.clientAddr() {
-					return false
-				}
-			}
-		}
-		return true
-	})
+	c.registered()
 	n.eng.smMu.Lock()
 	release = sync.OnceFunc(n.eng.smMu.Unlock)
 	c.t.Cleanup(release)
