@@ -51,7 +51,7 @@ type journal struct {
 	flushAt int // pending entries that start a flush
 
 	wmu  sync.Mutex // the file and the mark: held by whoever writes them
-	f    *os.File
+	f    journalFile
 	mark *logMark
 	cap  int64  // the file's size
 	off  int64  // where the next record goes; under wmu
@@ -83,6 +83,25 @@ const (
 
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
+// journalFile is the file a journal writes: an *os.File (osJournalFile).
+// It is an interface so that a test can stand in a file that keeps only
+// what was synced, and show what a crash leaves (see lossyFile).
+type journalFile interface {
+	io.ReaderAt
+	io.WriterAt
+	Stat() (os.FileInfo, error)
+	Name() string
+	// Sync syncs the data and metadata; Datasync the data, and the
+	// metadata only as far as reading the data back needs (fdatasync).
+	Sync() error
+	Datasync() error
+	Close() error
+}
+
+type osJournalFile struct{ *os.File }
+
+func (f osJournalFile) Datasync() error { return fdatasync(f.File) }
+
 // openJournal opens (or creates, size bytes long) the journal at path in
 // front of store, writes to store what the journal holds that store does
 // not, checks the log against its high-water mark (raft.mark, beside path),
@@ -92,6 +111,12 @@ func openJournal(path string, store raft.LogStore, size int64, flushAt int) (*jo
 	if err != nil {
 		return nil, err
 	}
+	return openJournalFile(osJournalFile{f}, store, size, flushAt)
+}
+
+// openJournalFile is openJournal on the file f, which it closes if it fails.
+func openJournalFile(f journalFile, store raft.LogStore, size int64, flushAt int) (*journal, error) {
+	path := f.Name()
 	j := &journal{LogStore: store, flushAt: flushAt, f: f, done: make(chan struct{})}
 	j.changed = sync.NewCond(&j.mu)
 	if err := j.open(size); err != nil {
@@ -320,7 +345,7 @@ func (j *journal) write(rec []byte) error {
 	if _, err := j.f.WriteAt(rec, j.off); err != nil {
 		return err
 	}
-	if err := fdatasync(j.f); err != nil {
+	if err := j.f.Datasync(); err != nil {
 		return err
 	}
 	j.off += int64(len(rec))
