@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockserver/lockserver/acl"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
 	"github.com/lockserver/lockserver/replication"
@@ -31,8 +32,16 @@ type Options struct {
 	// Addr is the TCP address to listen on. Empty means "127.0.0.1:0", a free
 	// loopback port; "-" means no listener (Dialer and Do only).
 	Addr string
-	// Password, when set, is required by AUTH (Redis's requirepass).
+	// Password, when set, is required by AUTH (Redis's requirepass): it is
+	// the default ACL user's password. Ignored with ACLFile, as Redis
+	// ignores requirepass with aclfile.
 	Password string
+	// ACLFile is an ACL file, in Redis's format ("user alice on >secret
+	// ~lock:* +@all ..." per line): Open loads its users, and ACL LOAD and
+	// ACL SAVE read and write it. A cluster member's users are the
+	// cluster's: a new cluster's first leader seeds them with its own, and
+	// they change only through ACL commands (or CONFIG SET requirepass).
+	ACLFile string
 	// MaxClients bounds concurrent connections; 0 means 10000.
 	MaxClients int
 	// MaxMemory, when positive, refuses commands that add data with Redis's
@@ -132,12 +141,19 @@ func Open(opts Options) (*Server, error) {
 		}
 		s.ln = ln
 	}
+	users, err := initialUsers(opts)
+	if err != nil {
+		if s.ln != nil {
+			s.ln.Close()
+		}
+		return nil, err
+	}
 	hub := server.NewHub()
 	lua := luaexec.Options{Monitor: hub.ScriptMonitor, Budget: opts.ScriptBudget}
 	if opts.Cluster.NodeID == "" {
-		s.engine = replication.NewStandalone(replication.StandaloneOptions{Lua: lua, Hub: hub})
+		s.engine = replication.NewStandalone(replication.StandaloneOptions{Lua: lua, Users: users, Hub: hub})
 	} else {
-		engine, err := openMember(opts, s.Addr(), lua, hub)
+		engine, err := openMember(opts, s.Addr(), lua, users, hub)
 		if err != nil {
 			if s.ln != nil {
 				s.ln.Close()
@@ -150,6 +166,8 @@ func Open(opts Options) (*Server, error) {
 		Engine:     s.engine,
 		Hub:        hub,
 		Password:   opts.Password,
+		ACL:        users,
+		ACLFile:    opts.ACLFile,
 		MaxClients: opts.MaxClients,
 		MaxMemory:  opts.MaxMemory,
 		Limits:     opts.Limits,
@@ -190,9 +208,22 @@ func (o *Options) check() error {
 	return nil
 }
 
+// initialUsers returns the users a server starts with: those of the ACL
+// file, or the default user with Password.
+func initialUsers(opts Options) (*acl.Registry, error) {
+	if opts.ACLFile == "" {
+		return acl.NewRegistry(server.DefaultUser(opts.Password)), nil
+	}
+	users, err := server.ReadACLFile(opts.ACLFile)
+	if err != nil {
+		return nil, fmt.Errorf("lockserver: ACL file: %w", err)
+	}
+	return acl.NewRegistry(users...), nil
+}
+
 // openMember opens the Raft engine of a cluster member whose server listens
 // on listenAddr ("" for none).
-func openMember(opts Options, listenAddr string, lua luaexec.Options, hub *server.Hub) (*replication.Raft, error) {
+func openMember(opts Options, listenAddr string, lua luaexec.Options, users *acl.Registry, hub *server.Hub) (*replication.Raft, error) {
 	c := opts.Cluster
 	advertise := c.AdvertiseAddr
 	if advertise == "" {
@@ -213,6 +244,7 @@ func openMember(opts Options, listenAddr string, lua luaexec.Options, hub *serve
 		JoinTimeout:   c.JoinTimeout,
 		Password:      opts.Password,
 		Lua:           lua,
+		Users:         users,
 		Hub:           hub,
 		Logger:        opts.Logger,
 

@@ -17,10 +17,28 @@ func init() {
 		&Command{Name: "echo", Arity: 2, Flags: Connection | Fast, Run: cmdEcho},
 		&Command{Name: "time", Arity: 1, Flags: Connection | Fast, Run: cmdTime},
 		&Command{Name: "select", Arity: 2, Flags: Connection | Fast, Run: cmdSelect},
-		&Command{Name: "quit", Arity: -1, Flags: conn | Fast},
-		&Command{Name: "reset", Arity: 1, Flags: conn | Fast},
-		&Command{Name: "hello", Arity: -1, Flags: conn | Fast},
-		&Command{Name: "auth", Arity: -2, Flags: conn | Fast},
+		&Command{Name: "quit", Arity: -1, Flags: conn | Fast | NoAuth},
+		&Command{Name: "reset", Arity: 1, Flags: conn | Fast | NoAuth},
+		&Command{Name: "hello", Arity: -1, Flags: conn | Fast | NoAuth},
+		&Command{Name: "auth", Arity: -2, Flags: conn | Fast | NoAuth},
+		// ACL's subcommands that change the users go through the engine, as
+		// the users are replicated state; the others are served by the
+		// server from the users it holds.
+		&Command{Name: "acl", Arity: -2, Flags: conn, Subcommands: subcommands("acl",
+			&Command{Name: "cat", Arity: -2, Flags: conn},
+			&Command{Name: "deluser", Arity: -3, Flags: admin | Users},
+			&Command{Name: "dryrun", Arity: -4, Flags: admin},
+			&Command{Name: "genpass", Arity: -2, Flags: conn},
+			&Command{Name: "getuser", Arity: 3, Flags: admin},
+			&Command{Name: "help", Arity: 2, Flags: Connection},
+			&Command{Name: "list", Arity: 2, Flags: admin},
+			&Command{Name: "load", Arity: 2, Flags: admin | Users},
+			&Command{Name: "log", Arity: -2, Flags: admin},
+			&Command{Name: "save", Arity: 2, Flags: admin},
+			&Command{Name: "setuser", Arity: -3, Flags: admin | Users},
+			&Command{Name: "users", Arity: 2, Flags: admin},
+			&Command{Name: "whoami", Arity: 2, Flags: conn},
+		)},
 		&Command{Name: "client", Arity: -2, Flags: conn, Subcommands: subcommands("client",
 			&Command{Name: "caching", Arity: 3, Flags: conn},
 			&Command{Name: "getname", Arity: 2, Flags: conn},
@@ -46,6 +64,7 @@ func init() {
 			&Command{Name: "count", Arity: 2, Flags: Connection},
 			&Command{Name: "docs", Arity: -2, Flags: Connection},
 			&Command{Name: "getkeys", Arity: -4, Flags: Connection},
+			&Command{Name: "getkeysandflags", Arity: -4, Flags: Connection},
 			&Command{Name: "help", Arity: 2, Flags: Connection},
 			&Command{Name: "info", Arity: -2, Flags: Connection},
 			&Command{Name: "list", Arity: -2, Flags: Connection},
@@ -171,4 +190,13 @@ func cmdSelect(c *Call) Reply {
 	}
 	c.DB = int(n)
 	return OK
+}
+
+// GlobMatchBytes is GlobMatch on a byte string: ACL key and channel patterns
+// match command arguments with it.
+func GlobMatchBytes(pattern, s []byte) bool {
+	if len(s) == 0 {
+		return len(pattern) == 0
+	}
+	return globMatch(pattern, s)
 }

@@ -37,6 +37,13 @@ const (
 	NoMulti
 	// Random marks a command whose reply is unordered (sorted when called from a script).
 	Random
+	// NoAuth marks a command a client may send before it authenticates
+	// (AUTH, HELLO, QUIT, RESET); ACL rules do not restrict it either.
+	NoAuth
+	// Users marks a command that changes the ACL users (ACL SETUSER,
+	// DELUSER, LOAD): replicated state, which goes through the log as a
+	// write does.
+	Users
 )
 
 // Command is one row of the command table: its spec, and, for commands that
@@ -51,6 +58,11 @@ type Command struct {
 	// Run executes the command; nil for commands that upper layers serve
 	// (Connection, Scripting, Transaction, and subscribing).
 	Run func(c *Call) Reply
+	// Categories are the command's ACL categories, and KeySpecs its key
+	// specifications, as Redis 7.0's COMMAND INFO reports them (see
+	// commandSpecs).
+	Categories Category
+	KeySpecs   []KeySpec
 	// Subcommands, for container commands (CLIENT, SCRIPT, CONFIG, ...), by lower-case name.
 	Subcommands map[string]*Command
 	// ID numbers every command and subcommand from 0 to NumIDs()-1, so that
@@ -91,9 +103,10 @@ func (c *Command) Exec(call *Call) Reply {
 func (c *Command) Has(f Flags) bool { return c.Flags&f == f }
 
 // Writes reports whether the command's row says it may change the keyspace
-// or publish: what a replicated engine must send through its log. A script
-// (Scripting) can do either only as its body says; its row does not tell.
-func (c *Command) Writes() bool { return c.Flags&(Write|PubSub) != 0 }
+// or the ACL users, or publish: what a replicated engine must send through
+// its log. A script (Scripting) can do any only as its body says; its row
+// does not tell.
+func (c *Command) Writes() bool { return c.Flags&(Write|PubSub|Users) != 0 }
 
 // CheckArity reports whether n arguments (with the name) suit the command.
 func (c *Command) CheckArity(n int) bool {
@@ -103,37 +116,30 @@ func (c *Command) CheckArity(n int) bool {
 	return n >= -c.Arity
 }
 
-// Keys returns the indexes of the key arguments in args.
-func (c *Command) Keys(args [][]byte) []int {
-	if c.FirstKey <= 0 {
-		return nil
-	}
-	last := c.LastKey
-	if last < 0 {
-		last = len(args) + last
-	}
-	step := c.KeyStep
-	if step <= 0 {
-		step = 1
-	}
-	var idx []int
-	for i := c.FirstKey; i <= last && i < len(args); i += step {
-		idx = append(idx, i)
-	}
-	return idx
-}
-
 // table is the command table: every command the server knows, by lower-case name.
 var table = map[string]*Command{}
 
 // register adds commands to the table; each command group file calls it from init.
+// It gives each row, and each of its subcommands, its spec (commandSpecs).
 func register(cmds ...*Command) {
 	for _, c := range cmds {
 		if _, dup := table[c.Name]; dup {
 			panic("keyspace: command registered twice: " + c.Name)
 		}
 		table[c.Name] = c
+		c.attachSpec()
+		for _, sub := range c.Subcommands {
+			sub.attachSpec()
+		}
 	}
+}
+
+func (c *Command) attachSpec() {
+	s, ok := commandSpecs[c.Name]
+	if !ok {
+		panic("keyspace: no spec for command " + c.Name)
+	}
+	c.Categories, c.KeySpecs = s.cats, s.keys
 }
 
 // Lookup finds a command by name, in any case. It does not allocate.

@@ -27,6 +27,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/lockserver/lockserver/acl"
 	"github.com/lockserver/lockserver/keyspace"
 )
 
@@ -83,6 +84,10 @@ type Engine struct {
 	vm    *vm // the Lua state, built for the first script
 	// stopped counts the scripts the budget stopped.
 	stopped int64
+	// user is the ACL user whose scripts run now (see ExecAs); nil allows
+	// them every command. denials are the commands its scripts were refused.
+	user    *acl.User
+	denials []acl.Denial
 }
 
 // New returns an engine over store.
@@ -114,6 +119,23 @@ func (e *Engine) machine() *vm {
 // Exec runs one command of an applied entry at c.Now against c.DB.
 func (e *Engine) Exec(c *keyspace.Call) keyspace.Reply {
 	return e.exec(c, true)
+}
+
+// ExecAs is Exec for a client authenticated as u: the commands its script
+// calls are checked against u's permissions, as Redis checks them, and
+// redis.acl_check_cmd answers for u. A nil u is allowed everything.
+func (e *Engine) ExecAs(c *keyspace.Call, u *acl.User) keyspace.Reply {
+	e.user = u
+	defer func() { e.user = nil }()
+	return e.exec(c, true)
+}
+
+// Denials returns the commands scripts were refused since the last call,
+// and forgets them.
+func (e *Engine) Denials() []acl.Denial {
+	d := e.denials
+	e.denials = nil
+	return d
 }
 
 // ExecRead runs a command that Prepare classified as a read. It changes no

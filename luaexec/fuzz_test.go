@@ -3,10 +3,12 @@ package luaexec
 import (
 	"encoding/binary"
 	"math"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/lockserver/lockserver/internal/lockscripts"
 	"github.com/lockserver/lockserver/keyspace"
 	lua "github.com/yuin/gopher-lua"
 )
@@ -258,5 +260,42 @@ func FuzzConvert(f *testing.F) {
 			}
 		}
 		v.L.SetTop(0)
+	})
+}
+
+// FuzzCompile feeds script bodies to the compiler (EVAL's parser, the
+// rewrites of the parsed chunk, gopher-lua's compiler). It must never panic
+// or run unbounded, and a body that compiles must run twice to the same
+// reply within a small budget: scripts run inside the replicated state
+// machine, where every member must get the same result.
+func FuzzCompile(f *testing.F) {
+	for _, name := range []string{"compare_and_delete.lua", "fixed_key_unlock.lua", "redisson_lock.lua", "redisson_unlock_v2.lua", "reentrant_lock.lua"} {
+		src, err := lockscripts.Source(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(src)
+	}
+	for _, s := range []string{
+		"return 1", "#!lua flags=no-writes\nreturn redis.call('get', KEYS[1])", "for i = '1', 3 do end return i",
+		"local t = {} for i = 1, 10 do t[#t+1] = i end return t", "while true do end",
+		"return string.rep('x', 100):upper()", "goto = 1", "return cjson.encode({1, {a = 'b'}})",
+		"local function f(n) if n == 0 then return 0 end return f(n - 1) end return f(50)",
+		"return redis.pcall('set', 'k', 'v', 'px', 10)", "return {err = 'x'}", "x x",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		if _, msg := compileScript(sha1hex(body), body, 200_000); msg != "" {
+			return
+		}
+		var replies [2]keyspace.Reply
+		for i := range replies {
+			h := newHarness(t, Options{Budget: 20_000})
+			replies[i] = h.eval(body)
+		}
+		if !reflect.DeepEqual(replies[0], replies[1]) {
+			t.Fatalf("two runs differ:\n%+v\n%+v", replies[0], replies[1])
+		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/lockserver/lockserver/acl"
 	"github.com/lockserver/lockserver/keyspace"
 	lua "github.com/yuin/gopher-lua"
 )
@@ -236,6 +237,12 @@ func (v *vm) dispatch(r *run, args [][]byte) (keyspace.Reply, int64) {
 	if cmd.Has(keyspace.NoScript) || cmd.Run == nil {
 		return keyspace.Error(errorText(errNotAllowed)), 0
 	}
+	if u := v.e.user; u != nil && !u.Unrestricted() {
+		if verdict := u.Check(cmd, args); verdict.Reason != acl.Allowed {
+			v.e.denials = append(v.e.denials, acl.Denial{Reason: verdict.Reason, Object: verdict.Object(cmd, args), Username: u.Name()})
+			return keyspace.Error(errorText(verdict.ScriptError()))
+		}
+	}
 	// PUBLISH is a write for this purpose: Redis counts may-replicate commands.
 	write := cmd.Flags&keyspace.Write != 0
 	if r.readOnly && (write || cmd.Flags&keyspace.PubSub != 0) {
@@ -340,17 +347,21 @@ func (v *vm) redisSetResp(L *lua.LState) int {
 	return 0
 }
 
-// redisACLCheckCmd answers true for any known command: there are no ACL users.
+// redisACLCheckCmd answers whether the user running the script may run a
+// command with the arguments given, as Redis's redis.acl_check_cmd does: it
+// checks the command's permissions and its keys and channels, not its arity.
 func (v *vm) redisACLCheckCmd(L *lua.LState) int {
 	args, msg := v.scriptArgs(L)
 	if msg != "" {
 		return raiseTable(L, msg)
 	}
 	v.chargeLen(L, len(v.argBytes))
-	if v.lookupScriptCommand(args) == nil {
+	cmd := v.lookupScriptCommand(args)
+	if cmd == nil {
 		return raiseTable(L, "Invalid command passed to redis.acl_check_cmd()")
 	}
-	L.Push(lua.LTrue)
+	u := v.e.user
+	L.Push(lua.LBool(u == nil || u.Check(cmd, args).Reason == acl.Allowed))
 	return 1
 }
 

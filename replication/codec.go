@@ -53,6 +53,7 @@ const (
 	flagMulti = 1 << iota
 	flagOOM
 	flagRelay // the entry's Relay follows the flags
+	flagUser  // the entry's User follows the flags (and Relay)
 )
 
 // Request flags.
@@ -61,6 +62,7 @@ const (
 	reqOverMemory
 	reqWatchKeys
 	reqRelay // the request's relay tag follows the flags
+	reqUser  // the request's User follows the flags (and relay tag)
 )
 
 // maxReplyDepth bounds the nesting of a decoded reply, so that a hostile
@@ -74,7 +76,7 @@ func encodeLogEntry(e *logEntry) []byte { return appendLogEntry(make([]byte, 0, 
 
 // size estimates the encoded size of e, to size buffers and batches.
 func (e *logEntry) size() int {
-	n := 32 + cmdsSize(e.Entry.Cmds) + len(e.Member) + len(e.Addr)
+	n := 32 + cmdsSize(e.Entry.Cmds) + len(e.Member) + len(e.Addr) + len(e.Entry.User)
 	for _, w := range e.Entry.Watch {
 		n += 16 + len(w.Key)
 	}
@@ -101,9 +103,15 @@ func appendLogEntry(b []byte, e *logEntry) []byte {
 		if e.Relay != (relayTag{}) {
 			flags |= flagRelay
 		}
+		if x.User != "" {
+			flags |= flagUser
+		}
 		b = append(b, flags)
 		if flags&flagRelay != 0 {
 			b = appendRelayTag(b, e.Relay)
+		}
+		if flags&flagUser != 0 {
+			b = appendString(b, x.User)
 		}
 		b = appendCmds(b, x.Cmds)
 		b = appendWatches(b, x.Watch)
@@ -157,6 +165,9 @@ func (d *decoder) logEntry(e *logEntry) error {
 		e.Entry.OOM = flags&flagOOM != 0
 		if flags&flagRelay != 0 {
 			e.Relay = d.relayTag()
+		}
+		if flags&flagUser != 0 {
+			e.Entry.User = d.string()
 		}
 		e.Entry.Cmds = d.cmds()
 		e.Entry.Watch = d.watches()
@@ -245,9 +256,15 @@ func encodeRequests(reqs []*Request) []byte {
 		if r.relay != (relayTag{}) {
 			flags |= reqRelay
 		}
+		if r.User != "" {
+			flags |= reqUser
+		}
 		b = append(b, flags)
 		if flags&reqRelay != 0 {
 			b = appendRelayTag(b, r.relay)
+		}
+		if flags&reqUser != 0 {
+			b = appendString(b, r.User)
 		}
 		b = appendCmds(b, r.Cmds)
 		b = appendWatches(b, r.Watch)
@@ -273,6 +290,9 @@ func decodeRequests(b []byte) ([]*Request, error) {
 		r.OverMemory = flags&reqOverMemory != 0
 		if flags&reqRelay != 0 {
 			r.relay = d.relayTag()
+		}
+		if flags&reqUser != 0 {
+			r.User = d.string()
 		}
 		r.Cmds = d.cmds()
 		r.Watch = d.watches()

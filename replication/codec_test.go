@@ -30,6 +30,9 @@ func sampleEntries() []*logEntry {
 		{Kind: kindCommand, Origin: 2, Seq: 8, Relay: relayTag{origin: math.MaxUint64, seq: 1}, Entry: Entry{
 			Cmds: [][][]byte{words("PUBLISH", "ch", "m")},
 		}},
+		{Kind: kindCommand, Origin: 2, Seq: 9, Relay: relayTag{origin: 5, seq: 6}, Entry: Entry{
+			Cmds: [][][]byte{words("EVALSHA", "abc", "0")}, User: "alice",
+		}},
 		{Kind: kindBarrier, Origin: 9, Seq: 1},
 		{Kind: kindMemberSet, Origin: 9, Seq: 2, Member: "n1", Addr: "10.0.0.1:6379"},
 		{Kind: kindMemberDel, Origin: 9, Seq: 3, Member: "n2"},
@@ -103,6 +106,7 @@ func sampleRequests() []*Request {
 			Watch: []Watch{{DB: 2, Key: "a", Version: 3}}},
 		{DB: 1, WatchKeys: []string{"x", ""}},
 		{DB: 3, Cmds: [][][]byte{words("PUBLISH", "ch", "m")}, relay: relayTag{origin: 0xfeed, seq: math.MaxUint64}},
+		{DB: 0, Cmds: [][][]byte{words("EVAL", "return 1", "0")}, relay: relayTag{origin: 1, seq: 2}, User: "bob"},
 	}
 }
 

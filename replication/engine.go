@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/lockserver/lockserver/acl"
 	"github.com/lockserver/lockserver/keyspace"
 )
 
@@ -59,6 +60,16 @@ type Request struct {
 	// OverMemory is set by the server when used memory is over maxmemory:
 	// DenyOOM commands are refused, and scripts run with Call.DenyOOM.
 	OverMemory bool
+	// User names the ACL user the commands scripts call are checked
+	// against, as the users are at the script's place in the log (a user
+	// deleted by then may run nothing). Empty allows them everything: the
+	// server leaves it empty for a user allowed everything when it submits
+	// the request, as it checks the request's own commands then.
+	User string
+	// Denials are the commands the request's scripts were refused, for the
+	// ACL log of the node that answers the request: set when that node ran
+	// the scripts (they are not carried back from the leader).
+	Denials []acl.Denial
 
 	// relay is set on a request that a follower forwards and answers with its
 	// own reply, and carried to the leader and into the log entry.

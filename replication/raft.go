@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/lockserver/lockserver/acl"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
 	"go.etcd.io/bbolt"
@@ -62,6 +63,10 @@ type RaftOptions struct {
 	Password string
 
 	Lua luaexec.Options
+	// Users are the ACL users, which the log changes; nil means the default
+	// user alone. A new cluster's first leader seeds the cluster's users
+	// with those it holds when it starts leading (see LoadUsersCommand).
+	Users *acl.Registry
 	// Hub receives the messages of the entries this node applies live.
 	Hub    keyspace.Publisher
 	Logger *slog.Logger
@@ -366,7 +371,11 @@ func NewRaft(opts RaftOptions) (*Raft, error) {
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.holdTimer = time.AfterFunc(time.Hour, r.holdExpired)
 	r.holdTimer.Stop()
-	r.sm.Store(NewStateMachine(opts.Lua))
+	if opts.Users == nil {
+		opts.Users = acl.NewRegistry()
+		r.opts.Users = opts.Users
+	}
+	r.sm.Store(newStateMachine(opts.Lua, opts.Users))
 	r.members.Store(&map[string]string{})
 	r.fwd = newForwarder(r)
 	if err := r.open(); err != nil {
@@ -623,7 +632,7 @@ func (r *Raft) submit(req *Request, forwarded bool) {
 	// proposeMu is held.
 	if write {
 		e := &logEntry{Kind: kindCommand, Relay: req.relay, Entry: Entry{
-			DB: req.DB, Cmds: req.Cmds, Multi: req.Multi, Watch: req.Watch, OOM: req.OverMemory,
+			DB: req.DB, Cmds: req.Cmds, Multi: req.Multi, Watch: req.Watch, OOM: req.OverMemory, User: req.User,
 		}}
 		r.proposeLocked(e, req, forwarded)
 		r.proposeMu.Unlock()
@@ -674,6 +683,12 @@ func (r *Raft) leadingLocked() bool {
 		r.leadTerm.Store(t)
 		r.barrier = r.nextSeq
 		r.proposeLocked(&logEntry{Kind: kindBarrier}, nil, false)
+		// A cluster whose users were never seeded gets this node's. Should
+		// the log hold a seed not yet applied here, the first one wins.
+		if users := r.opts.Users; !users.Seeded() {
+			seed := Entry{Cmds: [][][]byte{LoadUsersCommand(users.Users(), true)}}
+			r.proposeLocked(&logEntry{Kind: kindCommand, Entry: seed}, nil, false)
+		}
 	}
 	return true
 }
@@ -785,13 +800,16 @@ func (r *Raft) read(req *Request) keyspace.Reply {
 	if req.WatchKeys != nil {
 		return versionsReply(r.sm.Load().Versions(req.DB, req.WatchKeys))
 	}
-	return r.sm.Load().Read(req.DB, req.Cmds, req.Multi, req.Watch, r.clock.Now())
+	sm := r.sm.Load()
+	reply := sm.readAs(req.DB, req.Cmds, req.Multi, req.Watch, r.clock.Now(), req.User)
+	req.Denials = sm.takeDenials()
+	return reply
 }
 
 // appliedLocal is called by the FSM, under smMu, when it has applied this
 // node's proposal seq: it answers the proposal's request, and runs the reads
 // that were submitted after it, before this node's next proposal is applied.
-func (r *Raft) appliedLocal(seq uint64, reply keyspace.Reply) {
+func (r *Raft) appliedLocal(seq uint64, reply keyspace.Reply, denials []acl.Denial) {
 	r.ownDone.Store(seq + 1)
 	var done *Request
 	var reads []*readOp
@@ -814,6 +832,7 @@ func (r *Raft) appliedLocal(seq uint64, reply keyspace.Reply) {
 	}
 	r.localMu.Unlock()
 	if done != nil {
+		done.Denials = denials
 		done.finish(reply)
 	}
 	for _, rd := range reads {

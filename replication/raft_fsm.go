@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/lockserver/lockserver/acl"
 	"github.com/lockserver/lockserver/keyspace"
 )
 
@@ -82,6 +83,7 @@ func (r *Raft) applyLog(l *raft.Log) {
 // relays (a replay's entries carry another process's origin, so neither).
 func (r *Raft) applyEntry(index uint64, i int, e *logEntry) bool {
 	reply := keyspace.OK
+	var denials []acl.Denial
 	switch e.Kind {
 	case kindCommand:
 		var pub keyspace.Publisher
@@ -89,7 +91,9 @@ func (r *Raft) applyEntry(index uint64, i int, e *logEntry) bool {
 			pub = r.pub
 		}
 		// A batch holds at most maxBatchEntries, so the seed is unique.
-		reply = r.sm.Load().Apply(&e.Entry, index<<16|uint64(i), pub)
+		sm := r.sm.Load()
+		reply = sm.Apply(&e.Entry, index<<16|uint64(i), pub)
+		denials = sm.takeDenials()
 		if e.Relay.origin == r.origin {
 			r.fwd.appliedHere(e.Relay.seq, reply)
 		}
@@ -108,7 +112,7 @@ func (r *Raft) applyEntry(index uint64, i int, e *logEntry) bool {
 		reply = keyspace.Int(int64(removed))
 	}
 	if e.Origin == r.origin {
-		r.appliedLocal(e.Seq, reply)
+		r.appliedLocal(e.Seq, reply, denials)
 	}
 	return e.Kind == kindCommand || e.Kind == kindSweep
 }
@@ -181,6 +185,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	r.smMu.Lock()
 	r.sm.Store(sm)
+	sm.useRestoredUsers()
 	r.members.Store(&members)
 	r.applied.Store(applied)
 	r.snapshotted(r.logBytes.Load(), applied, read.n)
@@ -297,7 +302,7 @@ func (s *raftSnapshot) Release() {
 
 // readSnapshot reads what raftSnapshot.Persist wrote into a new state machine.
 func readSnapshot(rd io.Reader, r *Raft) (*StateMachine, map[string]string, uint64, error) {
-	sm := NewStateMachine(r.opts.Lua)
+	sm := newStateMachine(r.opts.Lua, r.opts.Users)
 	header, err := sm.readSnapshot(rd)
 	if err != nil {
 		return nil, nil, 0, err

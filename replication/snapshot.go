@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/lockserver/lockserver/acl"
 	"github.com/lockserver/lockserver/keyspace"
 )
 
@@ -12,6 +13,7 @@ import (
 type smSnapshot struct {
 	sm      *StateMachine
 	scripts []string
+	users   []byte // the ACL users, encoded (acl.EncodeUsers)
 	keys    *keyspace.Frozen
 }
 
@@ -19,20 +21,21 @@ type smSnapshot struct {
 // keyspace.Frozen); the caller keeps Apply out meanwhile, and calls release,
 // the same way, once the snapshot is written.
 func (sm *StateMachine) freeze() smSnapshot {
-	return smSnapshot{sm: sm, scripts: sm.lua.Scripts(), keys: sm.store.Freeze()}
+	return smSnapshot{sm: sm, scripts: sm.lua.Scripts(), users: sm.users.Encode(), keys: sm.store.Freeze()}
 }
 
 // release lets the state machine change what s holds in place again.
 func (s smSnapshot) release() { s.sm.store.Release(s.keys) }
 
 // write writes the keyspace with, in its checked meta bytes, the engine's
-// header and the script cache.
+// header, the script cache and the ACL users.
 func (s smSnapshot) write(w io.Writer, header []byte) error {
 	meta := appendString(nil, string(header))
 	meta = binary.AppendUvarint(meta, uint64(len(s.scripts)))
 	for _, body := range s.scripts {
 		meta = appendString(meta, body)
 	}
+	meta = appendString(meta, string(s.users))
 	return s.keys.WriteSnapshot(w, meta)
 }
 
@@ -51,8 +54,24 @@ func (sm *StateMachine) readSnapshot(r io.Reader) ([]byte, error) {
 	for range n {
 		scripts = append(scripts, string(d.bytes()))
 	}
+	// A snapshot from before ACL users were replicated holds none.
+	var users []byte
+	if len(d.b) > 0 {
+		users = d.bytes()
+	}
 	if err := d.finish(); err != nil {
 		return nil, fmt.Errorf("snapshot meta: %w", err)
+	}
+	if users != nil {
+		restored, seeded, err := acl.Decode(users)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot meta: %w", err)
+		}
+		// Users never seeded are the configuration of the member that took
+		// the snapshot: this member keeps its own until the seed.
+		if seeded {
+			sm.restoredUsers = restored
+		}
 	}
 	// A body that no longer compiles stays cached, as on the leader; the error
 	// is the script's to report when it runs.

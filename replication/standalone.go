@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockserver/lockserver/acl"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
 )
@@ -16,6 +17,9 @@ import (
 // StandaloneOptions configure a Standalone engine.
 type StandaloneOptions struct {
 	Lua luaexec.Options
+	// Users are the ACL users, which ACL SETUSER, DELUSER and LOAD change;
+	// nil means the default user alone.
+	Users *acl.Registry
 	// Hub receives the messages that entries publish.
 	Hub keyspace.Publisher
 }
@@ -80,7 +84,7 @@ const runBudget = 256
 // NewStandalone returns a running standalone engine.
 func NewStandalone(opts StandaloneOptions) *Standalone {
 	s := &Standalone{
-		sm:    NewStateMachine(opts.Lua),
+		sm:    newStateMachine(opts.Lua, opts.Users),
 		clock: NewClock(0),
 		hub:   opts.Hub,
 		stop:  make(chan struct{}),
@@ -207,19 +211,20 @@ func (s *Standalone) runQueued() int {
 // would be a bug, fails this request only: the holder may be running others'
 // requests.
 func (s *Standalone) exec(q queued) (reply keyspace.Reply) {
+	req := q.req
 	defer func() {
 		if p := recover(); p != nil {
 			reply = keyspace.Error(fmt.Sprintf("ERR internal error: %v", p))
 		}
+		req.Denials = s.sm.takeDenials()
 	}()
-	req := q.req
 	switch {
 	case req.WatchKeys != nil:
 		return versionsReply(s.sm.Versions(req.DB, req.WatchKeys))
 	case !q.write:
-		return s.sm.Read(req.DB, req.Cmds, req.Multi, req.Watch, q.now)
+		return s.sm.readAs(req.DB, req.Cmds, req.Multi, req.Watch, q.now, req.User)
 	}
-	e := Entry{Time: q.now, DB: req.DB, Cmds: req.Cmds, Multi: req.Multi, Watch: req.Watch, OOM: req.OverMemory}
+	e := Entry{Time: q.now, DB: req.DB, Cmds: req.Cmds, Multi: req.Multi, Watch: req.Watch, OOM: req.OverMemory, User: req.User}
 	s.applied++
 	return s.sm.Apply(&e, s.applied-1, s.hub)
 }

@@ -9,6 +9,7 @@
 package replication
 
 import (
+	"github.com/lockserver/lockserver/acl"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
 )
@@ -30,6 +31,8 @@ type Entry struct {
 	// OOM is set when the leader was over maxmemory at proposal: commands
 	// flagged DenyOOM inside scripts then fail, on every node alike.
 	OOM bool
+	// User names the ACL user the entry's scripts run as (Request.User).
+	User string
 }
 
 // Watch is a key a connection WATCHed and what it looked like then.
@@ -49,8 +52,15 @@ type Watch struct {
 type StateMachine struct {
 	store *keyspace.Store
 	lua   *luaexec.Engine
-	last  int64  // time of the last applied entry, ms
-	seed  uint64 // the seed of the last applied entry
+	// users are the ACL users, which entries change; they outlive a restore
+	// (see restoredUsers).
+	users *acl.Registry
+	// restoredUsers, in a state machine read from a snapshot, are the
+	// snapshot's users, seeded ones, which replace users when the state
+	// machine is put in use; nil if it held none to apply.
+	restoredUsers []*acl.User
+	last          int64  // time of the last applied entry, ms
+	seed          uint64 // the seed of the last applied entry
 	// expired counts the keys Sweep reclaimed (INFO's expired_keys).
 	expired int64
 	// call is the Call of every run: runs never overlap, and a Call escapes
@@ -59,10 +69,18 @@ type StateMachine struct {
 	call keyspace.Call
 }
 
-// NewStateMachine returns an empty state machine.
+// NewStateMachine returns an empty state machine, whose users are the
+// default user alone.
 func NewStateMachine(opts luaexec.Options) *StateMachine {
+	return newStateMachine(opts, acl.NewRegistry())
+}
+
+func newStateMachine(opts luaexec.Options, users *acl.Registry) *StateMachine {
+	if users == nil {
+		users = acl.NewRegistry()
+	}
 	store := keyspace.New()
-	return &StateMachine{store: store, lua: luaexec.New(store, opts)}
+	return &StateMachine{store: store, lua: luaexec.New(store, opts), users: users}
 }
 
 // LastTime returns the time of the last applied entry.
@@ -78,30 +96,36 @@ func (sm *StateMachine) Apply(e *Entry, seed uint64, pub keyspace.Publisher) key
 		sm.last = e.Time
 	}
 	sm.seed = seed
-	return sm.run(e.DB, e.Cmds, e.Multi, e.Watch, sm.last, seed, pub, e.OOM)
+	return sm.run(e.DB, e.Cmds, e.Multi, e.Watch, sm.last, seed, pub, e.OOM, e.User)
 }
 
 // Read runs commands that do not mutate state at time now (at least the time
 // of the last applied entry). Its scripts draw the numbers of the last
 // applied entry's: a read is not replicated, so nothing needs them to differ.
 func (sm *StateMachine) Read(db int, cmds [][][]byte, multi bool, watch []Watch, now int64) keyspace.Reply {
+	return sm.readAs(db, cmds, multi, watch, now, "")
+}
+
+// readAs is Read for a request whose scripts run as user (Request.User).
+func (sm *StateMachine) readAs(db int, cmds [][][]byte, multi bool, watch []Watch, now int64, user string) keyspace.Reply {
 	if now < sm.last {
 		now = sm.last
 	}
-	return sm.run(db, cmds, multi, watch, now, sm.seed, nil, false)
+	return sm.run(db, cmds, multi, watch, now, sm.seed, nil, false, user)
 }
 
 // commandSeedShift places a command's position inside an EXEC above the bits
 // that entry seeds use, so that every command of every entry has its own seed.
 const commandSeedShift = 48
 
-func (sm *StateMachine) run(db int, cmds [][][]byte, multi bool, watch []Watch, now int64, seed uint64, pub keyspace.Publisher, oom bool) keyspace.Reply {
+func (sm *StateMachine) run(db int, cmds [][][]byte, multi bool, watch []Watch, now int64, seed uint64, pub keyspace.Publisher, oom bool, user string) keyspace.Reply {
 	call := &sm.call
 	*call = keyspace.Call{Store: sm.store, DB: db, Now: now, Pub: pub, DenyOOM: oom, Seed: seed}
 	defer func() { *call = keyspace.Call{} }() // let go of the arguments
+	u := sm.userFor(user)
 	if !multi {
 		call.Args = cmds[0]
-		return sm.lua.Exec(call)
+		return sm.exec(call, u)
 	}
 	for _, w := range watch {
 		if sm.store.Version(w.DB, w.Key) != w.Version {
@@ -112,9 +136,18 @@ func (sm *StateMachine) run(db int, cmds [][][]byte, multi bool, watch []Watch, 
 	for i, args := range cmds {
 		call.Args = args
 		call.Seed = seed + uint64(i)<<commandSeedShift
-		replies[i] = sm.lua.Exec(call)
+		replies[i] = sm.exec(call, u)
 	}
 	return keyspace.Array(replies...)
+}
+
+// exec runs one command: a change of the users, or a command of the script
+// engine, run as u.
+func (sm *StateMachine) exec(call *keyspace.Call, u *acl.User) keyspace.Reply {
+	if isACL(call.Args) {
+		return sm.execACL(call.Args)
+	}
+	return sm.lua.ExecAs(call, u)
 }
 
 // Sweep removes the keys expired at now from shards shards of database db,
@@ -154,7 +187,12 @@ func (sm *StateMachine) Prepare(req *Request) (write bool, errReply *keyspace.Re
 			}
 			return false, &ErrOOM
 		}
-		w, errReply := sm.lua.Prepare(cmd, args)
+		var w bool
+		if isACL(args) {
+			w, errReply = true, sm.prepareACL(args)
+		} else {
+			w, errReply = sm.lua.Prepare(cmd, args)
+		}
 		if errReply != nil && !req.Multi {
 			return false, errReply
 		}

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lockserver/lockserver/acl"
 	"github.com/lockserver/lockserver/keyspace"
 )
 
@@ -259,6 +260,7 @@ func cmdClientList(c *conn, args [][]byte) {
 func cmdClientKill(c *conn, args [][]byte) {
 	var id int64
 	var addr, laddr, typ string
+	var user *acl.Slot
 	oldForm := len(args) == 3
 	skipMe := !oldForm
 	if oldForm {
@@ -290,7 +292,7 @@ func cmdClientKill(c *conn, args [][]byte) {
 			case "laddr":
 				laddr = string(v)
 			case "user":
-				if string(v) != "default" {
+				if user = c.srv.acl.Lookup(v); user == nil {
 					c.reply(keyspace.Error("ERR No such user '" + string(v) + "'"))
 					return
 				}
@@ -317,6 +319,7 @@ func cmdClientKill(c *conn, args [][]byte) {
 			addr != "" && o.addr != addr,
 			laddr != "" && o.laddr != laddr,
 			typ != "" && !o.isType(typ),
+			user != nil && o.user.Load() != user,
 			skipMe && o == c:
 			return
 		}
@@ -416,7 +419,9 @@ func (c *conn) describe() string {
 	b = strconv.AppendUint(b, queued+uint64(c.rd.qbuf.Load()), 10)
 	b = append(b, " events=r cmd="...)
 	b = append(b, cmd...)
-	b = append(b, " user=default redir=-1 resp="...)
+	b = append(b, " user="...)
+	b = append(b, c.user.Load().User().Name()...)
+	b = append(b, " redir=-1 resp="...)
 	b = strconv.AppendInt(b, int64(c.proto.Load()), 10)
 	b = append(b, " lib-name="...)
 	b = append(b, libName...)

@@ -14,17 +14,19 @@ var commandHandlers = map[string]func(c *conn, args [][]byte){
 	"command|count": func(c *conn, args [][]byte) {
 		c.reply(keyspace.Int(int64(len(keyspace.Commands()))))
 	},
-	"command|list":    cmdCommandList,
-	"command|info":    cmdCommandInfo,
-	"command|docs":    cmdCommandDocs,
-	"command|getkeys": cmdCommandGetKeys,
+	"command|list":            cmdCommandList,
+	"command|info":            cmdCommandInfo,
+	"command|docs":            cmdCommandDocs,
+	"command|getkeys":         func(c *conn, args [][]byte) { cmdCommandGetKeys(c, args, false) },
+	"command|getkeysandflags": func(c *conn, args [][]byte) { cmdCommandGetKeys(c, args, true) },
 	"command|help": help("COMMAND",
 		"(no subcommand)", "    Return details about all commands.",
 		"COUNT", "    Return the total number of commands.",
 		"LIST [FILTERBY (MODULE <module-name>|ACLCAT <category>|PATTERN <pattern>)]", "    Return the names of all commands, subcommands included.",
 		"INFO [<command-name> ...]", "    Return details about the given commands, or all of them.",
 		"DOCS [<command-name> ...]", "    Return what lockserver documents of the given commands, or all of them.",
-		"GETKEYS <full-command>", "    Return the keys of a full command."),
+		"GETKEYS <full-command>", "    Return the keys of a full command.",
+		"GETKEYSANDFLAGS <full-command>", "    Return the keys and the access flags of a full command."),
 }
 
 // commandInfos returns COMMAND INFO's entries for cmds.
@@ -38,8 +40,8 @@ func commandInfos(cmds []*keyspace.Command) keyspace.Reply {
 
 // commandInfo is Redis 7's ten-element description of a command: name,
 // arity, flags, first key, last key, key step, ACL categories, tips, key
-// specifications and subcommands. lockserver keeps no tips or key
-// specifications; the flags and categories are those its table records.
+// specifications and subcommands. lockserver keeps no tips; the rest is what
+// its table records.
 func commandInfo(cmd *keyspace.Command) keyspace.Reply {
 	var subs []keyspace.Reply
 	for _, name := range sortedKeys(cmd.Subcommands) {
@@ -52,11 +54,41 @@ func commandInfo(cmd *keyspace.Command) keyspace.Reply {
 		keyspace.Int(int64(cmd.FirstKey)),
 		keyspace.Int(int64(cmd.LastKey)),
 		keyspace.Int(int64(cmd.KeyStep)),
-		statusSet(aclCategories(cmd)),
+		statusSet(cmd.Categories.Names()),
 		statusSet(nil),
-		keyspace.Array(),
+		keySpecs(cmd.KeySpecs),
 		keyspace.Array(subs...),
 	)
+}
+
+// keySpecs describes key specifications as COMMAND INFO does.
+func keySpecs(specs []keyspace.KeySpec) keyspace.Reply {
+	elems := make([]keyspace.Reply, len(specs))
+	pair := func(k string, v keyspace.Reply) []keyspace.Reply { return []keyspace.Reply{keyspace.Bulk(k), v} }
+	for i, s := range specs {
+		var m []keyspace.Reply
+		if s.Notes != "" {
+			m = append(m, pair("notes", keyspace.Bulk(s.Notes))...)
+		}
+		m = append(m, pair("flags", statusSet(s.Flags.Names()))...)
+		m = append(m, pair("begin_search", keyspace.Map(
+			append(pair("type", keyspace.Bulk("index")), pair("spec", keyspace.Map(pair("index", keyspace.Int(int64(s.Index)))...))...)...))...)
+		var find []keyspace.Reply
+		if s.KeyNum {
+			find = append(pair("type", keyspace.Bulk("keynum")), pair("spec", keyspace.Map(append(append(
+				pair("keynumidx", keyspace.Int(int64(s.NumIdx))),
+				pair("firstkey", keyspace.Int(int64(s.First)))...),
+				pair("keystep", keyspace.Int(int64(s.Step)))...)...))...)
+		} else {
+			find = append(pair("type", keyspace.Bulk("range")), pair("spec", keyspace.Map(append(append(
+				pair("lastkey", keyspace.Int(int64(s.LastKey))),
+				pair("keystep", keyspace.Int(int64(s.Step)))...),
+				pair("limit", keyspace.Int(int64(s.Limit)))...)...))...)
+		}
+		m = append(m, pair("find_keys", keyspace.Map(find...))...)
+		elems[i] = keyspace.Map(m...)
+	}
+	return keyspace.Reply{Kind: keyspace.KindSet, Elems: elems}
 }
 
 func statusSet(items []string) keyspace.Reply {
@@ -89,45 +121,10 @@ func commandFlags(cmd *keyspace.Command) []string {
 	if noAuth(cmd) {
 		flags = append(flags, "no_auth")
 	}
-	if movableKeys(cmd) {
+	if cmd.MovableKeys() {
 		flags = append(flags, "movablekeys")
 	}
 	return flags
-}
-
-// aclCategories derives a command's ACL categories from its flags; a
-// container command is only @slow, as in Redis.
-func aclCategories(cmd *keyspace.Command) []string {
-	if cmd.Subcommands != nil {
-		return []string{"@slow"}
-	}
-	var cats []string
-	add := func(ok bool, c string) {
-		if ok {
-			cats = append(cats, c)
-		}
-	}
-	add(cmd.Has(keyspace.Write), "@write")
-	add(cmd.Has(keyspace.ReadOnly), "@read")
-	add(cmd.Has(keyspace.Admin), "@admin")
-	add(cmd.Has(keyspace.Fast), "@fast")
-	add(!cmd.Has(keyspace.Fast), "@slow")
-	add(cmd.Has(keyspace.Admin), "@dangerous")
-	add(cmd.Has(keyspace.PubSub), "@pubsub")
-	add(cmd.Has(keyspace.Connection), "@connection")
-	add(cmd.Has(keyspace.Transaction), "@transaction")
-	add(cmd.Has(keyspace.Scripting), "@scripting")
-	return cats
-}
-
-// movableKeys reports whether a command's keys are found by a count in its
-// arguments (EVAL's numkeys) rather than at fixed positions.
-func movableKeys(cmd *keyspace.Command) bool {
-	switch cmd.Name {
-	case "eval", "evalsha", "eval_ro", "evalsha_ro":
-		return true
-	}
-	return false
 }
 
 func sortedKeys(m map[string]*keyspace.Command) []string {
@@ -164,7 +161,7 @@ func cmdCommandList(c *conn, args [][]byte) {
 			keep = func(*keyspace.Command) bool { return false } // lockserver has no modules
 		case "aclcat":
 			keep = func(cmd *keyspace.Command) bool {
-				return slices.Contains(aclCategories(cmd), "@"+strings.ToLower(string(v)))
+				return cmd.Categories&keyspace.CategoryByName(string(v)) != 0
 			}
 		case "pattern":
 			keep = func(cmd *keyspace.Command) bool { return keyspace.FoldGlobMatch(v, cmd.Name) }
@@ -260,38 +257,40 @@ func commandGroup(cmd *keyspace.Command) string {
 	return "generic"
 }
 
-// COMMAND GETKEYS command [arg ...]
-func cmdCommandGetKeys(c *conn, args [][]byte) {
+// COMMAND GETKEYS command [arg ...] and COMMAND GETKEYSANDFLAGS, in
+// Redis 7.0's order of checks.
+func cmdCommandGetKeys(c *conn, args [][]byte, withFlags bool) {
 	full := args[2:]
-	cmd, errReply := resolve(full)
+	cmd := keyspace.Lookup(full[0])
+	if cmd != nil {
+		cmd = cmd.Resolve(full)
+	}
 	switch {
-	case errReply != nil && keyspace.Lookup(full[0]) == nil:
+	case cmd == nil:
 		c.reply(keyspace.Error("ERR Invalid command specified"))
 		return
-	case errReply != nil:
+	case !cmd.HasKeys():
+		c.reply(keyspace.Error("ERR The command has no key arguments"))
+		return
+	case !cmd.CheckArity(len(full)):
 		c.reply(keyspace.Error("ERR Invalid number of arguments specified for command"))
 		return
 	}
-	keys := []keyspace.Reply{}
-	switch {
-	case movableKeys(cmd):
-		// A bad numkeys finds no keys, as in Redis.
-		if n, ok := keyspace.ParseInt(full[2]); ok && n >= 0 && n <= int64(len(full)-3) {
-			for _, k := range full[3 : 3+n] {
-				keys = append(keys, keyspace.BulkBytes(k))
-			}
+	refs := cmd.KeyRefs(full, nil)
+	if len(refs) == 0 {
+		if cmd.MovableKeys() { // Redis's no_mandatory_keys: EVAL and its kin
+			c.reply(keyspace.Array())
+		} else {
+			c.reply(keyspace.Error("ERR Invalid arguments specified for command"))
 		}
-	case !cmd.Has(keyspace.PubSub): // shard channels sit at key positions but are not keys
-		for _, i := range cmd.Keys(full) {
-			keys = append(keys, keyspace.BulkBytes(full[i]))
-		}
-		if len(keys) == 0 {
-			c.reply(keyspace.Error("ERR The command has no key arguments"))
-			return
-		}
-	default:
-		c.reply(keyspace.Error("ERR The command has no key arguments"))
 		return
+	}
+	keys := make([]keyspace.Reply, len(refs))
+	for i, r := range refs {
+		keys[i] = keyspace.BulkBytes(full[r.Pos])
+		if withFlags {
+			keys[i] = keyspace.Array(keys[i], statusSet(r.Flags.Names()))
+		}
 	}
 	c.reply(keyspace.Array(keys...))
 }

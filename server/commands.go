@@ -61,6 +61,9 @@ func init() {
 		"memory|purge": cmdMemoryPurge,
 		"monitor":      cmdMonitor,
 	}
+	for name, h := range aclHandlers {
+		handlers[name] = h
+	}
 	for name, h := range clientHandlers {
 		handlers[name] = h
 	}
@@ -149,7 +152,7 @@ func cmdReset(c *conn, args [][]byte) {
 	c.watched = nil
 	c.srv.hub.unsubscribeAll(c)
 	c.proto.Store(2)
-	c.authed = *c.srv.password.Load() == ""
+	c.setDefaultAuth()
 	c.noReply, c.skipOne = false, false
 	if c.monitoring {
 		c.srv.hub.monitors.remove(c)
@@ -225,7 +228,7 @@ var errWrongPass = keyspace.Error("WRONGPASS invalid username-password pair or u
 func cmdAuth(c *conn, args [][]byte) {
 	switch len(args) {
 	case 2:
-		if *c.srv.password.Load() == "" {
+		if c.srv.acl.Default().User().NoPass() {
 			c.reply(keyspace.Error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"))
 			return
 		}
@@ -243,18 +246,6 @@ func cmdAuth(c *conn, args [][]byte) {
 		return
 	}
 	c.reply(keyspace.OK)
-}
-
-// authenticate checks credentials against the only user, "default", whose
-// password is requirepass (any password when none is set) and authenticates
-// the connection if they match. A failure leaves the connection as it was.
-func (c *conn) authenticate(user, pass []byte) bool {
-	want := *c.srv.password.Load()
-	if string(user) != "default" || (want != "" && string(pass) != want) {
-		return false
-	}
-	c.authed = true
-	return true
 }
 
 // WAIT numreplicas timeout blocks the client, as Redis does, until

@@ -49,10 +49,7 @@ func init() {
 			}},
 		{name: "requirepass",
 			get: func(s *Server) string { return *s.password.Load() },
-			set: func(s *Server, v string) error {
-				s.password.Store(&v)
-				return nil
-			}},
+			set: (*Server).setRequirePass},
 		{name: "protected-mode",
 			get: func(s *Server) string { return yesNo(s.protected.Load()) },
 			set: func(s *Server, v string) error { return setYesNo(&s.protected, v) }},
@@ -139,6 +136,9 @@ func init() {
 		{name: "port", get: (*Server).port},
 		{name: "timeout", get: func(*Server) string { return "0" }},
 	} {
+		settings[st.name] = st
+	}
+	for _, st := range aclConfig {
 		settings[st.name] = st
 	}
 }

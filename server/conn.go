@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockserver/lockserver/acl"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/replication"
 )
@@ -27,8 +28,14 @@ type conn struct {
 	laddr   string
 	created time.Time
 
-	proto  atomic.Int32 // 2 or 3; publishers read it to render pushes
-	db     int
+	proto atomic.Int32 // 2 or 3; publishers read it to render pushes
+	db    int
+	// user is the ACL user the connection runs as: the default user's slot
+	// until AUTH or HELLO names another. authed is Redis's authenticated:
+	// set by AUTH, or at connect (and RESET) when the default user needs no
+	// password. A client not authenticated must authenticate while the
+	// default user needs a password (Server.authRequired).
+	user   atomic.Pointer[acl.Slot]
 	authed bool
 	// admitted is set once protected mode has let the connection's first
 	// command through.
@@ -139,14 +146,14 @@ func newConn(s *Server, nc net.Conn) *conn {
 		addr:    nc.RemoteAddr().String(),
 		laddr:   nc.LocalAddr().String(),
 		created: time.Now(),
-		authed:  *s.password.Load() == "",
 		done:    make(chan struct{}),
 	}
+	c.setDefaultAuth()
 	c.proto.Store(2)
 	c.info.multi = -1
 	c.lastActive.Store(c.created.UnixNano())
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
-	c.rd = newReader(connSource{c}, s.limits, func() bool { return c.authed })
+	c.rd = newReader(connSource{c}, s.limits, func() bool { return c.authed || !s.authRequired() })
 	return c
 }
 
@@ -416,13 +423,7 @@ func resolve(args [][]byte) (*keyspace.Command, *keyspace.Reply) {
 }
 
 // noAuth reports whether a client may run cmd before authenticating.
-func noAuth(cmd *keyspace.Command) bool {
-	switch cmd.Name {
-	case "auth", "hello", "quit", "reset":
-		return true
-	}
-	return false
-}
+func noAuth(cmd *keyspace.Command) bool { return cmd.Has(keyspace.NoAuth) }
 
 // allowedSubscribed reports whether a RESP2 client in subscribed mode may run cmd.
 func allowedSubscribed(cmd *keyspace.Command) bool {
@@ -458,8 +459,12 @@ func (c *conn) exec(args [][]byte) {
 		}
 		c.admitted = true
 	}
-	if !c.authed && !noAuth(cmd) {
+	if !c.authed && !noAuth(cmd) && c.srv.authRequired() {
 		c.reject(cmd, keyspace.Error("NOAUTH Authentication required."))
+		return
+	}
+	u := c.user.Load().User()
+	if !u.Unrestricted() && !c.checkACL(u, cmd, args) {
 		return
 	}
 	inMulti := c.multi != nil && !c.multi.runsNow(cmd)
@@ -498,6 +503,9 @@ func (c *conn) exec(args [][]byte) {
 	s.req.DB = c.db
 	s.req.Cmds = s.one[:]
 	s.req.OverMemory = c.srv.mem.over()
+	if !u.Unrestricted() {
+		s.req.User = u.Name()
+	}
 	c.submit(s)
 }
 
@@ -582,6 +590,7 @@ func (c *conn) render(s *slot) {
 	r := s.reply
 	if !s.ready {
 		r = c.wait(&s.req)
+		c.logScriptDenials(&s.req)
 		if s.then != nil {
 			r = s.then(c, s, r)
 		}

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/lockserver/lockserver/acl"
 	"github.com/lockserver/lockserver/keyspace"
 )
 
@@ -321,4 +322,34 @@ func (h *Hub) counts() (channels, patterns, shards int) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	return len(h.channels), len(h.patterns), len(h.shards)
+}
+
+// revoke closes the subscribers authenticated through slot, whose user is
+// now u, that are subscribed to a channel, pattern or shard channel u no
+// longer allows, as Redis's ACLKillPubsubClientsIfNeeded does. The engine
+// calls it as it applies the change, so no message published after the
+// change reaches them.
+func (h *Hub) revoke(slot *acl.Slot, u *acl.User) {
+	kill := map[*conn]bool{}
+	check := func(subs map[*conn]struct{}, name string, pattern bool) {
+		for c := range subs {
+			if !kill[c] && c.user.Load() == slot && !u.KeepsSubscription([]byte(name), pattern) {
+				kill[c] = true
+			}
+		}
+	}
+	h.mu.RLock()
+	for name, subs := range h.channels {
+		check(subs, name, false)
+	}
+	for name, ps := range h.patterns {
+		check(ps.conns, name, true)
+	}
+	for name, subs := range h.shards {
+		check(subs, name, false)
+	}
+	h.mu.RUnlock()
+	for c := range kill {
+		c.kill()
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lockserver/lockserver/acl"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/replication"
 )
@@ -195,6 +196,11 @@ func (s *Server) infoStats(b *infoBuilder) {
 	b.line("pubsubshard_channels", shards)
 	b.line("total_error_replies", s.stats.errors.total())
 	b.line("client_output_buffer_limit_disconnections", s.stats.outputLimited.Load())
+	// Redis 7.2's counts of the ACL's refusals.
+	b.line("acl_access_denied_auth", s.stats.aclDenied[acl.DeniedAuth].Load())
+	b.line("acl_access_denied_cmd", s.stats.aclDenied[acl.DeniedCommand].Load())
+	b.line("acl_access_denied_key", s.stats.aclDenied[acl.DeniedKey].Load())
+	b.line("acl_access_denied_channel", s.stats.aclDenied[acl.DeniedChannel].Load())
 }
 
 func (s *Server) infoReplication(b *infoBuilder) {
@@ -286,6 +292,9 @@ func (s *Server) resetStats() {
 	s.stats.netIn.Store(0)
 	s.stats.netOut.Store(0)
 	s.stats.outputLimited.Store(0)
+	for i := range s.stats.aclDenied {
+		s.stats.aclDenied[i].Store(0)
+	}
 	s.stats.errors.reset()
 	s.resetCommandStats()
 	s.each(func(c *conn) {

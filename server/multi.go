@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/lockserver/lockserver/acl"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/replication"
 )
@@ -180,13 +181,42 @@ func cmdExec(c *conn, args [][]byte) {
 		}
 	}
 
+	// The ACL rules are checked again, as Redis checks them when EXEC runs
+	// each command: one they no longer allow is answered so and does not
+	// run. ACL SETUSER's passwords go to the log hashed, and ACL LOAD reads
+	// the ACL file now.
+	replies := make([]keyspace.Reply, len(t.cmds))
+	answered := make([]bool, len(t.cmds))
+	u := c.user.Load().User()
 	s := c.slot()
 	s.req.DB = c.db
 	s.req.Multi = true
 	s.req.OverMemory = c.srv.mem.over()
+	if !u.Unrestricted() {
+		s.req.User = u.Name()
+	}
 	for i, cmd := range t.rows {
+		args := t.cmds[i]
+		if !u.Unrestricted() {
+			if v := u.Check(cmd, args); v.Reason != acl.Allowed {
+				c.logDenied(v.Reason, acl.ContextMulti, v.Object(cmd, args), u.Name())
+				replies[i], answered[i] = keyspace.Error(v.ExecError()), true
+				continue
+			}
+		}
+		switch cmd.Name {
+		case "acl|setuser":
+			args = hashPasswords(args)
+		case "acl|load":
+			load, errReply := c.srv.aclLoadArgs()
+			if errReply != nil {
+				replies[i], answered[i] = *errReply, true
+				continue
+			}
+			args = load
+		}
 		if engineCommand(cmd) {
-			s.req.Cmds = append(s.req.Cmds, t.cmds[i])
+			s.req.Cmds = append(s.req.Cmds, args)
 		}
 	}
 	for _, w := range watched {
@@ -194,16 +224,16 @@ func cmdExec(c *conn, args [][]byte) {
 	}
 	c.srv.engine.Submit(&s.req)
 	r := c.wait(&s.req)
+	c.logScriptDenials(&s.req)
 	c.recycle(s)
 	if r.Kind != keyspace.KindArray {
 		c.reply(r) // WATCH failed (a null array), or the transaction was refused
 		return
 	}
 
-	replies := make([]keyspace.Reply, len(t.cmds))
 	engineReplies := r.Elems
 	for i, cmd := range t.rows {
-		if !engineCommand(cmd) {
+		if answered[i] || !engineCommand(cmd) {
 			continue
 		}
 		replies[i] = engineReplies[0]
@@ -215,7 +245,7 @@ func cmdExec(c *conn, args [][]byte) {
 		}
 	}
 	for i, cmd := range t.rows {
-		if !engineCommand(cmd) {
+		if !answered[i] && !engineCommand(cmd) {
 			replies[i] = c.runCaptured(t.cmds[i], cmd)
 		}
 	}
@@ -235,9 +265,10 @@ func cmdExec(c *conn, args [][]byte) {
 }
 
 // engineCommand reports whether cmd runs in the engine (keyspace commands,
-// and scripts, which have no Run of their own) rather than in the connection.
+// and scripts and changes of the ACL users, which have no Run of their own)
+// rather than in the connection.
 func engineCommand(cmd *keyspace.Command) bool {
-	return cmd.Run != nil || cmd.Has(keyspace.Scripting)
+	return cmd.Run != nil || cmd.Flags&(keyspace.Scripting|keyspace.Users) != 0
 }
 
 // runCaptured runs a connection command and returns its reply instead of

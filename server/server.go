@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockserver/lockserver/acl"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/replication"
 )
@@ -25,8 +26,16 @@ type Config struct {
 	Engine replication.Engine
 	// Hub is the pub/sub hub the engine publishes to.
 	Hub *Hub
-	// Password, when set, is required by AUTH (requirepass).
+	// Password is what CONFIG GET requirepass reports: the default user's
+	// password as configured (the users are ACL's).
 	Password string
+	// ACL holds the users, which the engine changes (it is the engine's
+	// replicated state). Nil means a registry of the default user alone,
+	// with Password.
+	ACL *acl.Registry
+	// ACLFile is the ACL file that ACL LOAD reads and ACL SAVE writes; empty
+	// refuses both, as Redis does without aclfile.
+	ACLFile string
 	// MaxClients bounds the number of connections (maxclients); 0 means 10000.
 	MaxClients int
 	// MaxMemory, when positive, refuses commands that add data (Redis's
@@ -51,6 +60,10 @@ type Server struct {
 	log    *slog.Logger
 	ctx    context.Context
 	cancel context.CancelFunc
+
+	acl     *acl.Registry
+	aclLog  *acl.Log
+	aclFile string
 
 	// Settings that CONFIG SET changes while clients are connected.
 	password   atomic.Pointer[string]
@@ -104,6 +117,9 @@ type stats struct {
 	// outputLimited counts the clients closed for passing their output
 	// limits (output.go).
 	outputLimited atomic.Int64
+	// aclDenied counts the refusals of the ACL, by reason (Redis 7.2's
+	// acl_access_denied_*).
+	aclDenied [acl.DeniedChannel + 1]atomic.Int64
 }
 
 // DefaultMaxClients is Redis's default maxclients.
@@ -117,8 +133,14 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.ACL == nil {
+		cfg.ACL = acl.NewRegistry(DefaultUser(cfg.Password))
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
+		acl:       cfg.ACL,
+		aclLog:    acl.NewLog(acl.DefaultLogMax),
+		aclFile:   cfg.ACLFile,
 		engine:    cfg.Engine,
 		hub:       cfg.Hub,
 		log:       cfg.Logger,
@@ -142,8 +164,19 @@ func New(cfg Config) *Server {
 	s.outputLimits.Store(&limits)
 	s.mem.limit.Store(max(cfg.MaxMemory, 0))
 	s.startSentinel(cfg.SentinelMaster)
+	s.acl.OnChange(s.usersChanged)
 	go s.watchOutput()
 	return s
+}
+
+// DefaultUser returns the default user as requirepass makes it: Redis's
+// initial one, with password its only password if it is not empty.
+func DefaultUser(password string) *acl.User {
+	u := acl.NewDefault()
+	if password != "" {
+		u, _ = acl.SetUser(u, acl.DefaultName, [][]byte{[]byte("resetpass"), []byte(">" + password)})
+	}
+	return u
 }
 
 // randomHex returns n random bytes in hex, for run ids.
@@ -279,7 +312,7 @@ const errProtected = "DENIED Redis is running in protected mode because protecte
 // default user needs no password, and nc comes from a TCP address that is not
 // loopback (an in-memory connection is local, as a Unix socket is to Redis).
 func (s *Server) protectedRefuses(nc net.Conn) bool {
-	if !s.protected.Load() || *s.password.Load() != "" {
+	if !s.protected.Load() || !s.acl.Default().User().NoPass() {
 		return false
 	}
 	addr, ok := nc.RemoteAddr().(*net.TCPAddr)

@@ -140,11 +140,14 @@ func slowArgs(cmd *keyspace.Command, args [][]byte) []string {
 }
 
 // redacted reports whether argument i is a secret that Redis keeps out of
-// the slow log and MONITOR: AUTH's arguments, and HELLO's after AUTH.
+// the slow log and MONITOR: AUTH's arguments, HELLO's after AUTH, and ACL
+// SETUSER's after the subcommand.
 func redacted(cmd *keyspace.Command, args [][]byte, i int) bool {
 	switch cmd.Name {
 	case "auth":
 		return i > 0
+	case "acl|setuser":
+		return i > 1
 	case "hello":
 		for j := 2; j < i; j++ {
 			if strings.EqualFold(string(args[j]), "auth") && i <= j+2 {

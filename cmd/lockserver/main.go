@@ -58,7 +58,8 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	fs.SetOutput(io.Discard)
 	o := &cfg.opts
 	fs.StringVar(&o.Addr, "addr", "127.0.0.1:6379", "client `address` to listen on (RESP)")
-	fs.StringVar(&o.Password, "password", "", "require AUTH with this `password` (Redis's requirepass)")
+	fs.StringVar(&o.Password, "password", "", "require AUTH with this `password` (Redis's requirepass: the default user's password)")
+	fs.StringVar(&o.ACLFile, "aclfile", "", "load the ACL users from this `file`, in Redis's format, which ACL LOAD and ACL SAVE read and write (--password is then ignored); a cluster's users are the cluster's, seeded by its first leader")
 	o.MaxClients = server.DefaultMaxClients
 	fs.Var(natural[int]{&o.MaxClients}, "max-clients", "most concurrent client connections")
 	fs.Func("maxmemory", "refuse writes with OOM above this much live memory, e.g. 4gb (0: no limit)", sizeFlag(&o.MaxMemory))
