@@ -2,12 +2,15 @@ package compat_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/lockserver/lockserver"
 	"github.com/lockserver/lockserver/keyspace"
 )
 
@@ -395,7 +398,7 @@ func TestDiffACLAuth(t *testing.T) {
 		{"AUTH", "pw"}, {"RESET"}, {"ACL", "WHOAMI"},
 		{"HELLO", "2", "AUTH", "locker", "nope"},
 	})
-	q.DoNorm(helloNorm, "HELLO", "2", "AUTH", "picky", "x")
+	q.DoNorm(normID, "HELLO", "2", "AUTH", "picky", "x")
 	q.Do("ACL", "WHOAMI")
 	p.Do("ACL", "SETUSER", "default", "resetpass", ">secret")
 	q = p.another()
@@ -424,7 +427,116 @@ func TestDiffACLAuth(t *testing.T) {
 	p.Do("ACL", "LOG")
 }
 
-// helloNorm drops the client id from HELLO's reply.
-func helloNorm(s string) string {
-	return regexp.MustCompile(`(\$2\r\nid\r\n):[0-9]+`).ReplaceAllString(s, "${1}")
+// closedBoth checks that both servers closed q's connections: a command
+// sent gets no reply, only the end of the stream.
+func closedBoth(q *pair) {
+	q.t.Helper()
+	q.Send("PING")
+	if r, l := q.redis.ReadAll(), q.ls.ReadAll(); r != "" || l != "" {
+		q.t.Errorf("a connection that should be closed answered:\n redis-server: %q\n   lockserver: %q", r, l)
+	}
+}
+
+// TestDiffACLDelUser deletes users whose connections are open: Redis closes
+// them, the one that deleted its own user after the reply.
+func TestDiffACLDelUser(t *testing.T) {
+	p := newPair(t)
+	aclUsers(p)
+	q := p.another()
+	q.Do("AUTH", "locker", "pw")
+	r := p.another()
+	r.Do("AUTH", "free", "x")
+	p.Do("ACL", "DELUSER", "locker")
+	closedBoth(q)
+	p.Do("PING") // the default user's connection is untouched
+	r.Do("ACL", "DELUSER", "free")
+	closedBoth(r)
+	p.Do("ACL", "USERS")
+}
+
+// TestDiffACLPubSubRevoked takes channels away from a user whose subscribers
+// are connected: Redis closes those subscribed to a channel or pattern no
+// longer allowed, and keeps the others.
+func TestDiffACLPubSubRevoked(t *testing.T) {
+	p := newPair(t)
+	p.Run([][]string{
+		{"ACL", "SETUSER", "sub", "on", ">pw", "+@all", "~*", "resetchannels", "&news.*", "&alerts"},
+	})
+	chans := p.another()
+	chans.Do("AUTH", "sub", "pw")
+	chans.Do("SUBSCRIBE", "news.1")
+	pats := p.another()
+	pats.Do("AUTH", "sub", "pw")
+	pats.Do("PSUBSCRIBE", "news.*")
+	shard := p.another()
+	shard.Do("AUTH", "sub", "pw")
+	shard.Do("SSUBSCRIBE", "alerts")
+	idle := p.another()
+	idle.Do("AUTH", "sub", "pw")
+	// A superset of the channels: nobody is closed.
+	p.Do("ACL", "SETUSER", "sub", "&more")
+	p.Do("PUBLISH", "news.1", "m1")
+	chans.Read()
+	pats.Read()
+	// news.1 stays allowed by a pattern, the pattern news.* no longer is as
+	// a pattern, alerts no longer is.
+	p.Do("ACL", "SETUSER", "sub", "resetchannels", "&news.1")
+	chans.Do("PING")
+	closedBoth(pats)
+	closedBoth(shard)
+	idle.Do("PING") // not a subscriber
+	p.Do("PUBLISH", "news.1", "m2")
+	chans.Read()
+}
+
+// TestDiffACLFile loads users from an ACL file at start, saves them with ACL
+// SAVE, and replaces them with ACL LOAD: the file Redis writes, its errors
+// (the file named FILE), and the connections of the users replaced, which
+// Redis closes.
+func TestDiffACLFile(t *testing.T) {
+	dir := t.TempDir()
+	rfile, lfile := filepath.Join(dir, "redis.acl"), filepath.Join(dir, "lockserver.acl")
+	write := func(text string) {
+		for _, f := range []string{rfile, lfile} {
+			if err := os.WriteFile(f, []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write("user default on nopass ~* &* +@all\nuser app on >pw ~app:* resetchannels +@all -@dangerous\n\nuser ro on #" + strings.Repeat("0", 64) + " %R~* +@read\n")
+	raddr := startRedis(t, "--aclfile", rfile)
+	s := startLockserver(t, lockserver.Options{ACLFile: lfile})
+	p := &pair{t: t, redis: dialRaw(t, raddr), ls: dialRaw(t, s.Addr()), redisAddr: raddr, lockserver: s}
+	norm := func(x string) string {
+		x = strings.ReplaceAll(strings.ReplaceAll(x, rfile, "FILE"), lfile, "FILE")
+		return regexp.MustCompile(`\$[0-9]+\r\n`).ReplaceAllString(p.aclRules(x), "$$")
+	}
+	p.aclDo("ACL", "LIST")
+	p.DoNorm(norm, "CONFIG", "GET", "aclfile")
+	app := p.another()
+	app.Run([][]string{{"AUTH", "app", "pw"}, {"SET", "app:1", "v"}, {"SET", "other", "v"}})
+	p.Do("ACL", "SETUSER", "new", "on", ">x", "~k", "+get", "(%W~w +set)")
+	p.Do("ACL", "SAVE")
+	rtext, _ := os.ReadFile(rfile)
+	ltext, _ := os.ReadFile(lfile)
+	if want, got := p.aclRules(strings.ReplaceAll(string(rtext), "\n", "\r\n")), p.aclRules(strings.ReplaceAll(string(ltext), "\n", "\r\n")); got != want {
+		t.Errorf("ACL SAVE:\n redis-server %q\n   lockserver %q", want, got)
+	}
+	// A file with errors changes nothing.
+	write("user app on +nosuch\nuser x on bogus\nfoo\nuser x\n")
+	p.DoNorm(norm, "ACL", "LOAD")
+	p.aclDo("ACL", "LIST")
+	app.Do("GET", "app:1")
+	// A good file replaces the users; app's connection is closed, though
+	// app is in the new file too.
+	write("user app on >pw2 ~* +@all\nuser other on nopass +ping\n")
+	p.Do("ACL", "LOAD")
+	p.aclDo("ACL", "LIST")
+	closedBoth(app)
+	p.Do("PING")
+	q := p.another()
+	q.Run([][]string{{"AUTH", "app", "pw"}, {"AUTH", "app", "pw2"}, {"GET", "x"}})
+	os.Remove(rfile)
+	os.Remove(lfile)
+	p.DoNorm(norm, "ACL", "LOAD")
 }

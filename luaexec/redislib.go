@@ -240,7 +240,7 @@ func (v *vm) dispatch(r *run, args [][]byte) (keyspace.Reply, int64) {
 	if u := v.e.user; u != nil && !u.Unrestricted() {
 		if verdict := u.Check(cmd, args); verdict.Reason != acl.Allowed {
 			v.e.denials = append(v.e.denials, acl.Denial{Reason: verdict.Reason, Object: verdict.Object(cmd, args), Username: u.Name()})
-			return keyspace.Error(errorText(verdict.ScriptError()))
+			return keyspace.Error(errorText(verdict.ScriptError())), 0
 		}
 	}
 	// PUBLISH is a write for this purpose: Redis counts may-replicate commands.

@@ -222,7 +222,10 @@ func (s *Server) aclLoadArgs() ([][]byte, *keyspace.Reply) {
 func ReadACLFile(path string) ([]*acl.User, error) {
 	text, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("Error loading ACLs, opening file '%s': %s", path, errors.Unwrap(err))
+		// C's strerror words, as Go's are but for the capital.
+		why := errors.Unwrap(err).Error()
+		why = strings.ToUpper(why[:1]) + why[1:]
+		return nil, fmt.Errorf("Error loading ACLs, opening file '%s': %s", path, why)
 	}
 	return acl.ParseFile(text, path)
 }
