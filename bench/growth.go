@@ -210,7 +210,9 @@ func (g *growth) event(ctx context.Context, name string, sameLeader bool, run ev
 	g.rec.begin()
 	sleepCtx(ctx, g.quiet)
 	t0 := time.Now()
+	cpu0, cpuErr := g.inst.cpu()
 	took, catchUp, note, err := run(ctx)
+	note = withCPU(note, g.inst, cpu0, cpuErr)
 	// An event shorter than the quiet window is measured over as long.
 	t1 := time.Now()
 	if t1.Before(t0.Add(g.quiet)) {
@@ -288,6 +290,20 @@ func (g *growth) snapshot(onLeader bool) eventFunc {
 		}
 		return time.Since(start), 0, "on " + m.name, nil
 	}
+}
+
+// withCPU adds to note the CPU time the servers used since cpu0, unless
+// one was restarted meanwhile (its count starts again).
+func withCPU(note string, inst *instance, cpu0 time.Duration, err0 error) string {
+	cpu1, err := inst.cpu()
+	if err != nil || err0 != nil || cpu1 < cpu0 {
+		return note
+	}
+	s := "servers' CPU " + fmtDur(cpu1-cpu0)
+	if note == "" {
+		return s
+	}
+	return note + "; " + s
 }
 
 // follower returns a member other than l.
@@ -485,6 +501,7 @@ func (g *growth) massExpiry(ctx context.Context) row {
 		sleepCtx(ctx, min(at.Sub(now), 20*time.Millisecond))
 	}
 	t0 := time.Now()
+	cpu0, cpuErr := g.inst.cpu()
 	want := g.held + growthClients + 1 // the held locks, the clients' own and the bench's ready key
 	var reclaimed time.Time
 	for deadline := t0.Add(30 * time.Minute); reclaimed.IsZero(); {
@@ -503,14 +520,15 @@ func (g *growth) massExpiry(ctx context.Context) row {
 		}
 	}
 	rss1 := g.rss()
+	cpuNote := withCPU("", g.inst, cpu0, cpuErr)
 	sleepCtx(ctx, 5*time.Second)
 	ops, errs := g.rec.end()
 	r.fillWindow(ops, errs, t0, reclaimed)
 	r.Took = reclaimed.Sub(t0)
 	rss2 := g.rss()
 	r.RSS = rss2
-	r.Note = fmt.Sprintf("%s locks expired together; RSS (MB) before, when reclaimed, 5 s later: %s, %s, %s",
-		fmtCount(n), fmtMB(rss0), fmtMB(rss1), fmtMB(rss2))
+	r.Note = fmt.Sprintf("%s locks expired together; %s; RSS (MB) before, when reclaimed, 5 s later: %s, %s, %s",
+		fmtCount(n), cpuNote, fmtMB(rss0), fmtMB(rss1), fmtMB(rss2))
 	if g.cluster {
 		changes := int(g.term(ctx) - term)
 		r.LeaderChanges = &changes

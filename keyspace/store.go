@@ -230,17 +230,22 @@ func (c *Call) lookupType(key []byte, t valueType) (o *object, wrongType bool) {
 	return o, false
 }
 
-// shardForWrite returns the map of shard i of d, made or copied so that it
-// may change: a map a Frozen view holds is left to it.
-func (s *Store) shardForWrite(d *db, i uint64) map[string]*object {
-	sh := &d.shards[i]
-	switch {
-	case sh.m == nil:
-		*sh = shard{m: make(map[string]*object), gen: s.gen}
-	case sh.gen <= s.frozen:
-		sh.m, sh.gen = maps.Clone(sh.m), s.gen
+// writable returns sh's map, made or copied so that it may change: a map a
+// Frozen view holds is left to it.
+func (s *Store) writable(sh *shard) map[string]*object {
+	if sh.m == nil || sh.gen <= s.frozen {
+		s.ownShard(sh)
 	}
 	return sh.m
+}
+
+// ownShard makes sh's map, or copies it from a Frozen view's.
+func (s *Store) ownShard(sh *shard) {
+	if sh.m == nil {
+		*sh = shard{m: make(map[string]*object), gen: s.gen}
+		return
+	}
+	sh.m, sh.gen = maps.Clone(sh.m), s.gen
 }
 
 // shrunk returns a new map with the entries of m, sized for size entries.
@@ -258,7 +263,7 @@ func (s *Store) own(d *db, h uint64, key []byte, o *object) *object {
 	n := new(object)
 	*n = o.clone()
 	n.gen = s.gen
-	s.shardForWrite(d, h>>shardShift)[string(key)] = n
+	s.writable(&d.shards[h>>shardShift])[string(key)] = n
 	return n
 }
 
@@ -284,15 +289,15 @@ func (c *Call) put(key []byte, v object) *object {
 		}
 		o = new(object)
 		*o = v
-		s.shardForWrite(d, h>>shardShift)[string(key)] = o
+		s.writable(&d.shards[h>>shardShift])[string(key)] = o
 	default:
-		i := h >> shardShift
-		m := s.shardForWrite(d, i)
+		sh := &d.shards[h>>shardShift]
+		m := s.writable(sh)
 		o = new(object)
 		*o = v
 		m[string(key)] = o
 		d.count++
-		if sh := &d.shards[i]; uint32(len(m)) > sh.peak {
+		if uint32(len(m)) > sh.peak {
 			sh.peak = uint32(len(m))
 		}
 	}
@@ -336,9 +341,10 @@ func (s *Store) remove(d *db, i uint64, key string, o *object) {
 		d.volatile--
 	}
 	d.count--
-	m := s.shardForWrite(d, i)
+	sh := &d.shards[i]
+	m := s.writable(sh)
 	delete(m, key)
-	if sh := &d.shards[i]; sh.peak >= minShrink && uint32(len(m)) < sh.peak/4 {
+	if sh.peak >= minShrink && uint32(len(m)) < sh.peak/4 {
 		sh.m = shrunk(m, len(m))
 		sh.peak = uint32(len(m))
 	}
