@@ -74,7 +74,7 @@ func workloads() []workload {
 			})},
 		{name: "held", about: "(d) memory per held Redisson lock (hash, 1 h lease; used_memory from INFO before and after loading them, each read after MEMORY PURGE), and lock-cycle throughput at 50 clients as held locks grow",
 			skip: heldSkip, sequence: runHeld, steps: func(b *bench) int { return 2 * len(heldSteps(b.cfg.held)) }},
-		{name: "held-growth", about: "(e) 16 Redisson lock clients through what millions of held locks cost (--growth counts, 1 h leases): a snapshot on the leader (redis-server: BGSAVE) and on a follower, a follower restart, a whole-cluster restart (redis-server: a restart from its RDB), and a mass expiry of --expire locks at one moment; for each, how long it took, the clients' throughput against the seconds before, p99 and longest request, errors and leader changes; memory per lock, RSS and disk at each count",
+		{name: "held-growth", about: "(g) 16 Redisson lock clients through what millions of held locks cost (--growth counts, 1 h leases): a snapshot on the leader (redis-server: BGSAVE) and on a follower, a follower restart, a whole-cluster restart (redis-server: a restart from its RDB), and a mass expiry of --expire locks at one moment; for each, how long it took, the clients' throughput against the seconds before, p99 and longest request, errors and leader changes; memory per lock, RSS and disk at each count",
 			skip: growthSkip, sequence: runGrowth, steps: growthSteps},
 	}
 }
