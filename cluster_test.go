@@ -285,7 +285,10 @@ func TestNilLoggerLeavesStderrToTheApplication(t *testing.T) {
 	if addrs := os.Getenv(child); addrs != "" {
 		nobodyJoin, nobodyApp, _ := strings.Cut(addrs, ",")
 		_, err := lockserver.Open(lockserver.Options{Addr: freeport.MustAddr(t), Cluster: lockserver.ClusterOptions{
-			NodeID: "a", RaftAddr: freeport.MustAddr(t), Join: nobodyJoin, JoinTimeout: time.Second,
+			// Long enough that a dial completes under -race on a busy
+			// machine (at 1 s, none did in some runs: the error was the
+			// deadline's).
+			NodeID: "a", RaftAddr: freeport.MustAddr(t), Join: nobodyJoin, JoinTimeout: 5 * time.Second,
 		}})
 		fmt.Println("open:", err)
 		app := redis.NewClient(&redis.Options{Addr: nobodyApp, MaxRetries: -1})
@@ -301,7 +304,7 @@ func TestNilLoggerLeavesStderrToTheApplication(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("child: %v\n%s%s", err, stdout.String(), stderr.String())
 	}
-	if !strings.Contains(stdout.String(), "open: replication: open node a: join via "+nobodyJoin+": gave up after 1s (the join timeout): not sent: dial tcp "+nobodyJoin) {
+	if !strings.Contains(stdout.String(), "open: replication: open node a: join via "+nobodyJoin+": gave up after 5s (the join timeout): not sent: dial tcp "+nobodyJoin) {
 		t.Fatalf("the child's member did not fail to join %s:\n%s", nobodyJoin, stdout.String())
 	}
 	if strings.Contains(stderr.String(), nobodyJoin) {
