@@ -68,7 +68,7 @@ func startMembers(t testing.TB, password string) []*member {
 		peers = append(peers, replication.Peer{ID: id, RaftAddr: freeport.MustAddr(t)})
 		ms = append(ms, &member{opts: lockserver.Options{
 			Addr: freeport.MustAddr(t), Password: password,
-			Cluster: lockserver.ClusterOptions{NodeID: id, RaftAddr: peers[i].RaftAddr, DataDir: t.TempDir(),
+			Cluster: lockserver.ClusterOptions{NodeID: id, RaftAddr: peers[i].RaftAddr, DataDir: t.TempDir(), Secret: memberSecret,
 				HeartbeatTimeout: testHeartbeat, ElectionTimeout: testElection},
 		}})
 	}
@@ -254,6 +254,51 @@ func TestEmbeddedCluster(t *testing.T) {
 		}
 		return err
 	})
+}
+
+// The secret the members of startMembers prove to each other.
+const memberSecret = "members-only-secret-0123456789"
+
+// The calls members make to each other answer members only: a client that
+// knows the password gets Redis's NOPERM for each, as does Do, while the
+// administrative subcommands answer it. Every member reports the same
+// cluster identity.
+func TestInternalCommandsRefuseClients(t *testing.T) {
+	ms := startMembers(t, "s3cret")
+	ctx := context.Background()
+	leader, _ := leaderOf(t, ms)
+	for _, args := range [][]any{
+		// codec.go's encoding of one request, SET pwned 1
+		{"LOCKSERVER", "FORWARD", "\x01\x00\x00\x01\x03\x03SET\x05pwned\x011\x00"},
+		{"LOCKSERVER", "JOIN", "x", "127.0.0.1:1", "127.0.0.1:2"},
+		{"LOCKSERVER", "REGISTER", "m1", "127.0.0.1:2"},
+		{"LOCKSERVER", "APPLIED"},
+		{"lockserver", "acked"},
+	} {
+		want := fmt.Sprintf("NOPERM this user has no permissions to run the 'lockserver|%s' command", strings.ToLower(args[1].(string)))
+		for _, m := range ms {
+			if err := m.rdb.Do(ctx, args...).Err(); err == nil || err.Error() != want {
+				t.Errorf("%s on %s = %v, want %q", args[:2], m.opts.Cluster.NodeID, err, want)
+			}
+		}
+		if _, err := leader.srv.Do(ctx, args...); err == nil || err.Error() != want {
+			t.Errorf("%s through Do = %v, want %q", args[:2], err, want)
+		}
+	}
+	if n, err := leader.rdb.Exists(ctx, "pwned").Result(); err != nil || n != 0 {
+		t.Fatalf("EXISTS pwned = %d, %v", n, err)
+	}
+	var clusters []string
+	for _, m := range ms {
+		st, err := m.rdb.Do(ctx, "LOCKSERVER", "STATUS").Result()
+		if err != nil {
+			t.Fatalf("LOCKSERVER STATUS: %v", err)
+		}
+		clusters = append(clusters, fmt.Sprint(st.(map[any]any)["cluster"]))
+	}
+	if len(clusters[0]) != 32 || clusters[0] != clusters[1] || clusters[0] != clusters[2] {
+		t.Fatalf("the members' cluster identities: %q", clusters)
+	}
 }
 
 // Forwarding authenticates like any client: a LOCKSERVER command from a

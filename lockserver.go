@@ -9,6 +9,7 @@ package lockserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,8 +31,18 @@ import (
 // timeout rather than taking it for the default.
 type Options struct {
 	// Addr is the TCP address to listen on. Empty means "127.0.0.1:0", a free
-	// loopback port; "-" means no listener (Dialer and Do only).
+	// loopback port; "-" means no listener (Dialer, Do and TLS only).
 	Addr string
+	// TLS, when set, makes the server listen for TLS clients too, on TLSAddr,
+	// with these settings: the certificate, and whether clients must present
+	// one (ClientAuth and ClientCAs; Redis's tls-auth-clients). A TLS client
+	// gets the same limits, protocol and commands as any other. To renew
+	// certificates without a restart, give GetCertificate or
+	// GetConfigForClient. A client refused in the handshake is logged.
+	TLS *tls.Config
+	// TLSAddr is the TCP address of the TLS listener; empty means
+	// "127.0.0.1:0".
+	TLSAddr string
 	// Password, when set, is required by AUTH (Redis's requirepass): it is
 	// the default ACL user's password. Ignored with ACLFile, as Redis
 	// ignores requirepass with aclfile.
@@ -90,7 +101,7 @@ type ClusterOptions struct {
 	// no state. Never bootstrap a member whose data was lost: start it with
 	// Join.
 	Bootstrap []replication.Peer
-	// Join is the client address of any member of an existing cluster, asked
+	// Join is the Raft address of any member of an existing cluster, asked
 	// to add this one when DataDir holds no state. With neither Bootstrap nor
 	// Join, a member with no state starts a cluster of its own.
 	Join string
@@ -105,17 +116,35 @@ type ClusterOptions struct {
 	// of a busy machine (a process starved of CPU for a moment) that would
 	// otherwise move the leader and fail the writes in flight.
 	HeartbeatTimeout, ElectionTimeout time.Duration
-	// AdvertiseAddr is the client address the other members reach this one
-	// at; empty means Addr's, which must then be a concrete address.
+	// AdvertiseAddr is the client address that the members give clients for
+	// this one (Sentinel and CLUSTER replies); empty means Addr's, or
+	// TLSAddr's without Addr, which must then be a concrete address.
 	AdvertiseAddr string
+
+	// Members reach each other at their Raft addresses, for Raft and for
+	// the commands they send each other (forwarded requests, joins), and
+	// each proves to the other that it is a member first: with mutual TLS,
+	// with a shared secret, or both. Secret is that secret, at least 16
+	// bytes, the same on every member. TLS puts the links in mutual TLS:
+	// each member's certificate must be issued by the cluster's CA and
+	// match TLS.Names. A member whose RaftAddr is not a loopback address
+	// refuses to start with neither, unless Insecure.
+	Secret   string
+	TLS      *replication.MemberTLS
+	Insecure bool
+	// Token goes into the cluster's identity, which members bootstrapped
+	// with the same Bootstrap list and Token share, and a member refuses
+	// the links of another cluster's. Give each cluster its own.
+	Token string
 }
 
 // Server is a running lockserver.
 type Server struct {
 	srv    *server.Server
 	engine replication.Engine
-	ln     net.Listener
-	done   chan error
+	ln     net.Listener // nil without one
+	tlsLn  net.Listener // nil without TLS
+	serves sync.WaitGroup
 	fault  <-chan error // a member's (see Fault); nil for a standalone server
 
 	closeOnce sync.Once
@@ -125,21 +154,27 @@ type Server struct {
 
 // Open starts a server: a standalone one, or a cluster member when
 // opts.Cluster.NodeID is set.
-func Open(opts Options) (*Server, error) {
+func Open(opts Options) (_ *Server, err error) {
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
 	s := &Server{}
-	if opts.Addr != "-" {
-		addr := opts.Addr
-		if addr == "" {
-			addr = "127.0.0.1:0"
-		}
-		ln, err := net.Listen("tcp", addr)
+	defer func() {
 		if err != nil {
-			return nil, fmt.Errorf("lockserver: listen: %w", err)
+			s.closeListeners()
 		}
-		s.ln = ln
+	}()
+	if opts.Addr != "-" {
+		if s.ln, err = listen(opts.Addr); err != nil {
+			return nil, err
+		}
+	}
+	if opts.TLS != nil {
+		ln, err := listen(opts.TLSAddr)
+		if err != nil {
+			return nil, err
+		}
+		s.tlsLn = tls.NewListener(ln, opts.TLS)
 	}
 	users, err := initialUsers(opts)
 	if err != nil {
@@ -150,17 +185,19 @@ func Open(opts Options) (*Server, error) {
 	}
 	hub := server.NewHub()
 	lua := luaexec.Options{Monitor: hub.ScriptMonitor, Budget: opts.ScriptBudget}
+	var members net.Listener
 	if opts.Cluster.NodeID == "" {
 		s.engine = replication.NewStandalone(replication.StandaloneOptions{Lua: lua, Users: users, Hub: hub})
 	} else {
-		engine, err := openMember(opts, s.Addr(), lua, users, hub)
+		listenAddr := s.Addr()
+		if listenAddr == "" {
+			listenAddr = s.TLSAddr()
+		}
+		engine, err := openMember(opts, listenAddr, lua, users, hub)
 		if err != nil {
-			if s.ln != nil {
-				s.ln.Close()
-			}
 			return nil, err
 		}
-		s.engine, s.fault = engine, engine.Fault()
+		s.engine, s.fault, members = engine, engine.Fault(), engine.Members()
 	}
 	s.srv = server.New(server.Config{
 		Engine:     s.engine,
@@ -176,9 +213,21 @@ func Open(opts Options) (*Server, error) {
 		SentinelMaster:       opts.SentinelMaster,
 		DisableProtectedMode: opts.DisableProtectedMode,
 	})
-	if s.ln != nil {
-		s.done = make(chan error, 1)
-		go func() { s.done <- s.srv.Serve(s.ln) }()
+	for _, ln := range []net.Listener{s.ln, s.tlsLn} {
+		if ln != nil {
+			s.serves.Add(1)
+			go func() {
+				defer s.serves.Done()
+				s.srv.Serve(ln)
+			}()
+		}
+	}
+	if members != nil {
+		s.serves.Add(1)
+		go func() {
+			defer s.serves.Done()
+			s.srv.ServeMembers(members)
+		}()
 	}
 	return s, nil
 }
@@ -221,6 +270,27 @@ func initialUsers(opts Options) (*acl.Registry, error) {
 	return acl.NewRegistry(users...), nil
 }
 
+// listen listens on addr, "127.0.0.1:0" if empty.
+func listen(addr string) (net.Listener, error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("lockserver: listen: %w", err)
+	}
+	return ln, nil
+}
+
+// closeListeners closes the listeners of a server that failed to open.
+func (s *Server) closeListeners() {
+	for _, ln := range []net.Listener{s.ln, s.tlsLn} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+}
+
 // openMember opens the Raft engine of a cluster member whose server listens
 // on listenAddr ("" for none).
 func openMember(opts Options, listenAddr string, lua luaexec.Options, users *acl.Registry, hub *server.Hub) (*replication.Raft, error) {
@@ -234,19 +304,22 @@ func openMember(opts Options, listenAddr string, lua luaexec.Options, users *acl
 		advertise = listenAddr
 	}
 	return replication.NewRaft(replication.RaftOptions{
-		NodeID:        c.NodeID,
-		RaftAddr:      c.RaftAddr,
-		RaftAdvertise: c.RaftAdvertiseAddr,
-		ClientAddr:    advertise,
-		DataDir:       c.DataDir,
-		Bootstrap:     c.Bootstrap,
-		Join:          c.Join,
-		JoinTimeout:   c.JoinTimeout,
-		Password:      opts.Password,
-		Lua:           lua,
-		Users:         users,
-		Hub:           hub,
-		Logger:        opts.Logger,
+		NodeID:          c.NodeID,
+		RaftAddr:        c.RaftAddr,
+		RaftAdvertise:   c.RaftAdvertiseAddr,
+		ClientAddr:      advertise,
+		DataDir:         c.DataDir,
+		Bootstrap:       c.Bootstrap,
+		Join:            c.Join,
+		JoinTimeout:     c.JoinTimeout,
+		ClusterSecret:   c.Secret,
+		TLS:             c.TLS,
+		InsecureCluster: c.Insecure,
+		ClusterToken:    c.Token,
+		Lua:             lua,
+		Users:           users,
+		Hub:             hub,
+		Logger:          opts.Logger,
 
 		HeartbeatTimeout: c.HeartbeatTimeout,
 		ElectionTimeout:  c.ElectionTimeout,
@@ -259,6 +332,15 @@ func (s *Server) Addr() string {
 		return ""
 	}
 	return s.ln.Addr().String()
+}
+
+// TLSAddr returns the address the server listens on for TLS clients, or ""
+// without TLS.
+func (s *Server) TLSAddr() string {
+	if s.tlsLn == nil {
+		return ""
+	}
+	return s.tlsLn.Addr().String()
 }
 
 // Dialer returns a dial function for go-redis's Options.Dialer that connects to
@@ -339,9 +421,7 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
 		err := s.srv.Close()
-		if s.done != nil {
-			<-s.done
-		}
+		s.serves.Wait()
 		s.closeErr = errors.Join(err, s.engine.Close())
 	})
 	return s.closeErr

@@ -44,6 +44,12 @@ const (
 	// DELUSER, LOAD): replicated state, which goes through the log as a
 	// write does.
 	Users
+	// Member marks an internal command that cluster members send each other
+	// (LOCKSERVER FORWARD, JOIN, ...). Only a member connection may run it:
+	// one that came through the member link, whose peer proved it is a
+	// member of this cluster. An ordinary client gets NOPERM, whatever its
+	// password, as no user of Redis's ACL may run such a command.
+	Member
 )
 
 // Command is one row of the command table: its spec, and, for commands that

@@ -44,6 +44,7 @@ type testCluster struct {
 	logs  *nodeLog
 	mu    sync.Mutex
 	nodes []*testNode
+	peers []Peer             // the voters it was bootstrapped with
 	cut   map[[2]string]bool // pairs of node ids that cannot talk
 	opts  RaftOptions        // what every node starts with
 	// loseReplies makes every call between nodes fail after the callee ran
@@ -79,7 +80,7 @@ func newTestClusterWith(t testing.TB, size int, opts RaftOptions) *testCluster {
 		n := c.add(fmt.Sprintf("n%d", i+1))
 		peers = append(peers, Peer{ID: n.id, RaftAddr: n.raftAddr()})
 	}
-	opts.Bootstrap = peers
+	opts.Bootstrap, c.peers = peers, peers
 	for _, n := range c.nodes {
 		n.start(opts)
 	}
@@ -283,11 +284,11 @@ func (c *testCluster) eventually(what string, cond func() bool) {
 	}
 }
 
-func (c *testCluster) byClientAddr(addr string) *testNode {
+func (c *testCluster) byRaftAddr(addr string) *testNode {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, n := range c.nodes {
-		if n.clientAddr() == addr {
+		if n.raftAddr() == addr {
 			return n
 		}
 	}
@@ -300,7 +301,7 @@ type testPeers struct{ from *testNode }
 
 func (p *testPeers) Call(ctx context.Context, addr string, args ...[]byte) (string, error) {
 	c := p.from.c
-	to := c.byClientAddr(addr)
+	to := c.byRaftAddr(addr)
 	reachable := func() *Raft {
 		c.mu.Lock()
 		defer c.mu.Unlock()

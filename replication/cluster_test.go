@@ -383,8 +383,15 @@ func TestClusterSnapshots(t *testing.T) {
 	w := c.followers(c.leader())[0]
 	w.stop()
 	w.wipe()
-	w.start(RaftOptions{Join: c.leader().clientAddr()})
+	w.start(RaftOptions{Join: c.leader().raftAddr()})
 	check(w)
+	// It learned the cluster's identity from the cluster, and restarted
+	// members kept theirs.
+	for _, n := range []*testNode{w, lag, l} {
+		if got, want := n.eng.ClusterID(), bootstrapClusterID(c.peers, ""); got != want {
+			t.Fatalf("%s: cluster identity %s, want the bootstrap list's %s", n.id, got, want)
+		}
+	}
 	c.eventually(w.id+" promoted to voter", func() bool {
 		for _, m := range c.leader().eng.Status().Members {
 			if m.ID == w.id {
@@ -446,7 +453,7 @@ func TestClusterJoinAndRemove(t *testing.T) {
 	via := c.followers(l)[0]
 	wantReply(t, "SET before the join", c.set(l, 0, "k", "v"), keyspace.OK)
 	n4 := c.add("n4")
-	n4.start(RaftOptions{Join: via.clientAddr()})
+	n4.start(RaftOptions{Join: via.raftAddr()})
 	role := func(id string) string {
 		for _, m := range c.leader().eng.Status().Members {
 			if m.ID == id {
@@ -507,7 +514,9 @@ func TestClusterJoinRefusesALiveMembersID(t *testing.T) {
 	wantReply(t, "SET after the refused JOINs", do(via, 0, "SET", "k", "v"), keyspace.OK)
 	c.eventually(live.id+" applies the SET", func() bool { return same(localGet(live, "k"), keyspace.Bulk("v")) })
 
-	wantReply(t, "JOIN of "+live.id+" at its own addresses", do(via, 0, "LOCKSERVER", "JOIN", live.id, live.raftAddr(), live.clientAddr()), keyspace.OK)
+	// A JOIN's reply is the cluster's identity, which the joiner adopts.
+	wantReply(t, "JOIN of "+live.id+" at its own addresses", do(via, 0, "LOCKSERVER", "JOIN", live.id, live.raftAddr(), live.clientAddr()),
+		keyspace.Bulk(bootstrapClusterID(c.peers, "").String()))
 	c.eventually(live.id+" a voter again", func() bool { m, _ := member(live.id); return m.Voter })
 
 	live.stop()

@@ -175,7 +175,7 @@ func TestClusterWaitJoined(t *testing.T) {
 		c := newTestCluster(t, 3)
 		l := c.leader()
 		n4 := c.add("n4")
-		n4.start(RaftOptions{Join: l.clientAddr()})
+		n4.start(RaftOptions{Join: l.raftAddr()})
 		replicasRegistered(c, l, 3)
 		wantReply(t, "SET on the leader", do(l, 0, "SET", "k", "v"), keyspace.OK)
 		count, err := waitReplicas(t, l, 3, 0)

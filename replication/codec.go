@@ -56,10 +56,10 @@ const (
 	flagUser  // the entry's User follows the flags (and Relay)
 )
 
-// Request flags.
+// Request flags. A forwarded request carries no OverMemory: the leader's
+// server decides it (see serveForward).
 const (
 	reqMulti = 1 << iota
-	reqOverMemory
 	reqWatchKeys
 	reqRelay // the request's relay tag follows the flags
 	reqUser  // the request's User follows the flags (and relay tag)
@@ -247,9 +247,6 @@ func encodeRequests(reqs []*Request) []byte {
 		if r.Multi {
 			flags |= reqMulti
 		}
-		if r.OverMemory {
-			flags |= reqOverMemory
-		}
 		if r.WatchKeys != nil {
 			flags |= reqWatchKeys
 		}
@@ -287,7 +284,6 @@ func decodeRequests(b []byte) ([]*Request, error) {
 		r := &Request{DB: d.db()}
 		flags := d.byte()
 		r.Multi = flags&reqMulti != 0
-		r.OverMemory = flags&reqOverMemory != 0
 		if flags&reqRelay != 0 {
 			r.relay = d.relayTag()
 		}

@@ -102,7 +102,7 @@ func TestLogEntryFormat(t *testing.T) {
 func sampleRequests() []*Request {
 	return []*Request{
 		{DB: 0, Cmds: [][][]byte{words("GET", "k")}},
-		{DB: 2, Multi: true, OverMemory: true, Cmds: [][][]byte{words("SET", "a", "1"), words("DEL", "a")},
+		{DB: 2, Multi: true, Cmds: [][][]byte{words("SET", "a", "1"), words("DEL", "a")},
 			Watch: []Watch{{DB: 2, Key: "a", Version: 3}}},
 		{DB: 1, WatchKeys: []string{"x", ""}},
 		{DB: 3, Cmds: [][][]byte{words("PUBLISH", "ch", "m")}, relay: relayTag{origin: 0xfeed, seq: math.MaxUint64}},

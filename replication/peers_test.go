@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 
@@ -14,7 +15,7 @@ import (
 // A call that comes after Close, from a connection still being served while
 // the node shuts down, fails as not sent instead of panicking.
 func TestRedisPeersCallAfterClose(t *testing.T) {
-	p := newRedisPeers("", slog.New(slog.DiscardHandler))
+	p := newRedisPeers(nil, slog.New(slog.DiscardHandler))
 	if err := p.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -28,7 +29,11 @@ func TestRedisPeersCallAfterClose(t *testing.T) {
 // at debug level, not to the process's stderr (goredis_log.go).
 func TestRedisPeersDialFailureGoesToTheNodeLog(t *testing.T) {
 	var logs bytes.Buffer
-	p := newRedisPeers("", slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	dial := func(ctx context.Context, addr string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	p := newRedisPeers(dial, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	defer p.Close()
 	nobody := freeport.MustAddr(t)
 	if _, err := p.Call(context.Background(), nobody, []byte("PING")); !errors.Is(err, ErrNotSent) {

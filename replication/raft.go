@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,9 +37,9 @@ type RaftOptions struct {
 	// RaftAdvertise, when set, is the host:port the other nodes reach the
 	// transport at instead of RaftAddr: a proxy's or a NAT's in front of it.
 	RaftAdvertise string
-	// ClientAddr is where clients and the other nodes reach this node's RESP
-	// server. Followers forward commands to the leader's; a node without one
-	// can lead, but no follower can forward to it.
+	// ClientAddr is where clients reach this node's RESP server: what the
+	// members tell clients of it (Sentinel and CLUSTER replies). The members
+	// themselves call each other at their Raft addresses.
 	ClientAddr string
 	// DataDir holds the Raft log and stable store (raft.db, fsync on) and the
 	// snapshots. Empty keeps them in memory.
@@ -51,16 +50,29 @@ type RaftOptions struct {
 	// Never bootstrap a member whose data was wiped: with no log it would vote
 	// for any candidate, even a stale one. Give it Join instead.
 	Bootstrap []Peer
-	// Join is the client address of any member of an existing cluster. A node
+	// Join is the Raft address of any member of an existing cluster. A node
 	// with no state asks it to add this node, as a non-voter that the leader
-	// promotes once it has caught up. With neither Bootstrap nor Join, a node
-	// with no state bootstraps a cluster of its own that others may join.
+	// promotes once it has caught up, and learns the cluster's identity from
+	// it. With neither Bootstrap nor Join, a node with no state bootstraps a
+	// cluster of its own that others may join.
 	Join string
 	// JoinTimeout is how long NewRaft keeps asking Join's member before it
 	// gives up with an error (default one minute).
 	JoinTimeout time.Duration
-	// Password is the requirepass of the other nodes' client ports.
-	Password string
+
+	// Members prove to each other that they are members (see memberlink.go)
+	// with mutual TLS, a shared secret, or both. ClusterSecret, when set, is
+	// the secret: at least 16 bytes, the same on every member. TLS, when
+	// set, puts every link between members in mutual TLS.
+	ClusterSecret string
+	TLS           *MemberTLS
+	// InsecureCluster lets a member whose RaftAddr is not a loopback address
+	// start with neither: anyone who reaches its Raft port is then a member.
+	InsecureCluster bool
+	// ClusterToken goes into the identity of a cluster bootstrapped with a
+	// list of voters, so that two clusters bootstrapped with the same list
+	// (the same addresses reused) are not taken for one.
+	ClusterToken string
 
 	Lua luaexec.Options
 	// Users are the ACL users, which the log changes; nil means the default
@@ -92,12 +104,13 @@ type RaftOptions struct {
 
 	// The fields below replace what DataDir, RaftAddr and the process give, so
 	// that tests can run nodes in memory, cut the network and step clocks.
+	// Transport and Peers replace the member link together.
 	Transport     raft.Transport
 	LogStore      raft.LogStore
 	StableStore   raft.StableStore
 	SnapshotStore raft.SnapshotStore
-	// Peers carries internal commands to other nodes' client ports; nil means
-	// go-redis over TCP.
+	// Peers carries internal commands to other members; nil means go-redis
+	// over the member link.
 	Peers PeerClient
 	// Mono and Wall are the clocks the log clock reads (see Clock); nil means
 	// the process's own.
@@ -166,16 +179,19 @@ const (
 // follower, Submit hands the request to the forwarder, which relays it to the
 // leader in order with the others.
 type Raft struct {
-	opts   RaftOptions
-	log    *slog.Logger
-	raft   *raft.Raft
-	node   atomic.Pointer[raft.Raft] // raft, for the log store, which raft calls before NewRaft returns
-	logs   *logStore
-	trans  raft.Transport
-	closer []io.Closer // what NewRaft opened: the bolt store, the TCP transport
-	peers  PeerClient
-	clock  *Clock
-	origin uint64 // tags this process's proposals in the log
+	opts  RaftOptions
+	log   *slog.Logger
+	raft  *raft.Raft
+	node  atomic.Pointer[raft.Raft] // raft, for the log store, which raft calls before NewRaft returns
+	logs  *logStore
+	trans raft.Transport
+	link  *memberLink // nil when Transport was given
+	// cluster is the identity of this member's cluster, set before Raft starts.
+	cluster ClusterID
+	closer  []io.Closer // what NewRaft opened: the bolt store, the TCP transport
+	peers   PeerClient
+	clock   *Clock
+	origin  uint64 // tags this process's proposals in the log
 	// pub delivers the messages of the entries this node applies live: the
 	// Hub, Replicated (nil without a Hub).
 	pub keyspace.Publisher
@@ -352,6 +368,9 @@ func NewRaft(opts RaftOptions) (*Raft, error) {
 	if opts.NodeID == "" {
 		return nil, errors.New("replication: NodeID is required")
 	}
+	if err := opts.checkSecurity(); err != nil {
+		return nil, fmt.Errorf("replication: node %s: %w", opts.NodeID, err)
+	}
 	opts = opts.withDefaults()
 	r := &Raft{
 		opts:     opts,
@@ -403,28 +422,24 @@ func randomUint64() uint64 {
 func (r *Raft) open() error {
 	o := &r.opts
 	hl := newHCLogger(r.log)
-	r.peers = o.Peers
-	if r.peers == nil {
-		r.peers = newRedisPeers(o.Password, r.log)
-	}
-	r.trans = o.Transport
+	r.peers, r.trans = o.Peers, o.Transport
 	if r.trans == nil {
-		var advertise net.Addr
-		if o.RaftAdvertise != "" {
-			a, err := net.ResolveTCPAddr("tcp", o.RaftAdvertise)
-			if err != nil {
-				return fmt.Errorf("raft advertise address %s: %w", o.RaftAdvertise, err)
-			}
-			advertise = a
-		}
-		t, err := raft.NewTCPTransportWithConfig(o.RaftAddr, advertise, &raft.NetworkTransportConfig{
-			MaxPool: 3, Timeout: 10 * time.Second, Logger: hl,
-		})
+		link, err := newMemberLink(o.RaftAddr, o.RaftAdvertise, linkConfig{node: o.NodeID, secret: []byte(o.ClusterSecret), tls: o.TLS, log: r.log})
 		if err != nil {
 			return fmt.Errorf("raft transport on %s: %w", o.RaftAddr, err)
 		}
+		r.link = link
+		t := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+			Stream: link, MaxPool: 3, Timeout: 10 * time.Second, Logger: hl,
+		})
 		r.trans = t
-		r.closer = append(r.closer, t)
+		r.closer = append(r.closer, t) // closes the link too
+	}
+	if r.peers == nil {
+		if r.link == nil {
+			return errors.New("a Transport needs Peers too")
+		}
+		r.peers = newRedisPeers(r.link.dialMember, r.log)
 	}
 	var logs raft.LogStore
 	var stable raft.StableStore
@@ -500,23 +515,22 @@ func (r *Raft) open() error {
 	if r.replayUntil, err = logs.LastIndex(); err != nil {
 		return err
 	}
+	if !existing && o.Join == "" {
+		if err := r.checkBootstrap(); err != nil {
+			return err
+		}
+	}
+	if err := r.identify(existing, stable); err != nil {
+		return err
+	}
 	conf := r.raftConfig(hl)
-	if !existing {
-		if o.Join != "" {
-			// Join before the node answers any RPC: see join.
-			if err := r.join(); err != nil {
-				return err
-			}
-		} else {
-			if err := r.checkBootstrap(); err != nil {
-				return err
-			}
-			if err := raft.BootstrapCluster(conf, logs, stable, snaps, r.trans, r.bootstrapConfiguration()); err != nil {
-				return fmt.Errorf("bootstrap: %w", err)
-			}
-			if r.replayUntil, err = logs.LastIndex(); err != nil {
-				return err
-			}
+	// A joiner has joined by now (see identify); it starts with no log.
+	if !existing && o.Join == "" {
+		if err := raft.BootstrapCluster(conf, logs, stable, snaps, r.trans, r.bootstrapConfiguration()); err != nil {
+			return fmt.Errorf("bootstrap: %w", err)
+		}
+		if r.replayUntil, err = logs.LastIndex(); err != nil {
+			return err
 		}
 	}
 	node, err := raft.NewRaft(conf, (*fsm)(r), logs, stable, snaps, newCommitTransport(r.trans, &ls.durable))

@@ -14,23 +14,20 @@ import (
 
 // The LOCKSERVER command administers the cluster. Any node serves it; the
 // subcommands that change the membership run on the leader, to which the
-// other nodes relay them.
+// other nodes relay them. The command table (keyspace) holds the
+// subcommands' arities and flags; those flagged Member are the calls
+// members make to each other, which the server lets only members send.
 //
-//	LOCKSERVER STATUS                       this node: state, term, leader, indexes, readiness
+//	LOCKSERVER STATUS                       this node: state, term, leader, indexes, readiness, cluster identity
 //	LOCKSERVER MEMBERS                      the members, their addresses and roles
 //	LOCKSERVER LEADER                       the leader's id and client address
 //	LOCKSERVER SNAPSHOT                     take a snapshot of this node now
-//	LOCKSERVER JOIN id raft-addr client-addr  add a node, as a non-voter until it catches up
 //	LOCKSERVER REMOVE id                    remove a node
-//	LOCKSERVER REGISTER id client-addr      record a member's client address (nodes send it)
-//	LOCKSERVER APPLIED                      this node's applied index (the leader asks it)
-//	LOCKSERVER ACKED                        on the leader: the index WAIT waits for (followers ask it)
-//	LOCKSERVER FORWARD batch                run requests forwarded by a follower (internal)
-var clusterSubcommands = map[string]int{ // name -> number of arguments with LOCKSERVER and the name
-	"status": 2, "members": 2, "leader": 2, "snapshot": 2, "join": 5, "remove": 3,
-	"register": 4, "applied": 2, "acked": 2, "forward": 3, "help": 2,
-}
-
+//	LOCKSERVER JOIN id raft-addr client-addr  add a node, as a non-voter until it catches up (members only)
+//	LOCKSERVER REGISTER id client-addr      record a member's client address (members only)
+//	LOCKSERVER APPLIED                      this node's applied index (members only: the leader asks it)
+//	LOCKSERVER ACKED                        on the leader: the index WAIT waits for (members only)
+//	LOCKSERVER FORWARD batch                run requests forwarded by a follower (members only)
 const clusterHelp = `LOCKSERVER <subcommand> [<arg> ...]. Subcommands are:
 STATUS
     This node's Raft state, term, leader, log indexes, and whether it is ready
@@ -41,19 +38,21 @@ LEADER
     The leader's id and client address.
 SNAPSHOT
     Take a snapshot of this node's state now.
-JOIN <id> <raft-addr> <client-addr>
-    Add a node as a non-voter; the leader promotes it once it has caught up.
-    The id of a live member at other addresses is refused.
 REMOVE <id>
     Remove a node from the cluster.
+JOIN <id> <raft-addr> <client-addr>
+    Add a node as a non-voter; the leader promotes it once it has caught up.
+    The id of a live member at other addresses is refused. Members only: a
+    joining node sends it.
 REGISTER <id> <client-addr>
-    Record a member's client address (members send it themselves).
+    Record a member's client address. Members only.
 APPLIED
-    The index of the last entry this node applied.
+    The index of the last entry this node applied. Members only.
 ACKED
     On the leader: an index at or above every write acknowledged so far.
+    Members only.
 FORWARD <batch>
-    Run a batch of requests forwarded by another node (internal).
+    Run a batch of requests forwarded by another node. Members only.
 HELP
     Print this help.`
 
@@ -63,17 +62,22 @@ const adminTimeout = 30 * time.Second
 // clusterCommand serves a LOCKSERVER command on this node.
 func (r *Raft) clusterCommand(req *Request) {
 	args := req.Cmds[0]
+	// The server has checked the command against the table; a caller that
+	// submits to the engine directly gets the same errors.
+	cmd := keyspace.Lookup(args[0])
 	if len(args) < 2 {
-		req.finish(keyspace.ErrWrongArity("lockserver"))
+		req.finish(keyspace.ErrWrongArity(cmd.Name))
 		return
 	}
-	sub := strings.ToLower(string(args[1]))
-	n, known := clusterSubcommands[sub]
-	switch {
-	case !known:
-		req.finish(keyspace.Error("ERR unknown subcommand '" + string(args[1]) + "'. Try LOCKSERVER HELP."))
-	case n != len(args):
-		req.finish(keyspace.ErrWrongArity("lockserver|" + sub))
+	if cmd = cmd.Resolve(args); cmd == nil {
+		req.finish(keyspace.ErrUnknownSubcommand(args))
+		return
+	}
+	if !cmd.CheckArity(len(args)) {
+		req.finish(keyspace.ErrWrongArity(cmd.Name))
+		return
+	}
+	switch sub := strings.TrimPrefix(cmd.Name, "lockserver|"); {
 	case sub == "forward":
 		r.serveForward(req, args[2])
 	case sub == "status":
@@ -134,6 +138,10 @@ func (r *Raft) clusterChange(sub string, args [][]byte) keyspace.Reply {
 	}
 	var rerr ReplyError
 	switch {
+	case err == nil && sub == "join":
+		// The joiner learns the cluster's identity: this member's, which
+		// the leader's is, the link to it having checked that.
+		return keyspace.Bulk(r.cluster.String())
 	case err == nil:
 		return keyspace.OK
 	case errors.As(err, &rerr):
@@ -147,18 +155,17 @@ func (r *Raft) clusterChange(sub string, args [][]byte) keyspace.Reply {
 // onLeader runs change if this node leads, or sends args to the leader.
 //
 // A JOIN comes from a node with no state. If this node takes that node for
-// the leader (its id, or its client address), the leader lost its data and
+// the leader (its id, or its Raft address), the leader lost its data and
 // was restarted before this node noticed it had gone, and the address is the
 // joining process's own, which serves nothing until the join ends: sent
 // there, the JOIN would wait on itself. It waits instead for the others to
 // elect a leader.
 func (r *Raft) onLeader(ctx context.Context, args [][]byte, change func() error) error {
 	joining := func(leader, addr string) bool {
-		return len(args) == 5 && strings.EqualFold(string(args[1]), "join") && (leader == string(args[2]) || addr == string(args[4]))
+		return len(args) == 5 && strings.EqualFold(string(args[1]), "join") && (leader == string(args[2]) || addr == string(args[3]))
 	}
 	for backoff := 5 * time.Millisecond; ; backoff = min(2*backoff, 200*time.Millisecond) {
-		leader := r.leaderID()
-		addr := r.memberAddr(leader)
+		leader, addr := r.leaderLink()
 		switch {
 		case leader == r.opts.NodeID && r.leading():
 			return change()
@@ -278,12 +285,13 @@ func (r *Raft) inConfiguration(id string) bool {
 }
 
 // join asks the cluster at opts.Join to add this node, again and again until
-// JoinTimeout has passed. It runs before the Raft node starts, so that this
-// node, which has no log, answers no vote request until the leader has
-// removed any older self of it from the voters.
-func (r *Raft) join() error {
-	if r.opts.Join == r.opts.ClientAddr {
-		return fmt.Errorf("join: %s is this node's own address; give another member's", r.opts.Join)
+// JoinTimeout has passed, and returns the cluster's identity. A refusal of
+// this node's credentials ends it at once. It runs before the Raft node
+// starts, so that this node, which has no log, answers no vote request until
+// the leader has removed any older self of it from the voters.
+func (r *Raft) join() (ClusterID, error) {
+	if r.opts.Join == r.opts.RaftAddr {
+		return ClusterID{}, fmt.Errorf("join: %s is this node's own Raft address; give another member's", r.opts.Join)
 	}
 	args := [][]byte{argLockserver, []byte("JOIN"), []byte(r.opts.NodeID), []byte(r.trans.LocalAddr()), []byte(r.opts.ClientAddr)}
 	ctx, cancel := context.WithTimeout(r.ctx, r.opts.JoinTimeout)
@@ -291,11 +299,18 @@ func (r *Raft) join() error {
 	var last error // the error to report: the last one not cut short by the timeout
 	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 		call, cancelCall := context.WithTimeout(ctx, adminTimeout)
-		_, err := r.peers.Call(call, r.opts.Join, args...)
+		res, err := r.peers.Call(call, r.opts.Join, args...)
 		cancelCall()
 		if err == nil {
-			r.log.Info("joined the cluster", "via", r.opts.Join)
-			return nil
+			id, err := parseClusterID(res)
+			if err != nil {
+				return id, fmt.Errorf("join via %s: %w", r.opts.Join, err)
+			}
+			r.log.Info("joined the cluster", "via", r.opts.Join, "cluster", id)
+			return id, nil
+		}
+		if errors.Is(err, errLinkRefused) {
+			return ClusterID{}, fmt.Errorf("join via %s: %w", r.opts.Join, err)
 		}
 		if last == nil || ctx.Err() == nil {
 			last = err
@@ -303,7 +318,7 @@ func (r *Raft) join() error {
 		r.log.Warn("join failed; retrying", "via", r.opts.Join, "err", err)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("join via %s: gave up after %v (the join timeout): %w", r.opts.Join, r.opts.JoinTimeout, last)
+			return ClusterID{}, fmt.Errorf("join via %s: gave up after %v (the join timeout): %w", r.opts.Join, r.opts.JoinTimeout, last)
 		case <-time.After(backoff):
 		}
 	}
@@ -367,12 +382,8 @@ func (r *Raft) promoteLoop() {
 }
 
 func (r *Raft) promoteIfCaughtUp(s raft.Server) {
-	addr := r.memberAddr(string(s.ID))
-	if addr == "" {
-		return
-	}
 	commit := r.raft.CommitIndex()
-	applied, err := r.memberApplied(replicaMember{id: string(s.ID), addr: addr})
+	applied, err := r.memberApplied(replicaMember{id: string(s.ID), addr: string(s.Address)})
 	if err != nil || applied+promoteSlack < commit {
 		return
 	}
@@ -397,6 +408,8 @@ type RaftStatus struct {
 	// NotReady, filled in for LOCKSERVER STATUS only, says why the member is
 	// not ready for clients (see Ready); it is empty when the member is ready.
 	NotReady string
+	// Cluster is the identity of the node's cluster.
+	Cluster ClusterID
 }
 
 // Member is a node of the configuration.
@@ -417,6 +430,7 @@ func (r *Raft) Status() RaftStatus {
 		CommitIndex:  r.raft.CommitIndex(),
 		AppliedIndex: r.applied.Load(),
 		LastIndex:    r.raft.LastIndex(),
+		Cluster:      r.cluster,
 	}
 	if cf := r.raft.GetConfiguration(); cf.Error() == nil {
 		for _, s := range cf.Configuration().Servers {
@@ -447,6 +461,7 @@ func (st RaftStatus) reply() keyspace.Reply {
 		keyspace.Bulk("members"), keyspace.Int(int64(len(st.Members))),
 		keyspace.Bulk("ready"), keyspace.Int(int64(ready)),
 		keyspace.Bulk("not_ready_because"), keyspace.Bulk(st.NotReady),
+		keyspace.Bulk("cluster"), keyspace.Bulk(st.Cluster.String()),
 	)
 }
 

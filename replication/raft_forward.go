@@ -17,10 +17,10 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
-// PeerClient carries internal LOCKSERVER commands to other nodes' client
-// ports: forwarded requests, joins, member registrations, progress checks.
+// PeerClient carries internal LOCKSERVER commands to other members:
+// forwarded requests, joins, member registrations, progress checks.
 type PeerClient interface {
-	// Call sends args to the node whose client address is addr and returns its
+	// Call sends args to the member whose Raft address is addr and returns its
 	// reply, a status or bulk string. An error reply is a ReplyError; an error
 	// that wraps ErrNotSent means the command never reached the node.
 	Call(ctx context.Context, addr string, args ...[]byte) (string, error)
@@ -202,8 +202,8 @@ func (f *forwarder) send(batch []*Request) {
 	var seqs []uint64
 	lastErr := "no leader"
 	for backoff := 5 * time.Millisecond; ; backoff = min(2*backoff, 100*time.Millisecond) {
-		leader := r.leaderID()
-		switch addr := r.memberAddr(leader); {
+		leader, addr := r.leaderLink()
+		switch {
 		case leader == "":
 		case leader == r.opts.NodeID:
 			// This node leads now and answers its own proposals.
@@ -214,8 +214,6 @@ func (f *forwarder) send(batch []*Request) {
 			if r.submitBatch(batch) {
 				return
 			}
-		case addr == "":
-			lastErr = "the leader's client address is not known yet"
 		default:
 			if payload == nil {
 				seqs = f.tag(batch)
@@ -606,6 +604,13 @@ func (r *Raft) leaderID() string {
 	return string(id)
 }
 
+// leaderLink returns the id and the Raft address, which members call each
+// other at, of the node this node believes leads; "" and "" if none.
+func (r *Raft) leaderLink() (id, addr string) {
+	a, i := r.raft.LeaderWithID()
+	return string(i), string(a)
+}
+
 // submitBatch submits requests that this node's forwarder holds, or that
 // another node forwarded, if this node leads. Their proposals go to the log
 // together: sent one by one, the first would leave alone and the rest wait
@@ -631,7 +636,9 @@ func (r *Raft) submitBatch(batch []*Request) bool {
 
 // serveForward serves LOCKSERVER FORWARD: it submits the batch in order and
 // answers with the encoded replies once all are in. A node that does not lead
-// refuses the whole batch with TRYAGAIN, and the sender tries again.
+// refuses the whole batch with TRYAGAIN, and the sender tries again. Whether
+// memory is over maxmemory is the leader's to say, as for its own clients:
+// the FORWARD request carries what this node's server found.
 func (r *Raft) serveForward(req *Request, payload []byte) {
 	batch, err := decodeRequests(payload)
 	if err != nil {
@@ -639,6 +646,7 @@ func (r *Raft) serveForward(req *Request, payload []byte) {
 		return
 	}
 	for _, in := range batch {
+		in.OverMemory = req.OverMemory
 		in.start()
 	}
 	if !r.submitBatch(batch) {
@@ -680,16 +688,17 @@ func (r *Raft) sendCommitIndex() {
 	}
 }
 
-// redisPeers is the PeerClient over TCP: go-redis, one small pool per node.
+// redisPeers is the PeerClient over the member link: go-redis, one small
+// pool per member, each connection a member connection of the other's server.
 type redisPeers struct {
-	password string
-	log      *slog.Logger // the node's, for go-redis's messages about its dials
-	mu       sync.Mutex
-	clients  map[string]*redis.Client
+	dial    func(ctx context.Context, addr string) (net.Conn, error)
+	log     *slog.Logger // the node's, for go-redis's messages about its dials
+	mu      sync.Mutex
+	clients map[string]*redis.Client
 }
 
-func newRedisPeers(password string, log *slog.Logger) *redisPeers {
-	return &redisPeers{password: password, log: log, clients: make(map[string]*redis.Client)}
+func newRedisPeers(dial func(ctx context.Context, addr string) (net.Conn, error), log *slog.Logger) *redisPeers {
+	return &redisPeers{dial: dial, log: log, clients: make(map[string]*redis.Client)}
 }
 
 // errPeersClosed is the error of a call after Close: not sent.
@@ -705,8 +714,7 @@ func (p *redisPeers) client(addr string) *redis.Client {
 	c := p.clients[addr]
 	if c == nil {
 		opts := &redis.Options{
-			Addr:     addr,
-			Password: p.password,
+			Addr: addr,
 			// A retried forward could apply twice: never retry.
 			MaxRetries:            -1,
 			DialTimeout:           2 * time.Second,
@@ -718,10 +726,9 @@ func (p *redisPeers) client(addr string) *redis.Client {
 				Mode: maintnotifications.ModeDisabled,
 			},
 		}
-		// go-redis's own dialer, its failures marked for goRedisLogger.
-		dial := redis.NewDialer(opts)
-		opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			conn, err := dial(ctx, network, addr)
+		// The member link's dialer, its failures marked for goRedisLogger.
+		opts.Dialer = func(ctx context.Context, _, addr string) (net.Conn, error) {
+			conn, err := p.dial(ctx, addr)
 			if err != nil {
 				return nil, &peerDialError{err: err, log: p.log}
 			}
@@ -749,8 +756,8 @@ func (p *redisPeers) Call(ctx context.Context, addr string, args ...[]byte) (str
 		switch {
 		case errors.As(err, &rerr):
 			return "", ReplyError(rerr.Error())
-		case errors.As(err, &op) && op.Op == "dial":
-			return "", fmt.Errorf("%w: %v", ErrNotSent, err)
+		case errors.As(err, &op) && op.Op == "dial", errors.Is(err, errLinkDial):
+			return "", fmt.Errorf("%w: %w", ErrNotSent, err)
 		}
 		return "", err
 	}

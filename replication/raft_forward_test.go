@@ -1,8 +1,11 @@
 package replication
 
 import (
+	"context"
 	"strings"
 	"testing"
+
+	"github.com/lockserver/lockserver/keyspace"
 )
 
 // TestReadOnlyByCommandTable: a forwarded request whose fate is unknown is
@@ -34,5 +37,38 @@ func TestReadOnlyByCommandTable(t *testing.T) {
 		if got := readOnly(req); got != tc.want {
 			t.Errorf("readOnly(%q) = %v, want %v", tc.cmds, got, tc.want)
 		}
+	}
+}
+
+// A forwarded batch runs under the leader's memory verdict, which the leader's
+// server sets on the FORWARD request, not under anything the sender says:
+// the same SET forwarded to a leader over maxmemory gets OOM, and under it
+// succeeds.
+func TestForwardTakesTheLeadersMemoryVerdict(t *testing.T) {
+	c := newTestCluster(t, 3)
+	forward := func(over bool) keyspace.Reply {
+		payload := encodeRequests([]*Request{{Cmds: [][][]byte{words("SET", "k", "v")}}})
+		var res keyspace.Reply
+		for range 50 { // a node that no longer leads refuses the batch: try the new leader
+			req := &Request{Cmds: [][][]byte{{argLockserver, argForward, payload}}, OverMemory: over}
+			c.leader().eng.Submit(req)
+			if res = req.Wait(context.Background()); !strings.HasPrefix(res.Str, "TRYAGAIN") {
+				break
+			}
+		}
+		if res.Kind != keyspace.KindBulk {
+			t.Fatalf("FORWARD = %+v", res)
+		}
+		_, replies, err := decodeForwardReply([]byte(res.Str))
+		if err != nil || len(replies) != 1 {
+			t.Fatalf("FORWARD reply %q: %v", res.Str, err)
+		}
+		return replies[0]
+	}
+	if got := forward(true); got.Str != ErrOOM.Str {
+		t.Fatalf("SET forwarded to a leader over maxmemory = %+v, want %q", got, ErrOOM.Str)
+	}
+	if got := forward(false); got.Kind != keyspace.KindStatus || got.Str != "OK" {
+		t.Fatalf("SET forwarded to a leader under maxmemory = %+v, want OK", got)
 	}
 }

@@ -53,7 +53,7 @@ const (
 // replicaMember is a member whose applied index WAIT counts.
 type replicaMember struct {
 	id   string
-	addr string // its client address; "" for this node, which reads its own
+	addr string // its Raft address; "" for this node, which reads its own
 }
 
 // replicaWait is one WAIT under way.
@@ -230,12 +230,12 @@ func (r *Raft) replicaSet() []replicaMember {
 	defer r.peerMu.Unlock()
 	for _, s := range cf.Configuration().Servers {
 		id := string(s.ID)
-		switch addr := r.memberAddr(id); {
+		switch {
 		case id == leader:
 		case id == r.opts.NodeID:
 			set = append(set, replicaMember{id: id})
-		case addr != "" && !r.unreachable[id]:
-			set = append(set, replicaMember{id: id, addr: addr})
+		case r.memberAddr(id) != "" && !r.unreachable[id]:
+			set = append(set, replicaMember{id: id, addr: string(s.Address)})
 		}
 	}
 	return set
@@ -420,10 +420,9 @@ func (r *Raft) leaderAcked() (uint64, error) {
 	if target, ok := r.ackedIndex(); ok {
 		return target, nil
 	}
-	leader := r.leaderID()
-	addr := r.memberAddr(leader)
-	if leader == "" || leader == r.opts.NodeID || addr == "" {
-		return 0, errors.New("no leader with a known client address")
+	leader, addr := r.leaderLink()
+	if leader == "" || leader == r.opts.NodeID {
+		return 0, errors.New("no leader")
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, pollTimeout)
 	defer cancel()

@@ -37,7 +37,7 @@ func (e *CorruptionError) Error() string {
 		at = fmt.Sprintf(" at log index %d", e.Index)
 	}
 	return fmt.Sprintf("corrupt data in %s%s: %s; this member may have lost entries it acknowledged, so it must not vote or lead: "+
-		"wipe its data directory %s and restart it with --join <client address of another member>",
+		"wipe its data directory %s and restart it with --join <Raft address of another member>",
 		e.Path, at, e.Problem, filepath.Dir(e.Path))
 }
 
@@ -99,7 +99,7 @@ func (s *checkedStore) verify() (err error) {
 	if _, err := s.Get(checksumsKey); errors.Is(err, raftboltdb.ErrKeyNotFound) {
 		_, termErr := s.Get([]byte("CurrentTerm"))
 		if last > 0 || !errors.Is(termErr, raftboltdb.ErrKeyNotFound) {
-			return fmt.Errorf("%s was written by an earlier lockserver, without checksums: wipe %s and restart this member with --join <client address of another member>",
+			return fmt.Errorf("%s was written by an earlier lockserver, without checksums: wipe %s and restart this member with --join <Raft address of another member>",
 				s.path, filepath.Dir(s.path))
 		}
 		return s.Set(checksumsKey, []byte{1})

@@ -63,13 +63,18 @@ func (c *conn) checkACL(u *acl.User, cmd *keyspace.Command, args [][]byte) bool 
 	if v.Reason == acl.Allowed {
 		return true
 	}
+	c.denyACL(v, u.Name(), cmd, args)
+	return false
+}
+
+// denyACL answers and logs the refusal v of a command to user username.
+func (c *conn) denyACL(v acl.Verdict, username string, cmd *keyspace.Command, args [][]byte) {
 	ctx := acl.ContextTopLevel
 	if c.multi != nil {
 		ctx = acl.ContextMulti
 	}
-	c.logDenied(v.Reason, ctx, v.Object(cmd, args), u.Name())
+	c.logDenied(v.Reason, ctx, v.Object(cmd, args), username)
 	c.reject(cmd, keyspace.Error(v.Error(cmd)))
-	return false
 }
 
 // logDenied records a refusal in the ACL log and INFO's counts.

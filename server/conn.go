@@ -40,7 +40,18 @@ type conn struct {
 	// admitted is set once protected mode has let the connection's first
 	// command through.
 	admitted bool
-	quit     bool
+	// member marks a member connection: it came through the member link
+	// (Server.ServeMembers), whose handshake proved that its peer is a
+	// member of this cluster, by mutual TLS or the cluster secret. Only a
+	// member connection may run the commands flagged keyspace.Member (the
+	// calls members make to each other), which no ACL user may; it needs
+	// no AUTH, no ACL user's rules restrict it (what it forwards carries
+	// the user each request came from, checked where it came from),
+	// protected mode lets it through, and it counts against no
+	// maxclients. It is set before the connection serves and never
+	// changes.
+	member bool
+	quit   bool
 	// noReply and skipOne implement CLIENT REPLY OFF and SKIP.
 	noReply, skipOne bool
 	multi            *transaction // nil outside MULTI
@@ -464,7 +475,15 @@ func (c *conn) exec(args [][]byte) {
 		return
 	}
 	u := c.user.Load().User()
-	if !u.Unrestricted() && !c.checkACL(u, cmd, args) {
+	switch {
+	case c.member:
+		// Members are no users: the commands in what they forward were
+		// checked against their clients' users where those sent them.
+	case cmd.Has(keyspace.Member):
+		// No user may run the members' own commands.
+		c.denyACL(acl.Verdict{Reason: acl.DeniedCommand}, u.Name(), cmd, args)
+		return
+	case !u.Unrestricted() && !c.checkACL(u, cmd, args):
 		return
 	}
 	inMulti := c.multi != nil && !c.multi.runsNow(cmd)

@@ -7,6 +7,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"log/slog"
@@ -190,8 +191,18 @@ func randomHex(n int) string {
 var ErrServerClosed = errors.New("server: closed")
 
 // Serve accepts connections on ln until Close. It backs off on accept errors
-// (EMFILE, ...) rather than spinning.
-func (s *Server) Serve(ln net.Listener) error {
+// (EMFILE, ...) rather than spinning. A TLS listener's connections finish
+// their handshake first, in their own goroutines; a client refused there
+// (no certificate, or one that does not verify) is logged.
+func (s *Server) Serve(ln net.Listener) error { return s.serve(ln, false) }
+
+// ServeMembers serves the member connections that ln accepts: a cluster
+// member's links from the other members (replication.Raft.Members), which
+// have proved membership before ln returns them. Only they may run the
+// commands that members send each other.
+func (s *Server) ServeMembers(ln net.Listener) error { return s.serve(ln, true) }
+
+func (s *Server) serve(ln net.Listener, members bool) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -220,20 +231,43 @@ func (s *Server) Serve(ln net.Listener) error {
 			continue
 		}
 		backoff = 0
-		s.serveConn(nc)
+		s.serveConn(nc, members)
 	}
 }
 
 // serveConn serves one connection in a new goroutine.
-func (s *Server) serveConn(nc net.Conn) {
-	c := s.admit(nc, false)
+func (s *Server) serveConn(nc net.Conn, member bool) {
+	c := s.admit(nc, false, member)
 	if c == nil {
 		return
 	}
 	go func() {
-		c.serve()
+		if tc, ok := nc.(*tls.Conn); !ok || s.handshake(c, tc) {
+			c.serve()
+		} else {
+			c.close()
+		}
 		s.forget(c)
 	}()
+}
+
+// tlsHandshakeTimeout bounds a client's TLS handshake.
+const tlsHandshakeTimeout = 10 * time.Second
+
+// handshake runs a TLS client's handshake, and logs why it failed if it did:
+// what a refused client needs to know is on the server's side.
+func (s *Server) handshake(c *conn, tc *tls.Conn) bool {
+	tc.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
+	err := tc.Handshake()
+	if c.closing.Load() {
+		return false
+	}
+	if err != nil {
+		s.log.Warn("refused a TLS client", "client", c.addr, "err", err)
+		return false
+	}
+	tc.SetDeadline(time.Time{})
+	return true
 }
 
 // Inline is a connection served in its client's goroutine: Feed runs what
@@ -246,7 +280,7 @@ type Inline struct{ c *conn }
 // when the server refuses it (closed, or at maxclients), having written the
 // error to nc and closed it as Serve does.
 func (s *Server) ServeInline(nc net.Conn) *Inline {
-	c := s.admit(nc, true)
+	c := s.admit(nc, true, false)
 	if c == nil {
 		return nil
 	}
@@ -267,9 +301,10 @@ func (in *Inline) Feed(b []byte, deadline time.Time) error { return in.c.feed(b,
 // the Feed running now.
 func (in *Inline) Hangup() { in.c.hangup() }
 
-// admit registers a new connection, served inline or by serve, or refuses it
-// as Redis does (one error line, then close) and returns nil.
-func (s *Server) admit(nc net.Conn, inline bool) *conn {
+// admit registers a new connection, served inline or by serve, a member
+// connection or not, or refuses it as Redis does (one error line, then close)
+// and returns nil.
+func (s *Server) admit(nc net.Conn, inline, member bool) *conn {
 	s.stats.connections.Add(1)
 	s.mu.Lock()
 	if s.closed {
@@ -277,7 +312,7 @@ func (s *Server) admit(nc net.Conn, inline bool) *conn {
 		nc.Close()
 		return nil
 	}
-	if int64(len(s.conns)) >= s.maxClients.Load() {
+	if !member && int64(len(s.conns)) >= s.maxClients.Load() {
 		s.mu.Unlock()
 		s.stats.rejected.Add(1)
 		s.log.Warn("refused a client", "event", "client_refused", "reason", "maxclients",
@@ -287,6 +322,9 @@ func (s *Server) admit(nc net.Conn, inline bool) *conn {
 	}
 	c := newConn(s, nc)
 	c.inline = inline // before Close can see c
+	c.member = member
+	c.authed = c.authed || member
+	c.admitted = member
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -367,6 +405,9 @@ func (s *Server) Do(ctx context.Context, db int, args [][]byte) keyspace.Reply {
 		s.countRejected(cmd)
 		s.countError(cmd, errReply.Str, "embedded")
 		return *errReply
+	}
+	if cmd.Has(keyspace.Member) { // Do is no member (see conn.member)
+		return keyspace.Error(acl.Verdict{Reason: acl.DeniedCommand}.Error(cmd))
 	}
 	if !engineCommand(cmd) || handlers[cmd.Name] != nil {
 		return keyspace.Error("ERR '" + cmd.Name + "' needs a connection; use Dialer or Addr")

@@ -93,7 +93,7 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	})
 	fs.StringVar(&c.DataDir, "data-dir", "", "`directory` for this member's Raft log and snapshots (empty: in memory, lost on exit)")
 	fs.Func("bootstrap", "voters of a new cluster (this member among them, at its --raft-advertise-addr or else --raft-addr), as `id=raft-host:port,...`; used only with no data", peersFlag(&c.Bootstrap))
-	fs.Func("join", "client `address` (host:port) of a member of an existing cluster to join, when there is no data (also after losing it)", func(s string) error {
+	fs.Func("join", "Raft `address` (host:port) of a member of an existing cluster to join, when there is no data (also after losing it)", func(s string) error {
 		if err := checkHostPort(s); err != nil {
 			return err
 		}
