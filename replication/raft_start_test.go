@@ -17,6 +17,9 @@ func startAlone(t *testing.T, opts RaftOptions) (*Raft, error) {
 	t.Cleanup(func() { trans.Close() })
 	store := raft.NewInmemStore()
 	opts.Transport, opts.LogStore, opts.StableStore, opts.SnapshotStore = trans, store, store, raft.NewInmemSnapshotStore()
+	if opts.Peers == nil {
+		opts.Peers = &failingPeers{}
+	}
 	opts.HeartbeatTimeout, opts.ElectionTimeout = 300*time.Millisecond, 300*time.Millisecond
 	r, err := NewRaft(opts)
 	if err == nil {
@@ -53,7 +56,7 @@ func TestBootstrapMustNameThisNode(t *testing.T) {
 	_, trans := raft.NewInmemTransport("raft-a")
 	defer trans.Close()
 	store, snaps := raft.NewInmemStore(), raft.NewInmemSnapshotStore()
-	opts := RaftOptions{NodeID: "a", Transport: trans, LogStore: store, StableStore: store, SnapshotStore: snaps}
+	opts := RaftOptions{NodeID: "a", Transport: trans, LogStore: store, StableStore: store, SnapshotStore: snaps, Peers: &failingPeers{}}
 	first, err := NewRaft(opts)
 	if err != nil {
 		t.Fatal(err)
