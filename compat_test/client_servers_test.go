@@ -109,16 +109,19 @@ func startCluster(t testing.TB) *cluster {
 		c.ids = append(c.ids, peers[i].ID)
 	}
 	c.findLeader(t)
-	// A write through every member proves each can reach the leader.
+	// A write through every member proves each can reach the leader; and
+	// each knows every member's client address (its Sentinel and CLUSTER
+	// views are whole) once the members have registered them.
 	ctx := context.Background()
 	deadline := time.Now().Add(clusterWait)
 	for i, s := range c.members {
 		for {
-			if _, err := s.Do(ctx, "SET", "cluster:ready", i); err == nil {
+			_, err := s.Do(ctx, "SET", "cluster:ready", i)
+			if err == nil && knowsClientAddrs(ctx, s, len(addrs)) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("member %d cannot write through the leader", i)
+				t.Fatalf("member %d cannot write through the leader (%v) or does not know every member's client address", i, err)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -169,6 +172,21 @@ func (c *cluster) attempts(t *testing.T, body func(t testing.TB)) {
 		attempt.Watch(t, "the cluster", c.term)
 		body(t)
 	})
+}
+
+// knowsClientAddrs reports whether s knows the client addresses of n members.
+func knowsClientAddrs(ctx context.Context, s *lockserver.Server, n int) bool {
+	v, err := s.Do(ctx, "LOCKSERVER", "MEMBERS")
+	members, _ := v.([]any)
+	if err != nil || len(members) != n {
+		return false
+	}
+	for _, m := range members {
+		if addr, _ := m.(map[any]any)["client"].(string); addr == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // follower returns a member that does not lead, so that every command a
