@@ -25,7 +25,11 @@ func redisCli(t testing.TB, tg clientTarget, stdin string, args ...string) strin
 	host, port, _ := strings.Cut(tg.addr, ":")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append([]string{"-h", host, "-p", port}, args...)...)
+	conn := []string{"-h", host, "-p", port}
+	if tg.tls != nil {
+		conn = append(conn, tg.tls.cliArgs()...)
+	}
+	cmd := exec.CommandContext(ctx, bin, append(conn, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -2,6 +2,7 @@ package compat_test
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -74,7 +75,12 @@ func runRedispy(t testing.TB, python string, tg clientTarget) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, python, args...).CombinedOutput()
+	cmd := exec.CommandContext(ctx, python, args...)
+	cmd.Env = os.Environ()
+	if tg.tls != nil {
+		cmd.Env = append(cmd.Env, tg.tls.pyEnv()...)
+	}
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s: redispy_lock.py: %v\n%s", tg.name, err, out)
 	}

@@ -26,6 +26,9 @@ type clientTarget struct {
 	server *lockserver.Server
 	// dialer, when set, is how go-redis reaches the server instead of addr.
 	dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+	// tls, when set, is how clients reach addr: over TLS, with a client
+	// certificate (see tls_test.go).
+	tls *tlsClient
 }
 
 // redisTarget starts a redis-server, with requirepass when password is set.
@@ -61,6 +64,9 @@ func (tg clientTarget) goRedis(t testing.TB, opts redis.Options) *redis.Client {
 	if opts.Password == "" {
 		opts.Password = tg.password
 	}
+	if tg.tls != nil {
+		opts.TLSConfig = tg.tls.config.Clone()
+	}
 	rdb := redis.NewClient(&opts)
 	t.Cleanup(func() { rdb.Close() })
 	return rdb
@@ -90,7 +96,10 @@ const (
 // startCluster opens a three-member cluster on loopback and waits until a
 // member answers as the leader and every member can write through it. In an
 // attempt, the attempt watches its term.
-func startCluster(t testing.TB) *cluster {
+func startCluster(t testing.TB) *cluster { return startClusterWith(t, nil) }
+
+// startClusterWith is startCluster with member i's options changed by opts.
+func startClusterWith(t testing.TB, opts func(i int, o *lockserver.Options)) *cluster {
 	t.Helper()
 	var peers []replication.Peer
 	addrs := make([]string, 3)
@@ -100,11 +109,15 @@ func startCluster(t testing.TB) *cluster {
 	}
 	c := &cluster{leader: -1}
 	for i := range 3 {
-		s := startLockserver(t, lockserver.Options{
+		o := lockserver.Options{
 			Addr: addrs[i],
 			Cluster: lockserver.ClusterOptions{NodeID: peers[i].ID, RaftAddr: peers[i].RaftAddr, Bootstrap: peers,
 				HeartbeatTimeout: clusterHeartbeat, ElectionTimeout: clusterElection},
-		})
+		}
+		if opts != nil {
+			opts(i, &o)
+		}
+		s := startLockserver(t, o)
 		c.members = append(c.members, s)
 		c.ids = append(c.ids, peers[i].ID)
 	}

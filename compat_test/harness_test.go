@@ -9,6 +9,7 @@ package compat_test
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -110,9 +111,18 @@ type rawClient struct {
 	rd   *bufio.Reader
 }
 
-func dialRaw(t testing.TB, addr string) *rawClient {
+func dialRaw(t testing.TB, addr string) *rawClient { return dialRawTLS(t, addr, nil) }
+
+// dialRawTLS is dialRaw over TLS with cfg; with a nil cfg, over plain TCP.
+func dialRawTLS(t testing.TB, addr string, cfg *tls.Config) *rawClient {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
+	var c net.Conn
+	var err error
+	if cfg != nil {
+		c, err = tls.Dial("tcp", addr, cfg)
+	} else {
+		c, err = net.Dial("tcp", addr)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,6 +235,9 @@ type pair struct {
 	redis, ls  *rawClient
 	redisAddr  string
 	lockserver *lockserver.Server
+	// tls, when set, is how connect reaches both: over TLS, to redisAddr and
+	// to the lockserver's TLS address.
+	tls *tls.Config
 }
 
 // newPair starts a redis-server and a lockserver and connects to both.

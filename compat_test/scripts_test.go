@@ -160,8 +160,11 @@ func (st step) check(t testing.TB, redis, ls *scriptClient) {
 	}
 }
 
-func TestLockScripts(t *testing.T) {
-	p := newPair(t)
+func TestLockScripts(t *testing.T) { lockScriptSessions(t, newPair(t)) }
+
+// lockScriptSessions runs the lock scripts on both servers of p, with each
+// of the fallbacks clients use, and compares every reply.
+func lockScriptSessions(t *testing.T, p *pair) {
 	bodies := map[string]string{}
 	for name := range lockScriptSHA1 {
 		bodies[name] = loadScript(t, name)

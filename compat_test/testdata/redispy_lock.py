@@ -2,11 +2,15 @@
 
 Usage: redispy_lock.py HOST PORT [PASSWORD]
 
+With REDISPY_SSL_CA, REDISPY_SSL_CERT and REDISPY_SSL_KEY set, it connects
+over TLS (ssl=True) with that CA and client certificate.
+
 Prints one line per step, with nothing that depends on timing or on
 random tokens, so that the output against redis-server and against
 lockserver can be compared line by line by compat_test/client_redispy_test.go.
 """
 
+import os
 import sys
 import threading
 import time
@@ -34,7 +38,11 @@ def ttl_within(r, name, low_ms, high_ms):
 def main():
     host, port = sys.argv[1], int(sys.argv[2])
     password = sys.argv[3] if len(sys.argv) > 3 else None
-    r = redis.Redis(host=host, port=port, password=password)
+    tls = {}
+    if os.environ.get("REDISPY_SSL_CA"):
+        tls = dict(ssl=True, ssl_ca_certs=os.environ["REDISPY_SSL_CA"],
+                   ssl_certfile=os.environ["REDISPY_SSL_CERT"], ssl_keyfile=os.environ["REDISPY_SSL_KEY"])
+    r = redis.Redis(host=host, port=port, password=password, **tls)
     r.delete("py:a", "py:b", "py:ctx", "py:shared", "py:contend")
     # With an empty script cache, every Lock script goes EVALSHA, NOSCRIPT,
     # SCRIPT LOAD, EVALSHA.
