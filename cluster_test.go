@@ -301,8 +301,8 @@ func TestInternalCommandsRefuseClients(t *testing.T) {
 	}
 }
 
-// Forwarding authenticates like any client: a LOCKSERVER command from a
-// client without the password is refused.
+// A client without the password gets NOAUTH before anything else, for the
+// members' own commands too.
 func TestClusterCommandNeedsAuth(t *testing.T) {
 	ms := startMembers(t, "s3cret")
 	rdb := redis.NewClient(&redis.Options{Addr: ms[0].opts.Addr})
@@ -349,8 +349,8 @@ func TestNilLoggerLeavesStderrToTheApplication(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("child: %v\n%s%s", err, stdout.String(), stderr.String())
 	}
-	if !strings.Contains(stdout.String(), "open: replication: open node a: join via "+nobodyJoin+": gave up after 5s (the join timeout): not sent: dial tcp "+nobodyJoin) {
-		t.Fatalf("the child's member did not fail to join %s:\n%s", nobodyJoin, stdout.String())
+	if !strings.Contains(stdout.String(), "open: replication: open node a: join via "+nobodyJoin+": gave up after 5s (the join timeout): not sent: member link not established: dial tcp "+nobodyJoin) {
+		t.Fatalf("the child's member did not fail to join %s:\n%s\n%s", nobodyJoin, stdout.String(), stderr.String())
 	}
 	if strings.Contains(stderr.String(), nobodyJoin) {
 		t.Errorf("a member with no Logger wrote on stderr about its join:\n%s", stderr.String())

@@ -279,8 +279,7 @@ func TestMetricsRaftThroughLeaderKill(t *testing.T) {
 		if old.value("lockserver_raft_log_file_bytes", "file", "bolt") <= 0 || old.value("lockserver_raft_log_file_bytes", "file", "journal") <= 0 {
 			t.Errorf("log files: bolt %v journal %v", old.value("lockserver_raft_log_file_bytes", "file", "bolt"), old.value("lockserver_raft_log_file_bytes", "file", "journal"))
 		}
-		// The leader learns the others' client addresses, through which it asks
-		// their applied index, once each has registered it.
+		// The leader asks the others their applied index over the member link.
 		deadline := time.Now().Add(10 * time.Second)
 		for _, f := range followers {
 			id := f.opts.Cluster.NodeID

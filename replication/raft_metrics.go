@@ -179,17 +179,15 @@ func (r *Raft) followerApplied() map[string]int64 {
 	answers := make(chan answer)
 	n := 0
 	for _, s := range cf.Configuration().Servers {
-		id := string(s.ID)
+		id, addr := string(s.ID), string(s.Address)
 		if id == r.opts.NodeID {
 			continue
 		}
 		n++
 		go func() {
 			a := answer{id, -1}
-			if addr := r.memberAddr(id); addr != "" {
-				if v, err := r.memberApplied(replicaMember{id: id, addr: addr}); err == nil {
-					a.applied = int64(v)
-				}
+			if v, err := r.memberApplied(replicaMember{id: id, addr: addr}); err == nil {
+				a.applied = int64(v)
 			}
 			answers <- a
 		}()
