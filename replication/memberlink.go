@@ -186,6 +186,9 @@ type linkConfig struct {
 	log    *slog.Logger
 	// timeout bounds a handshake; 0 means handshakeTimeout.
 	timeout time.Duration
+	// refuseEvery is how often a refusal is logged for one peer host and
+	// reason; 0 means refusePeriod.
+	refuseEvery time.Duration
 }
 
 func (c *linkConfig) handshakeTimeout() time.Duration {
@@ -308,7 +311,7 @@ func (l *memberLink) dial(ctx context.Context, addr string, channel byte) (net.C
 		switch {
 		case errors.Is(err, errLinkDial):
 		case errors.As(err, &remote) && remote.Op == "remote error":
-			l.refuse(addr, "tls alert", "a member refused this member's link in TLS", "peer", addr, "err", err)
+			l.refuse(addr, "refused_by_peer", "a member refused this member's link in TLS", "peer", addr, "err", err)
 			err = refusal(err)
 		default:
 			err = fmt.Errorf("%w: %w", errLinkDial, err)
@@ -358,7 +361,7 @@ func (l *memberLink) dialHandshake(nc net.Conn, addr string, channel byte) (net.
 		return nil, err
 	}
 	if !hmac.Equal(theirs, proof(l.cfg.secret, "acceptor", dh, ah)) {
-		l.refuse(addr, "bad proof", "refused a member link: the peer did not prove the cluster secret", "peer", addr, "node", peer.node)
+		l.refuse(addr, "bad_proof", "refused a member link: the peer did not prove the cluster secret", "peer", addr, "node", peer.node)
 		return nil, refusal(errors.New("the peer did not prove the cluster secret"))
 	}
 	// The peer has proved itself: this one proves itself too, so that the
@@ -372,7 +375,7 @@ func (l *memberLink) dialHandshake(nc net.Conn, addr string, channel byte) (net.
 	}
 	switch {
 	case verdict[0] == linkOtherCluster || verdict[0] == linkOK && !mine.IsZero() && peer.cluster != mine:
-		l.refuse(addr, "other cluster", "refused a member link: the peer belongs to another cluster",
+		l.refuse(addr, "other_cluster", "refused a member link: the peer belongs to another cluster",
 			"peer", addr, "node", peer.node, "its_cluster", peer.cluster, "this_cluster", mine)
 		return nil, refusal(fmt.Errorf("the peer (node %q) belongs to cluster %s, this member to %s", peer.node, peer.cluster, mine))
 	case verdict[0] != linkOK:
@@ -481,11 +484,11 @@ func (l *memberLink) acceptHandshake(nc net.Conn) (net.Conn, byte, error) {
 	}
 	peer, dh, err := readHello(conn, true)
 	if err != nil {
-		l.refuse(from, "hello", "refused a member link: bad handshake", "peer", from, "err", err)
+		l.refuse(from, "bad_handshake", "refused a member link: bad handshake", "peer", from, "err", err)
 		return nil, 0, errRefused
 	}
 	if peer.channel != chanRaft && peer.channel != chanMember {
-		l.refuse(from, "hello", "refused a member link: unknown channel", "peer", from, "channel", peer.channel)
+		l.refuse(from, "bad_handshake", "refused a member link: unknown channel", "peer", from, "channel", peer.channel)
 		return nil, 0, errRefused
 	}
 	h := hello{cluster: *id, node: l.cfg.node}
@@ -505,13 +508,13 @@ func (l *memberLink) acceptHandshake(nc net.Conn) (net.Conn, byte, error) {
 	switch {
 	case !hmac.Equal(theirs, proof(l.cfg.secret, "dialer", dh, append(ah, mine...))):
 		verdict = linkBadProof
-		l.refuse(from, "bad proof", "refused a member link: the peer did not prove the cluster secret", "peer", from, "node", peer.node)
+		l.refuse(from, "bad_proof", "refused a member link: the peer did not prove the cluster secret", "peer", from, "node", peer.node)
 	case peer.cluster.IsZero() && peer.channel == chanRaft:
 		verdict = linkNotJoined
-		l.refuse(from, "not joined", "refused a Raft link from a member that has not joined", "peer", from, "node", peer.node)
+		l.refuse(from, "not_joined", "refused a Raft link from a member that has not joined", "peer", from, "node", peer.node)
 	case !peer.cluster.IsZero() && peer.cluster != *id:
 		verdict = linkOtherCluster
-		l.refuse(from, "other cluster", "refused a member link: the peer belongs to another cluster; its RPCs and votes are ignored",
+		l.refuse(from, "other_cluster", "refused a member link: the peer belongs to another cluster; its RPCs and votes are ignored",
 			"peer", from, "node", peer.node, "its_cluster", peer.cluster, "this_cluster", *id)
 	}
 	conn.Write([]byte{verdict})
@@ -580,10 +583,14 @@ func verifyMember(chain []*x509.Certificate, roots *x509.CertPool, usage x509.Ex
 	return fmt.Errorf("certificate of %q (DNS names %q) does not match the members' name pattern %q", leaf.Subject.CommonName, leaf.DNSNames, names)
 }
 
-// refuse logs a refused link, at most once per period for each peer and
-// reason: a peer that keeps calling, or an attacker, cannot flood the log.
+// refuse logs a refused link, at most once per period for each peer host
+// and reason: a peer that keeps calling, or an attacker, cannot flood the log.
 func (l *memberLink) refuse(peer, reason, msg string, args ...any) {
-	if n, ok := l.refused.allow(peer + " " + reason); ok {
+	if host, _, err := net.SplitHostPort(peer); err == nil {
+		peer = host // each call comes from another port
+	}
+	if n, ok := l.refused.allow(peer+" "+reason, cmp.Or(l.cfg.refuseEvery, refusePeriod)); ok {
+		args = append([]any{"event", "member_link_refused", "reason", reason}, args...)
 		if n > 0 {
 			args = append(args, "also_refused_since_last_said", n)
 		}
@@ -591,7 +598,7 @@ func (l *memberLink) refuse(peer, reason, msg string, args ...any) {
 	}
 }
 
-// logLimiter lets a message through once per refusePeriod for each key.
+// logLimiter lets a message through once per period for each key.
 type logLimiter struct {
 	mu   sync.Mutex
 	last map[string]time.Time
@@ -601,14 +608,14 @@ type logLimiter struct {
 const refusePeriod = 10 * time.Second
 
 // allow reports whether to log for key now, and how many were held back.
-func (g *logLimiter) allow(key string) (int, bool) {
+func (g *logLimiter) allow(key string, period time.Duration) (int, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.last == nil {
 		g.last, g.hits = map[string]time.Time{}, map[string]int{}
 	}
 	now := time.Now()
-	if t, ok := g.last[key]; ok && now.Sub(t) < refusePeriod {
+	if t, ok := g.last[key]; ok && now.Sub(t) < period {
 		g.hits[key]++
 		return 0, false
 	}

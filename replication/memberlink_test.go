@@ -64,6 +64,8 @@ func startLink(t *testing.T, cfg linkConfig, cluster ClusterID) (*memberLink, *l
 	if cfg.log == nil {
 		cfg.log = logs.logger()
 	}
+	// Every refusal logged: the tests look for each.
+	cfg.refuseEvery = time.Nanosecond
 	l, err := newMemberLink(freeport.MustAddr(t), "", cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -425,4 +427,24 @@ func TestMemberLinkTLS(t *testing.T) {
 		t.Fatal("a member without TLS established a Raft link to a TLS member")
 	}
 	alog.waitLog(t, "TLS handshake failed")
+}
+
+// A peer that keeps failing the handshake is logged once per period and
+// reason, with the count of refusals held back since.
+func TestRefusalLogIsBounded(t *testing.T) {
+	var g logLimiter
+	if _, ok := g.allow("10.0.0.9 bad_proof", time.Hour); !ok {
+		t.Fatal("the first refusal was not logged")
+	}
+	for range 3 {
+		if _, ok := g.allow("10.0.0.9 bad_proof", time.Hour); ok {
+			t.Fatal("a refusal within the period was logged again")
+		}
+	}
+	if _, ok := g.allow("10.0.0.9 other_cluster", time.Hour); !ok {
+		t.Fatal("another reason was held back")
+	}
+	if n, ok := g.allow("10.0.0.9 bad_proof", 0); !ok || n != 3 {
+		t.Fatalf("after the period: logged %v, held back %d; want true, 3", ok, n)
+	}
 }

@@ -263,7 +263,7 @@ func (s *Server) handshake(c *conn, tc *tls.Conn) bool {
 		return false
 	}
 	if err != nil {
-		s.log.Warn("refused a TLS client", "client", c.addr, "err", err)
+		s.log.Warn("refused a TLS client", "event", "client_refused", "reason", "tls", "client", c.addr, "err", err)
 		return false
 	}
 	tc.SetDeadline(time.Time{})

@@ -44,6 +44,7 @@ func main() {
 // config is the command line, parsed.
 type config struct {
 	opts      lockserver.Options
+	tls       tlsFlags
 	logLevel  slog.Level
 	logFormat string
 	procs     int
@@ -57,7 +58,7 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	fs := flag.NewFlagSet("lockserver", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	o := &cfg.opts
-	fs.StringVar(&o.Addr, "addr", "127.0.0.1:6379", "client `address` to listen on (RESP)")
+	fs.StringVar(&o.Addr, "addr", "127.0.0.1:6379", "client `address` to listen on (RESP); empty for none (TLS clients only, with --tls-port)")
 	fs.StringVar(&o.Password, "password", "", "require AUTH with this `password` (Redis's requirepass: the default user's password)")
 	fs.StringVar(&o.ACLFile, "aclfile", "", "load the ACL users from this `file`, in Redis's format, which ACL LOAD and ACL SAVE read and write (--password is then ignored); a cluster's users are the cluster's, seeded by its first leader")
 	o.MaxClients = server.DefaultMaxClients
@@ -101,9 +102,34 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 		return nil
 	})
 	fs.DurationVar(&c.JoinTimeout, "join-timeout", time.Minute, "how long --join keeps asking before the process gives up and exits")
-	fs.StringVar(&c.AdvertiseAddr, "advertise-addr", "", "client `address` the other members reach this one at (default: --addr)")
+	fs.StringVar(&c.AdvertiseAddr, "advertise-addr", "", "client `address` the members give clients for this one (default: --addr, or the TLS address without it)")
 	fs.DurationVar(&c.HeartbeatTimeout, "heartbeat-timeout", 500*time.Millisecond, "how long a member hears from no leader before it stands for election (and a leader from no majority before it steps down)")
 	fs.DurationVar(&c.ElectionTimeout, "election-timeout", 500*time.Millisecond, "how long an election may take before another starts; at least --heartbeat-timeout")
+	fs.StringVar(&c.Secret, "cluster-secret", "", "`secret` (16 bytes or more) that members prove to each other on every link; prefer LOCKSERVER_CLUSTER_SECRET, which ps does not show")
+	fs.StringVar(&c.Token, "cluster-token", "", "`token` that goes into a new cluster's identity, with the --bootstrap list: give each cluster its own")
+	fs.BoolVar(&c.Insecure, "insecure-cluster", false, "let a member whose --raft-addr is not loopback start with neither --cluster-secret nor --tls-cluster: anyone who reaches its Raft port is then a member")
+	t := &cfg.tls
+	fs.StringVar(&t.port, "tls-port", "", "listen for TLS clients on this `port` of --addr's host (127.0.0.1 without --addr), or on host:port; 0 or empty: no TLS listener")
+	fs.StringVar(&t.certFile, "tls-cert-file", "", "`file` (PEM) of this server's certificate, for TLS clients and, with --tls-cluster, for the other members")
+	fs.StringVar(&t.keyFile, "tls-key-file", "", "`file` (PEM) of the certificate's private key")
+	fs.StringVar(&t.caFile, "tls-ca-cert-file", "", "`file` (PEM) of the CAs that clients' certificates, and members', must be issued by")
+	fs.StringVar(&t.caDir, "tls-ca-cert-dir", "", "`directory` of such CA certificates (PEM files)")
+	fs.StringVar(&t.authClients, "tls-auth-clients", "yes", "whether a TLS client must present a certificate: `yes`, no or optional")
+	fs.StringVar(&t.protocols, "tls-protocols", "", "TLS `versions` to accept, e.g. \"TLSv1.2 TLSv1.3\" (default: both)")
+	fs.StringVar(&t.ciphers, "tls-ciphers", "", "TLS 1.2 cipher `suites` to accept, IANA names separated by colons (default: Go's secure ones)")
+	fs.StringVar(&t.ciphersuites, "tls-ciphersuites", "", "TLS 1.3 cipher `suites`: Go does not let them be chosen, so setting it is refused")
+	fs.Func("tls-cluster", "`yes` or no: put every link between members in mutual TLS, with --tls-cert-file as each member's certificate and --tls-ca-cert-file as the cluster's CA (default no)", func(v string) error {
+		switch strings.ToLower(v) {
+		case "yes":
+			t.cluster = true
+		case "no":
+			t.cluster = false
+		default:
+			return errors.New("want yes or no")
+		}
+		return nil
+	})
+	fs.StringVar(&t.clusterNames, "tls-cluster-names", "", "`pattern` (as '*.lock.internal') that a member's certificate's DNS names or common name must match, with --tls-cluster")
 	fs.Usage = func() {}
 
 	// The environment is read first and the command line over it, so that
@@ -117,7 +143,8 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 			}
 		}
 	})
-	if err := fs.Parse(args); err != nil {
+	err := fs.Parse(args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, helpRequest(usage(fs))
 		}
@@ -140,8 +167,9 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	if cfg.logFormat != "text" && cfg.logFormat != "json" {
 		return nil, fmt.Errorf("--log-format must be text or json, not %q", cfg.logFormat)
 	}
-	if c.NodeID == "" && (c.RaftAddr != "" || c.RaftAdvertiseAddr != "" || c.DataDir != "" || c.Bootstrap != nil || c.Join != "" || c.AdvertiseAddr != "") {
-		return nil, errors.New("--raft-addr, --raft-advertise-addr, --data-dir, --bootstrap, --join and --advertise-addr need --node-id")
+	if c.NodeID == "" && (c.RaftAddr != "" || c.RaftAdvertiseAddr != "" || c.DataDir != "" || c.Bootstrap != nil || c.Join != "" || c.AdvertiseAddr != "" ||
+		c.Secret != "" || c.Token != "" || c.Insecure || t.cluster) {
+		return nil, errors.New("--raft-addr, --raft-advertise-addr, --data-dir, --bootstrap, --join, --advertise-addr and the --cluster-* and --tls-cluster flags need --node-id")
 	}
 	if c.NodeID != "" && c.RaftAddr == "" {
 		return nil, errors.New("--node-id needs --raft-addr")
@@ -149,7 +177,38 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	if c.Bootstrap != nil && c.Join != "" {
 		return nil, errors.New("--bootstrap starts a new cluster and --join enters an existing one: give one")
 	}
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	if o.TLSAddr, err = t.addr(o.Addr); err != nil {
+		return nil, err
+	}
+	if o.Addr == "" {
+		if o.TLSAddr == "" {
+			return nil, errors.New("--addr is empty and there is no --tls-port: the server would listen nowhere")
+		}
+		o.Addr = "-"
+	}
 	return cfg, nil
+}
+
+// addr is the address of the TLS listener: --tls-port's host:port, or its
+// port on --addr's host; "" for none.
+func (f *tlsFlags) addr(plain string) (string, error) {
+	switch {
+	case f.port == "" || f.port == "0":
+		return "", nil
+	case strings.Contains(f.port, ":"):
+		return f.port, checkHostPort(f.port)
+	}
+	if _, err := strconv.ParseUint(f.port, 10, 16); err != nil {
+		return "", fmt.Errorf("--tls-port: want a port or host:port, got %q", f.port)
+	}
+	host := "127.0.0.1"
+	if h, _, err := net.SplitHostPort(plain); err == nil && h != "" {
+		host = h
+	}
+	return net.JoinHostPort(host, f.port), nil
 }
 
 // helpRequest is parse's answer to -h or --help: the usage, for stdout.
@@ -304,6 +363,18 @@ func run(args []string, stdout, stderr io.Writer) error {
 	// join may wait a minute, and Ctrl-C must not. Once open, the signals
 	// are caught before saying ready: a supervisor (or a test) may send
 	// SIGTERM as soon as it reads that line, and it must drain, not kill.
+	var certs *certFiles
+	if cfg.tls.port != "" || cfg.tls.cluster {
+		if certs, err = newCertFiles(&cfg.tls, log); err != nil {
+			return err
+		}
+		if cfg.opts.TLSAddr != "" {
+			cfg.opts.TLS = certs.clientConfig()
+		}
+		if cfg.tls.cluster {
+			cfg.opts.Cluster.TLS = certs.memberTLS()
+		}
+	}
 	s, err := lockserver.Open(cfg.opts)
 	if err != nil {
 		return err
@@ -318,13 +389,27 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		defer metrics.Close()
 	}
-	log.Info("lockserver ready", "addr", s.Addr(), "metrics_addr", cfg.metricsAddr, "pid", os.Getpid(), "procs", runtime.GOMAXPROCS(0))
+	// SIGHUP reads the certificates again, as a change of their files does.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	log.Info("lockserver ready", "addr", s.Addr(), "tls_addr", s.TLSAddr(), "metrics_addr", cfg.metricsAddr, "pid", os.Getpid(), "procs", runtime.GOMAXPROCS(0))
 	var fault error
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down")
-	case fault = <-s.Fault():
-		log.Error("shutting down: the node failed", "err", fault)
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down")
+			done = true
+		case fault = <-s.Fault():
+			log.Error("shutting down: the node failed", "err", fault)
+			done = true
+		case <-hup:
+			if certs == nil {
+				log.Info("SIGHUP: no TLS certificates to read again")
+			} else {
+				certs.reload()
+			}
+		}
 	}
 	if err := errors.Join(fault, s.Close()); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
