@@ -69,6 +69,7 @@ func newGoRedis(opts *redis.Options, poolSize int) *goRedis {
 	o.DisableIdentity = true
 	o.PoolSize = poolSize
 	o.MaxRetries = -1 // a failed command is a failed operation, never silently retried
+	tlsOptions(&o)
 	return &goRedis{c: redis.NewClient(&o)}
 }
 

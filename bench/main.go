@@ -254,6 +254,10 @@ type bench struct {
 	buildOnce sync.Once
 	binary    string
 	buildErr  error
+
+	certsOnce sync.Once // see certs
+	certsVal  *benchCerts
+	certsErr  error
 }
 
 // prefix returns a fresh key prefix, so that no run sees another's keys.

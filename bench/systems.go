@@ -137,8 +137,11 @@ func systems() []system {
 		{name: "lockserver-metrics", about: "lockserver single node with --metrics-addr, its /metrics scraped every second during the run: the cost of metrics, against lockserver-untracked", install: lockserverBuilt, start: startLockserverMetrics},
 		{name: "lockserver-untracked", about: "lockserver single node with latency-tracking no and no metrics address: no latency histograms, only Redis's own command counts", install: lockserverBuilt, start: startLockserverUntracked},
 		{name: "lockserver-raft3", about: "lockserver 3-node Raft cluster with fsync, clients on the leader", install: lockserverBuilt + "; needs the Raft flags (--node-id, --raft-addr, --data-dir, --bootstrap, --join)", start: startLockserverCluster},
+		{name: "lockserver-tls", about: "lockserver single node, its clients over TLS only (--addr \"\" --tls-port, client certificates required): against lockserver, what TLS costs it", install: lockserverBuilt, start: startLockserverTLS},
+		{name: "lockserver-raft3-tls", about: "lockserver-raft3 with its clients over TLS only and its member links in mutual TLS (--tls-cluster)", install: lockserverBuilt, start: startLockserverClusterTLS},
 		{name: "redis", about: "redis-server without persistence (--save \"\" --appendonly no): the baseline", install: redisInstall, start: startRedis(false)},
 		{name: "redis-aof", about: "redis-server --appendonly yes --appendfsync always", install: redisInstall, start: startRedis(true)},
+		{name: "redis-tls", about: "redis-server as redis, its clients over TLS only (--port 0 --tls-port, client certificates required): against redis, what TLS costs it", install: redisInstall + " (Debian's is built with TLS)", start: startRedisTLS},
 		{name: "miniredis", about: "miniredis v2, in process over loopback TCP", install: inProcessInstall, start: startMiniredis},
 		{name: "etcd3", about: "etcd 3-node cluster, concurrency.Mutex, clients on the leader", install: etcdInstall, start: startEtcd},
 	}
@@ -348,6 +351,12 @@ func startLockserver(env []string) func(context.Context, *bench) (*instance, err
 }
 
 func startLockserverEnv(ctx context.Context, b *bench, env []string) (*instance, error) {
+	return startLockserverWith(ctx, b, env, func(addr string) []string { return []string{"--addr", addr} })
+}
+
+// startLockserverWith starts a single node with env added to its
+// environment, serving clients at an address as listen's flags say.
+func startLockserverWith(ctx context.Context, b *bench, env []string, listen func(addr string) []string) (*instance, error) {
 	bin, err := b.lockserverBinary(ctx)
 	if err != nil {
 		return nil, err
@@ -360,7 +369,7 @@ func startLockserverEnv(ctx context.Context, b *bench, env []string) (*instance,
 	if err != nil {
 		return nil, err
 	}
-	m := &member{name: "lockserver", dir: dir, bin: bin, env: env, args: []string{"--addr", addr, "--log-level", "warn"}, addr: addr}
+	m := &member{name: "lockserver", dir: dir, bin: bin, env: env, args: append(listen(addr), "--log-level", "warn"), addr: addr}
 	if err := m.start(); err != nil {
 		return nil, err
 	}
@@ -435,6 +444,12 @@ func lockserverInstance(addr string, members []*member) *instance {
 var clusterFlags = []string{"node-id", "raft-addr", "data-dir", "bootstrap", "join"}
 
 func startLockserverCluster(ctx context.Context, b *bench) (*instance, error) {
+	return startLockserverClusterWith(ctx, b, func(addr string) []string { return []string{"--addr", addr} })
+}
+
+// startLockserverClusterWith starts the three members, each serving clients
+// at an address as listen's flags say.
+func startLockserverClusterWith(ctx context.Context, b *bench, listen func(addr string) []string) (*instance, error) {
 	bin, err := b.lockserverBinary(ctx)
 	if err != nil {
 		return nil, err
@@ -484,15 +499,15 @@ func startLockserverCluster(ctx context.Context, b *bench) (*instance, error) {
 			return nil, err
 		}
 		data := filepath.Join(dir, "data")
-		args := []string{"--addr", addrs[i], "--node-id", ids[i], "--raft-addr", raftAddrs[i],
-			"--data-dir", data, "--log-level", "warn"}
+		args := append(listen(addrs[i]), "--node-id", ids[i], "--raft-addr", raftAddrs[i],
+			"--data-dir", data, "--log-level", "warn")
 		switch {
 		case bootstrapList:
 			args = append(args, "--bootstrap", strings.Join(voters, ","))
 		case i == 0:
 			args = append(args, "--bootstrap")
 		default:
-			args = append(args, "--join", addrs[0])
+			args = append(args, "--join", raftAddrs[0])
 		}
 		m := &member{name: "lockserver-" + ids[i], dir: dir, bin: bin, args: args, addr: addrs[i], data: data}
 		if err := m.start(); err != nil {

@@ -29,7 +29,7 @@ func memoryRow(rows []row, system string) (row, bool) {
 	return row{}, false
 }
 
-// targets sets each goal of issues 2, 3, 4 and 18 beside this run's figures.
+// targets sets each goal of issues 2, 3, 4, 16 and 18 beside this run's figures.
 func targets(rows []row) []target {
 	var out []target
 	// relative checks a ratio of a system's figure to another's, in one setting.
@@ -90,6 +90,22 @@ func targets(rows []row) []target {
 			}
 			out = append(out, t)
 		}
+	}
+
+	// Issue 16: TLS costs lockserver no more of its throughput than it
+	// costs redis-server: the TLS row's share of the plain row's, each.
+	for _, sys := range []string{"lockserver", "lockserver-raft3"} {
+		t := target{Goal: sys + ": TLS keeps as much of its throughput as redis-server's TLS keeps of its own, lock cycles at 50 clients", Status: "not measured"}
+		a, okA := find(rows, sys+"-tls", "lock", 50, 0)
+		b, okB := find(rows, sys, "lock", 50, 0)
+		c, okC := find(rows, "redis-tls", "lock", 50, 0)
+		d, okD := find(rows, "redis", "lock", 50, 0)
+		if okA && okB && okC && okD && b.Value > 0 && d.Value > 0 {
+			mine, theirs := a.Value/b.Value, c.Value/d.Value
+			t.Measured = fmt.Sprintf("%s with TLS %.2fx of without; redis-server %.2fx", sys, mine, theirs)
+			t.Status = metIf(mine >= theirs)
+		}
+		out = append(out, t)
 	}
 
 	for _, sys := range []string{"lockserver", "embedded"} {
