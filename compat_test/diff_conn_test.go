@@ -17,8 +17,7 @@ import (
 // another returns a second pair of connections to the same two servers.
 func (p *pair) another() *pair {
 	p.t.Helper()
-	return &pair{t: p.t, redis: dialRaw(p.t, p.redisAddr), ls: dialRaw(p.t, p.lockserver.Addr()),
-		redisAddr: p.redisAddr, lockserver: p.lockserver}
+	return p.dial(p.t)
 }
 
 // DoNorm is Do for replies that differ by nature (client ids, addresses):

@@ -238,6 +238,28 @@ type pair struct {
 	// tls, when set, is how connect reaches both: over TLS, to redisAddr and
 	// to the lockserver's TLS address.
 	tls *tls.Config
+	// auth, when set, is the AUTH command that every connection the pair
+	// opens anew sends first (see dial).
+	auth []string
+}
+
+// dial opens new connections to the pair's two servers for test t, over
+// TLS if p.tls is set, authenticated with p.auth if it is set.
+func (p *pair) dial(t testing.TB) *pair {
+	t.Helper()
+	lsAddr := p.lockserver.Addr()
+	if p.tls != nil {
+		lsAddr = p.lockserver.TLSAddr()
+	}
+	q := &pair{t: t, redis: dialRawTLS(t, p.redisAddr, p.tls), ls: dialRawTLS(t, lsAddr, p.tls), redisAddr: p.redisAddr, lockserver: p.lockserver, tls: p.tls, auth: p.auth}
+	if p.auth != nil {
+		for _, c := range []*rawClient{q.redis, q.ls} {
+			if r := c.Do(p.auth...); r != "+OK\r\n" {
+				t.Fatalf("%q: %q", p.auth, r)
+			}
+		}
+	}
+	return q
 }
 
 // newPair starts a redis-server and a lockserver and connects to both.

@@ -288,13 +288,7 @@ func respElements(s string) []string {
 }
 
 // connect opens new connections to the pair's two servers for test t.
-func (p *pair) connect(t testing.TB) *pair {
-	lsAddr := p.lockserver.Addr()
-	if p.tls != nil {
-		lsAddr = p.lockserver.TLSAddr()
-	}
-	return &pair{t: t, redis: dialRawTLS(t, p.redisAddr, p.tls), ls: dialRawTLS(t, lsAddr, p.tls), redisAddr: p.redisAddr, lockserver: p.lockserver, tls: p.tls}
-}
+func (p *pair) connect(t testing.TB) *pair { return p.dial(t) }
 
 // subscriber is a pair of connections subscribed to the same channels on
 // both servers, as Redisson's pub/sub connections are.
