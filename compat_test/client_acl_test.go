@@ -12,6 +12,7 @@ import (
 	"github.com/bsm/redislock"
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/lockserver/lockserver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -283,5 +284,47 @@ func TestACLLockUserRedisson(t *testing.T) {
 				t.Errorf("a script as Redisson's lock user:\n redis-server: %q\n   lockserver: %q", x.redis, x.ls)
 			}
 		})
+	}
+}
+
+// TestACLInfoCounts counts refusals as Redis 7.2's INFO stats does
+// (acl_access_denied_*; Redis 7.0 has no such fields): a worked example of
+// each kind, which ACL LOG RESET leaves and CONFIG RESETSTAT zeroes.
+func TestACLInfoCounts(t *testing.T) {
+	s := startLockserver(t, lockserver.Options{})
+	admin := dialRaw(t, s.Addr())
+	setLockUser(t, admin, "redsync")
+	c := dialRaw(t, s.Addr())
+	for _, args := range [][]string{
+		{"AUTH", "redsync", "wrong"}, {"AUTH", "nosuch", "x"}, {"AUTH", "redsync", lockUserPass},
+		{"KEYS", "*"}, {"FLUSHALL"}, {"CLIENT", "LIST"}, {"GET", "other"}, {"GET", "other2"}, {"GET", "lock:x"},
+	} {
+		c.Do(args...)
+	}
+	// A channel: PUBLISH is not among redsync's commands, so a user of its
+	// own.
+	admin.Do("ACL", "SETUSER", "pub", "on", "nopass", "+publish", "resetchannels", "&ok")
+	c.Do("AUTH", "pub", "x")
+	c.Do("PUBLISH", "other", "m")
+	counts := func() string {
+		var got []string
+		for _, line := range strings.Split(admin.Do("INFO", "stats"), "\r\n") {
+			if strings.HasPrefix(line, "acl_access_denied_") {
+				got = append(got, line)
+			}
+		}
+		return strings.Join(got, " ")
+	}
+	want := "acl_access_denied_auth:2 acl_access_denied_cmd:3 acl_access_denied_key:2 acl_access_denied_channel:1"
+	if got := counts(); got != want {
+		t.Errorf("INFO stats: %s\nwant %s", got, want)
+	}
+	admin.Do("ACL", "LOG", "RESET")
+	if got := counts(); got != want {
+		t.Errorf("after ACL LOG RESET: %s\nwant %s", got, want)
+	}
+	admin.Do("CONFIG", "RESETSTAT")
+	if got, zero := counts(), "acl_access_denied_auth:0 acl_access_denied_cmd:0 acl_access_denied_key:0 acl_access_denied_channel:0"; got != zero {
+		t.Errorf("after CONFIG RESETSTAT: %s", got)
 	}
 }
