@@ -17,7 +17,9 @@ func spec(cats Category, keys ...KeySpec) commandSpec { return commandSpec{cats:
 // nearest Redis: CLIENT SETINFO, CLIENT NO-TOUCH and WAITAOF are Redis 7.2's;
 // the SENTINEL subcommands are Redis Sentinel's, administrative (so @admin
 // and @dangerous, as every admin command is), but HELP; LOCKSERVER's
-// subcommands administer the cluster, so they are @admin and @dangerous too.
+// subcommands administer the cluster, so they are @admin and @dangerous too
+// (the members' own, FORWARD, JOIN, ..., no user may run whatever its
+// rules). A container is @slow alone, as Redis's are.
 var commandSpecs = map[string]commandSpec{
 	"acl":                     spec(CatSlow),
 	"acl|cat":                 spec(CatSlow),
@@ -258,7 +260,7 @@ var commandSpecs = map[string]commandSpec{
 	"sentinel|sentinels":               spec(CatAdmin | CatSlow | CatDangerous),
 	"sentinel|slaves":                  spec(CatAdmin | CatSlow | CatDangerous),
 
-	"lockserver":          spec(CatAdmin | CatSlow | CatDangerous),
+	"lockserver":          spec(CatSlow),
 	"lockserver|status":   spec(CatAdmin | CatSlow | CatDangerous),
 	"lockserver|members":  spec(CatAdmin | CatSlow | CatDangerous),
 	"lockserver|leader":   spec(CatAdmin | CatSlow | CatDangerous),
