@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockserver/lockserver/internal/testenv"
 )
 
 // redis-cli (Debian's redis-tools) pointed at lockserver prints what it
@@ -21,7 +23,7 @@ import (
 // to stdout and to stderr, and its exit status.
 func redisCli(t testing.TB, tg clientTarget, stdin string, args ...string) string {
 	t.Helper()
-	bin := need(t, "redis-cli")
+	bin := testenv.Need(t, "redis-cli")
 	host, port, _ := strings.Cut(tg.addr, ":")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

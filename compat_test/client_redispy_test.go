@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockserver/lockserver/internal/testenv"
 )
 
 // redis-py's Lock, from Debian's python3-redis, driven by
@@ -60,7 +62,7 @@ func debianPython(t testing.TB) string {
 	t.Helper()
 	const python = "/usr/bin/python3"
 	if err := exec.Command(python, "-c", "import redis").Run(); err != nil {
-		missing(t, python+" with the redis module is not installed (Debian: apt-get install python3-redis)")
+		testenv.Missing(t, python+" with the redis module is not installed (Debian: apt-get install python3-redis)")
 	}
 	return python
 }

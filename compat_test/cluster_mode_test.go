@@ -16,6 +16,7 @@ import (
 	"github.com/lockserver/lockserver"
 	"github.com/lockserver/lockserver/internal/attempt"
 	"github.com/lockserver/lockserver/internal/freeport"
+	"github.com/lockserver/lockserver/internal/testenv"
 )
 
 // The CLUSTER commands of lockserver against real redis-servers in cluster
@@ -328,7 +329,7 @@ func keyList(t testing.TB, raw string) []string {
 func sorted(s []string) []string { return slices.Sorted(slices.Values(s)) }
 
 func TestDiffClusterModeStandalone(t *testing.T) {
-	need(t, "redis-server")
+	testenv.Need(t, "redis-server")
 	redisAddr := startRedisCluster(t, 1)[0]
 	ls := startLockserver(t, lockserver.Options{})
 	compareCluster(t, "standalone", redisAddr, redisAddr, ls.Addr(), ls.Addr())
@@ -347,7 +348,7 @@ func TestDiffClusterModeCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-member cluster")
 	}
-	need(t, "redis-server")
+	testenv.Need(t, "redis-server")
 	redisAddrs := startRedisCluster(t, 3)
 	// An election during an attempt voids it (package attempt): what the
 	// members report follows the leader.
@@ -419,7 +420,7 @@ func newClusterClient(t testing.TB, addr string) *redis.ClusterClient {
 }
 
 func TestClusterClientGoRedis(t *testing.T) {
-	need(t, "redis-server")
+	testenv.Need(t, "redis-server")
 	want := clusterLockSession(t, newClusterClient(t, startRedisCluster(t, 1)[0]), "s")
 	// The replies internal/lockscripts/README.md gives, as go-redis reports them.
 	readme := []string{

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -23,26 +22,8 @@ import (
 	"github.com/lockserver/lockserver"
 	"github.com/lockserver/lockserver/internal/freeport"
 	"github.com/lockserver/lockserver/internal/lockscripts"
+	"github.com/lockserver/lockserver/internal/testenv"
 )
-
-// need returns the path of program, or skips the test (fails it under CI).
-func need(t testing.TB, program string) string {
-	t.Helper()
-	path, err := exec.LookPath(program)
-	if err != nil {
-		missing(t, program+" is not installed (Debian: apt-get install redis-server redis-tools python3-redis)")
-	}
-	return path
-}
-
-// missing skips the test, or fails it under CI where every dependency must be present.
-func missing(t testing.TB, why string) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf("CI is set and %s", why)
-	}
-	t.Skipf("skipping: %s", why)
-}
 
 // startRedis starts a redis-server without persistence on a free port and
 // returns its address. Extra arguments are passed as configuration ("--maxmemory", "1mb").
@@ -58,7 +39,7 @@ func startRedis(t testing.TB, extra ...string) string {
 // address once it accepts connections on port.
 func runRedis(t testing.TB, port int, args ...string) string {
 	t.Helper()
-	bin := need(t, "redis-server")
+	bin := testenv.Need(t, "redis-server")
 	cmd := exec.Command(bin, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

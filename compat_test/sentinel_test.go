@@ -13,6 +13,7 @@ import (
 	"github.com/lockserver/lockserver"
 	"github.com/lockserver/lockserver/internal/attempt"
 	"github.com/lockserver/lockserver/internal/freeport"
+	"github.com/lockserver/lockserver/internal/testenv"
 )
 
 // The SENTINEL commands of a lockserver cluster against real Sentinels:
@@ -180,7 +181,7 @@ func sameShape(t testing.TB, what, redisRaw, lsRaw string) {
 }
 
 func TestDiffSentinel(t *testing.T) {
-	need(t, "redis-server")
+	testenv.Need(t, "redis-server")
 	master := startRedis(t)
 	mhost, mport, _ := net.SplitHostPort(master)
 	var replicas []string

@@ -1,6 +1,12 @@
 //go:build unix
 
-package compat_test
+// Package lockloss is the lock-loss suite: clients take locks on three
+// lockserver processes while the leader is killed, cut off and paused, and
+// on a Redis master with an asynchronous replica failed over as Sentinel
+// would; the histories are checked for lost locks and for linearizability
+// (porcupine). A package of its own, it runs beside compat_test rather than
+// inside its time budget.
+package lockloss
 
 import (
 	"context"
@@ -26,7 +32,7 @@ import (
 // By default it runs a few faults with a fixed seed; -lockloss.long (or
 // LOCKSERVER_LOCKLOSS_LONG=1) runs dozens and many thousands of operations:
 //
-//	go test ./compat_test -run TestLockLoss -v -timeout 30m -lockloss.long
+//	go test ./compat_test/lockloss -run TestLockLoss -v -timeout 30m -lockloss.long
 
 var (
 	lockLossLong = flag.Bool("lockloss.long", false, "run the lock-loss test long: dozens of faults, many thousands of operations")

@@ -1,6 +1,6 @@
 //go:build unix
 
-package compat_test
+package lockloss
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver/internal/freeport"
+	"github.com/lockserver/lockserver/internal/testenv"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -52,7 +53,7 @@ type redisProc struct {
 // startRedisProc starts a redis-server without persistence on a free port.
 func startRedisProc(t *testing.T, extra ...string) *redisProc {
 	t.Helper()
-	bin := need(t, "redis-server")
+	bin := testenv.Need(t, "redis-server")
 	addr := freeport.MustAddr(t)
 	_, port, _ := net.SplitHostPort(addr)
 	dir := t.TempDir()

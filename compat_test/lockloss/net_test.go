@@ -1,4 +1,4 @@
-package compat_test
+package lockloss
 
 import (
 	"bufio"

@@ -1,6 +1,6 @@
 //go:build unix
 
-package compat_test
+package lockloss
 
 import (
 	"bufio"
