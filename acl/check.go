@@ -2,6 +2,7 @@ package acl
 
 import (
 	"bytes"
+	"slices"
 
 	"github.com/lockserver/lockserver/keyspace"
 )
@@ -49,11 +50,16 @@ func (u *User) Check(cmd *keyspace.Command, args [][]byte) Verdict {
 	if u.unrestricted {
 		return Verdict{}
 	}
-	var c keyCache
+	// The keys, found once for every selector that looks at them.
+	var buf [4]keyspace.KeyRef
+	var keys []keyspace.KeyRef
+	if cmd.HasKeys() && slices.ContainsFunc(u.selectors, func(s *selector) bool { return !s.allKeys }) {
+		keys = cmd.KeyRefs(args, buf[:0])
+	}
 	worst, pos := DeniedCommand, 0
 	last := 0
 	for _, s := range u.selectors {
-		r := s.check(cmd, args, &c, &last)
+		r := s.check(cmd, args, keys, &last)
 		if r == Allowed {
 			return Verdict{}
 		}
@@ -64,30 +70,16 @@ func (u *User) Check(cmd *keyspace.Command, args [][]byte) Verdict {
 	return Verdict{Reason: worst, Pos: pos}
 }
 
-// keyCache holds a command's keys, found once for all selectors.
-type keyCache struct {
-	found bool
-	refs  []keyspace.KeyRef
-	buf   [4]keyspace.KeyRef
-}
-
-func (c *keyCache) keys(cmd *keyspace.Command, args [][]byte) []keyspace.KeyRef {
-	if !c.found {
-		c.refs, c.found = cmd.KeyRefs(args, c.buf[:0]), true
-	}
-	return c.refs
-}
-
-// check is Redis's ACLSelectorCheckCmd. pos receives the position of a key
-// or channel refused.
-func (s *selector) check(cmd *keyspace.Command, args [][]byte, c *keyCache, pos *int) Reason {
+// check is Redis's ACLSelectorCheckCmd, given the command's keys. pos
+// receives the position of a key or channel refused.
+func (s *selector) check(cmd *keyspace.Command, args [][]byte, keys []keyspace.KeyRef, pos *int) Reason {
 	if !s.allCommands && !cmd.Has(keyspace.NoAuth) && !s.commands.has(cmd.ID) {
 		if !s.firstArgAllowed(cmd, args) {
 			return DeniedCommand
 		}
 	}
-	if !s.allKeys && cmd.HasKeys() {
-		for _, k := range c.keys(cmd, args) {
+	if !s.allKeys {
+		for _, k := range keys {
 			// A key past the arguments (SET alone, which only
 			// redis.acl_check_cmd can ask about) is refused, as Redis,
 			// reading past its argument vector, refuses it.
