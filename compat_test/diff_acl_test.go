@@ -540,3 +540,17 @@ func TestDiffACLFile(t *testing.T) {
 	os.Remove(lfile)
 	p.DoNorm(norm, "ACL", "LOAD")
 }
+
+// TestDiffACLRedacted: the slow log keeps ACL SETUSER's rules, passwords
+// among them, out, as Redis does.
+func TestDiffACLRedacted(t *testing.T) {
+	p := newPair(t)
+	p.Run([][]string{
+		{"CONFIG", "SET", "slowlog-log-slower-than", "0"},
+		{"ACL", "SETUSER", "u", "on", ">secret", "~x", "+get"},
+	})
+	p.another().Do("AUTH", "u", "secret")
+	if got := p.DoNorm(normSlow, "SLOWLOG", "GET", "2"); !strings.Contains(got, "(redacted)") {
+		t.Errorf("SLOWLOG GET: %q", got)
+	}
+}

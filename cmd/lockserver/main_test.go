@@ -46,6 +46,10 @@ func TestParseFlagsAndEnvironment(t *testing.T) {
 	if cfg.opts.DisableProtectedMode {
 		t.Errorf("protected mode is on by default")
 	}
+	env["LOCKSERVER_ACLFILE"] = "/etc/users.acl"
+	if cfg, err := parse(nil, func(k string) string { return env[k] }); err != nil || cfg.opts.ACLFile != "/etc/users.acl" {
+		t.Errorf("LOCKSERVER_ACLFILE: %v, %+v", err, cfg)
+	}
 	env["LOCKSERVER_PROTECTED_MODE"] = "no"
 	if cfg, err := parse(nil, func(k string) string { return env[k] }); err != nil || !cfg.opts.DisableProtectedMode {
 		t.Errorf("LOCKSERVER_PROTECTED_MODE=no: %v, disabled %v", err, cfg != nil && cfg.opts.DisableProtectedMode)
@@ -266,6 +270,16 @@ func TestBinaryStartsOrSaysWhy(t *testing.T) {
 		}
 		defer ln.Close()
 		fails(t, "listen: listen tcp "+ln.Addr().String(), "--addr", ln.Addr().String())
+	})
+	t.Run("ACL file", func(t *testing.T) {
+		missing := filepath.Join(t.TempDir(), "nosuch.acl")
+		fails(t, "ACL file: Error loading ACLs, opening file '"+missing+"': No such file or directory", "--addr", freeport.MustAddr(t), "--aclfile", missing)
+		bad := filepath.Join(t.TempDir(), "bad.acl")
+		if err := os.WriteFile(bad, []byte("user app on +nosuch\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fails(t, "ACL file: "+bad+":1: Error in applying operation '+nosuch': Unknown command or category name in ACL. WARNING: ACL errors detected",
+			"--addr", freeport.MustAddr(t), "--aclfile", bad)
 	})
 	t.Run("negative max-clients", func(t *testing.T) {
 		fails(t, `invalid value "-1" for flag -max-clients: must be 0 or more`, "--max-clients", "-1")
