@@ -422,6 +422,14 @@ func TestDiffACLAuth(t *testing.T) {
 	q = p.another()
 	q.Run([][]string{{"GET", "x"}, {"AUTH", "default", "x"}, {"AUTH", "free", "x"}, {"GET", "x"}})
 	p.Do("ACL", "SETUSER", "default", "on")
+	// CLIENT INFO and LIST name each connection's user.
+	userField := func(s string) string { return strings.Join(regexp.MustCompile(` user=[^ ]*`).FindAllString(s, -1), ",") }
+	q = p.another()
+	q.Do("AUTH", "free", "x")
+	if got := q.DoNorm(userField, "CLIENT", "INFO"); got != " user=free" {
+		t.Errorf("CLIENT INFO's user: %q", got)
+	}
+	p.DoNorm(userField, "CLIENT", "LIST")
 	p.DoNorm(aclLogNorm, "ACL", "LOG")
 	p.Do("ACL", "LOG", "RESET")
 	p.Do("ACL", "LOG")
