@@ -2,6 +2,7 @@ package acl
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -77,7 +78,8 @@ func FuzzDecode(f *testing.F) {
 }
 
 // textSafe reports whether Redis's ACL file format can carry u: no first
-// argument holds a space (the line is split on spaces), and no selector's
+// argument holds a space (the line is split on spaces), no selector has the
+// pattern * beside others (see below), and no selector's
 // pattern a quote, backslash or parenthesis (a selector's rules are split as
 // redis-cli splits a line, and one ends at a parenthesis).
 func textSafe(u *User) bool {
@@ -90,6 +92,12 @@ func textSafe(u *User) bool {
 			}
 		}
 		if !s.root && strings.ContainsAny(s.describeKeys()+s.describeChannels(), "\"'\\()") {
+			return false
+		}
+		// "%RW~*" adds the pattern * with every permission, which Redis
+		// describes as "~*"; read back, that is allkeys, which drops the
+		// patterns before it (redis-server's ACL LIST and ACL LOAD do the same).
+		if len(s.keys) > 1 && slices.ContainsFunc(s.keys, func(k keyPattern) bool { return string(k.pattern) == "*" && k.perm == permAll }) {
 			return false
 		}
 	}
