@@ -455,6 +455,10 @@ func (g *growth) caughtUp(ctx context.Context, ms []*member) error {
 	}
 }
 
+// expiryWait is how long a mass expiry is given to be reclaimed: past it,
+// the row says how many keys were left, and took is expiryWait.
+const expiryWait = 10 * time.Minute
+
 // massExpiry adds locks that all expire at one moment and measures how long
 // the system takes to reclaim them after it, with the clients running, and
 // the members' RSS before, at the moment and after.
@@ -466,15 +470,15 @@ func (g *growth) massExpiry(ctx context.Context) row {
 	if err := loadHeldLocks(ctx, g.inst, g.b.owner(0), prefix, 0, n); err != nil {
 		return r.failed(err)
 	}
-	// They expire together once their deadlines are set, after as long
-	// again as loading them took, by the server's clock (a cluster's log
+	// They expire together once their deadlines are set, after twice as
+	// long as loading them took, by the server's clock (a cluster's log
 	// clock, which never jumps forward, may run behind the wall clock after
 	// the cluster's restart).
 	now, err := g.serverTime(ctx)
 	if err != nil {
 		return r.failed(err)
 	}
-	at := now.Add(time.Since(start) + time.Second)
+	at := now.Add(max(2*time.Since(start), 10*time.Second))
 	if err := expireAt(ctx, g.inst, prefix, n, at); err != nil {
 		return r.failed(err)
 	}
@@ -504,7 +508,8 @@ func (g *growth) massExpiry(ctx context.Context) row {
 	cpu0, cpuErr := g.inst.cpu()
 	want := g.held + growthClients + 1 // the held locks, the clients' own and the bench's ready key
 	var reclaimed time.Time
-	for deadline := t0.Add(30 * time.Minute); reclaimed.IsZero(); {
+	left := 0
+	for deadline := t0.Add(expiryWait); reclaimed.IsZero(); {
 		keys, err := g.keys(ctx)
 		switch {
 		case err != nil:
@@ -513,8 +518,7 @@ func (g *growth) massExpiry(ctx context.Context) row {
 		case keys <= want:
 			reclaimed = time.Now()
 		case time.Now().After(deadline):
-			g.rec.end()
-			return r.failed(fmt.Errorf("%d keys left 30 minutes after the expiry", keys))
+			reclaimed, left = time.Now(), keys-want
 		default:
 			sleepCtx(ctx, 20*time.Millisecond)
 		}
@@ -529,6 +533,9 @@ func (g *growth) massExpiry(ctx context.Context) row {
 	r.RSS = rss2
 	r.Note = fmt.Sprintf("%s locks expired together; %s; RSS (MB) before, when reclaimed, 5 s later: %s, %s, %s",
 		fmtCount(n), cpuNote, fmtMB(rss0), fmtMB(rss1), fmtMB(rss2))
+	if left > 0 {
+		r.Note = fmt.Sprintf("NOT RECLAIMED: %d of the %s still there after %v; %s", left, fmtCount(n), expiryWait, r.Note)
+	}
 	if g.cluster {
 		changes := int(g.term(ctx) - term)
 		r.LeaderChanges = &changes

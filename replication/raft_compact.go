@@ -68,3 +68,12 @@ func (r *Raft) snapshotBeforeClose() {
 		r.snapshot()
 	}
 }
+
+// pause lets the rest of a node run between two pieces of background work
+// (a snapshot's frames, raft.db's batches): long enough for the scheduler
+// to poll the network and run what it readied, short enough to cost the
+// work little.
+func pause() { time.Sleep(backgroundPause) }
+
+// backgroundPause is pause's length.
+const backgroundPause = 100 * time.Microsecond

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -268,8 +267,8 @@ func (c *compactingStore) broken(src, dst *checkedStore, err error) error {
 }
 
 // copyEntries copies the entries first to last of src to dst as stored,
-// checksums and all, a batch per bolt transaction, yielding the processor
-// between batches. With head, entries missing at the start (the head was
+// checksums and all, a batch per bolt transaction, pausing between
+// batches (see pause). With head, entries missing at the start (the head was
 // deleted meanwhile) are passed over.
 func copyEntries(src, dst *checkedStore, first, last uint64, head bool) error {
 	batch := make([]*raft.Log, 0, compactBatch)
@@ -287,7 +286,7 @@ func copyEntries(src, dst *checkedStore, first, last uint64, head bool) error {
 				return err
 			}
 			batch = batch[:0]
-			runtime.Gosched()
+			pause()
 		}
 	}
 	return nil
