@@ -126,7 +126,7 @@ func (r *Raft) clusterChange(sub string, args [][]byte) keyspace.Reply {
 	var err error
 	switch sub {
 	case "snapshot":
-		err = r.raft.Snapshot().Error()
+		err = r.takeSnapshot()
 	case "join":
 		err = r.onLeader(ctx, args, func() error {
 			return r.addNode(ctx, string(args[2]), string(args[3]), string(args[4]))

@@ -30,19 +30,32 @@ func (r *Raft) snapshotLoop() {
 	}
 }
 
-// snapshot takes a snapshot, after which the log keeps the entries written
-// since the last one (and at least TrailingLogs): a follower that fell
-// behind by less than that catches up from the log.
+// snapshot takes a snapshot (see takeSnapshot), logging a failure.
 func (r *Raft) snapshot() {
-	rc := r.raft.ReloadableConfig()
-	rc.TrailingLogs = max(r.opts.TrailingLogs, r.applied.Load()-r.snapIndex.Load())
-	if err := r.raft.ReloadConfig(rc); err != nil {
-		r.log.Warn("setting the log entries kept after a snapshot failed", "err", err)
-	}
-	err := r.raft.Snapshot().Error()
+	err := r.takeSnapshot()
 	if err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) && !r.closed.Load() {
 		r.log.Warn("snapshot failed", "err", err)
 	}
+}
+
+// takeSnapshot takes a snapshot, after which the log keeps the entries
+// written since the last one, that one's last entry included (and at least
+// TrailingLogs): a follower that fell behind by less than that catches up
+// from the log (the leader sends entries with the one before them, which
+// the follower checks against its own). LOCKSERVER SNAPSHOT takes one so
+// too. Raft counts the entries kept back from the last in the log, which
+// entries not yet applied may follow.
+func (r *Raft) takeSnapshot() error {
+	rc := r.raft.ReloadableConfig()
+	last, since := r.raft.LastIndex(), r.snapIndex.Load()
+	rc.TrailingLogs = r.opts.TrailingLogs
+	if last >= since {
+		rc.TrailingLogs = max(rc.TrailingLogs, last-since+1)
+	}
+	if err := r.raft.ReloadConfig(rc); err != nil {
+		r.log.Warn("setting the log entries kept after a snapshot failed", "err", err)
+	}
+	return r.raft.Snapshot().Error()
 }
 
 // snapshotted records a snapshot taken, or restored, when logBytes of the

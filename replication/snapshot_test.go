@@ -265,3 +265,53 @@ func TestSnapshotBeforeClose(t *testing.T) {
 		t.Fatalf("%s restarted from a snapshot at %d, not the one it took at %d", n.id, got, applied)
 	}
 }
+
+// A follower that falls behind by less than the log written since the
+// leader's snapshot before last catches up from the log: after a snapshot,
+// the leader keeps the entries written since its previous one, however few
+// TrailingLogs asks for, so the follower receives no snapshot.
+func TestFollowerBehindCatchesUpFromTheLog(t *testing.T) {
+	c := newTestClusterWith(t, 3, RaftOptions{SnapshotLogBytes: 1 << 30, TrailingLogs: 8})
+	l := c.leader()
+	for i := range 100 {
+		wantReply(t, "SET", c.set(l, 0, fmt.Sprint("a", i), "v"), keyspace.OK)
+	}
+	snapshotAll := func() {
+		t.Helper()
+		for _, n := range c.nodes {
+			if n.eng != nil {
+				wantReply(t, "LOCKSERVER SNAPSHOT on "+n.id, do(n, 0, "LOCKSERVER", "SNAPSHOT"), keyspace.OK)
+			}
+		}
+	}
+	snapshotAll()
+	l = c.leader()
+	f := c.followers(l)[0]
+	c.eventually(f.id+" applies the first writes", func() bool { return same(localGet(f, "a99"), keyspace.Bulk("v")) })
+	f.stop()
+	behind, _ := f.store.LastIndex()
+	// 100 entries more, then a snapshot on every running member: more than
+	// TrailingLogs past where the follower stopped, fewer than since the
+	// first snapshot.
+	for i := range 100 {
+		wantReply(t, "SET", c.set(l, 0, fmt.Sprint("b", i), "v"), keyspace.OK)
+	}
+	snapshotAll()
+	for _, n := range c.nodes {
+		if n == f {
+			continue
+		}
+		if first, _ := n.store.FirstIndex(); first > behind {
+			t.Fatalf("%s compacted its log to %d; the follower stopped at %d", n.id, first, behind)
+		}
+	}
+	f.restart()
+	c.eventually(f.id+" catches up", func() bool { return same(localGet(f, "b99"), keyspace.Bulk("v")) })
+	// Its own snapshot, from before it stopped, is all it holds.
+	metas, _ := f.snaps.List()
+	for _, m := range metas {
+		if m.Index > behind {
+			t.Fatalf("%s, stopped at %d, received a snapshot at %d rather than the log", f.id, behind, m.Index)
+		}
+	}
+}
