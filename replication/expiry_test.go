@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"runtime"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -135,4 +137,97 @@ func TestExpiryCursor(t *testing.T) {
 			t.Errorf("again(%d, %d) = %v", c.examined, c.expired, got)
 		}
 	}
+}
+
+// heapHeld returns the heap memory the process holds from the operating
+// system: its objects, live or garbage, and free pages not given back.
+func heapHeld() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapSys - m.HeapReleased
+}
+
+// loadReturned is a script that sets the keys ARGV[1] to ARGV[2], of
+// ARGV[3] bytes, and expireReturned one that gives them ARGV[3] ms to live.
+const (
+	loadReturned = `
+for i = tonumber(ARGV[1]), tonumber(ARGV[2]) do redis.call('SET', 'gone' .. i, string.rep('x', tonumber(ARGV[3]))) end
+return 1`
+	expireReturned = `
+for i = tonumber(ARGV[1]), tonumber(ARGV[2]) do redis.call('PEXPIRE', 'gone' .. i, ARGV[3]) end
+return 1`
+)
+
+// returnsMemory loads, through submit, more keys than a return needs
+// (returnMin), lets them expire, waits until keys reports them gone and
+// then until the heap the process holds is back within a quarter of what
+// they grew it by.
+func returnsMemory(t *testing.T, submit func(cmd ...string) keyspace.Reply, keys func() int) {
+	t.Helper()
+	const n, size = returnMin + 10_000, 1024 // n a multiple of 1000
+	debug.FreeOSMemory()
+	base := heapHeld()
+	// In scripts of 1000 keys (a script's budget), with no deadline, so
+	// that every key is there at once however slow the machine; then they
+	// expire together.
+	for from := 1; from <= n; from += 1000 {
+		wantReply(t, "load", submit("EVAL", loadReturned, "0", fmt.Sprint(from), fmt.Sprint(from+999), fmt.Sprint(size)), keyspace.Int(1))
+	}
+	grown := heapHeld() - min(heapHeld(), base)
+	// From here on no collection runs but those a return asks for (a
+	// running cluster collects often, and Go's scavenger then gives free
+	// pages back within seconds on its own).
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	for from := 1; from <= n; from += 1000 {
+		wantReply(t, "expire", submit("EVAL", expireReturned, "0", fmt.Sprint(from), fmt.Sprint(from+999), "100"), keyspace.Int(1))
+	}
+	if grown < n*size/2 {
+		t.Fatalf("%d keys of %d bytes grew the heap held by %d bytes only", n, size, grown)
+	}
+	deadline := time.Now().Add(testWait)
+	for keys() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d keys left %v after they expired", keys(), testWait)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Sweeping stopped: the return is due returnQuiet later.
+	deadline = time.Now().Add(10 * returnQuiet)
+	for {
+		held := heapHeld()
+		if held < base+grown/4 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the heap held %d MB before the load, %d MB more after it, still %d MB more %v after the keys were removed",
+				base>>20, grown>>20, (held-min(held, base))>>20, 10*returnQuiet)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A standalone node gives the memory of a mass expiry back to the
+// operating system once its sweeps have removed the keys.
+func TestStandaloneReturnsSweptMemory(t *testing.T) {
+	s := NewStandalone(StandaloneOptions{})
+	defer s.Close()
+	returnsMemory(t, func(cmd ...string) keyspace.Reply {
+		req := &Request{Cmds: [][][]byte{words(cmd...)}}
+		s.Submit(req)
+		return req.Wait(context.Background())
+	}, func() int { return s.Info().Keys[0] })
+}
+
+// So does a cluster member, applying the leader's sweeps.
+func TestClusterReturnsSweptMemory(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	returnsMemory(t, func(cmd ...string) keyspace.Reply { return c.idem(l, 0, cmd...) }, func() int {
+		most := 0
+		for _, n := range c.nodes {
+			k, _ := keyCounts(n)
+			most = max(most, k)
+		}
+		return most
+	})
 }
