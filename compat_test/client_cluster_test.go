@@ -150,11 +150,12 @@ func TestClientsOnCluster(t *testing.T) {
 				replicas := redissonReplicaProbe(t, "member "+strconv.Itoa(i), conn)
 				n, _ := strconv.Atoi(replicas)
 				conn.Do("EVAL", rlockTryLock, "1", "sync:lock", "30000", "id:"+strconv.Itoa(i))
-				synced := conn.Do("WAIT", replicas, "1000")
+				// Redisson waits 1000 ms; see waitReplicasMs.
+				synced := conn.Do("WAIT", replicas, waitReplicasMs)
 				if n > 0 && synced == ":0\r\n" {
-					t.Errorf("member %d: connected_slaves:%d but WAIT %d 1000 replied %q after a lock script", i, n, n, synced)
+					t.Errorf("member %d: connected_slaves:%d but WAIT %d %s replied %q after a lock script", i, n, n, waitReplicasMs, synced)
 				}
-				t.Logf("member %d, role:%s: connected_slaves:%s, WAIT %s 1000 after a lock script: %q", i, role, replicas, replicas, synced)
+				t.Logf("member %d, role:%s: connected_slaves:%s, WAIT %s %s after a lock script: %q", i, role, replicas, replicas, waitReplicasMs, synced)
 			}
 			if masters != 1 {
 				t.Errorf("%d members report role:master; Redisson's replicated mode needs exactly one", masters)

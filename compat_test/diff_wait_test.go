@@ -172,10 +172,15 @@ func TestWaitAOFStandalone(t *testing.T) {
 }
 
 // Redisson's replicated and sentinel modes on a healthy cluster: the leader
-// reports connected_slaves:2, and after each lock script WAIT 2 1000 must
-// reply 2, or Redisson counts the lock as not synced. A follower reports no
-// replicas; WAIT there asks the leader and counts the members that hold the
-// write, so WAIT 2 is 2 there too.
+// reports connected_slaves:2, and after each lock script WAIT 2 must reply 2,
+// or Redisson counts the lock as not synced. A follower reports no replicas;
+// WAIT there asks the leader and counts the members that hold the write, so
+// WAIT 2 is 2 there too. Redisson waits 1000 ms; the test waits longer
+// (waitReplicasMs), since under -race at load 20 a follower took more than a
+// second to apply an entry, and what is checked is that WAIT counts both
+// replicas once they hold the write, not how soon they do.
+const waitReplicasMs = "10000"
+
 func TestRedissonWaitOnCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-member cluster")
@@ -200,12 +205,12 @@ func TestRedissonWaitOnCluster(t *testing.T) {
 			}
 			// Redisson sends the script and WAIT in one batch.
 			leader.Send("EVAL", rlockTryLock, "1", "sync:lock:"+strconv.Itoa(i), "30000", "id:1")
-			leader.Send("WAIT", replicas, "1000")
+			leader.Send("WAIT", replicas, waitReplicasMs)
 			if r := leader.Read(); r != nilReply {
 				t.Fatalf("lock %d: the lock script replied %q", i, r)
 			}
 			if r := leader.Read(); r != ":2\r\n" {
-				t.Fatalf("lock %d: WAIT 2 1000 after the lock script = %q, want :2", i, r)
+				t.Fatalf("lock %d: WAIT 2 %s after the lock script = %q, want :2", i, waitReplicasMs, r)
 			}
 		}
 		follower := dialRaw(t, c.follower().Addr())
@@ -213,12 +218,12 @@ func TestRedissonWaitOnCluster(t *testing.T) {
 			t.Errorf("connected_slaves:%s on a follower", n)
 		}
 		follower.Send("EVAL", rlockTryLock, "1", "sync:lock:follower", "30000", "id:1")
-		follower.Send("WAIT", "2", "1000")
+		follower.Send("WAIT", "2", waitReplicasMs)
 		if r := follower.Read(); r != nilReply {
 			t.Fatalf("the lock script through a follower replied %q", r)
 		}
 		if r := follower.Read(); r != ":2\r\n" {
-			t.Fatalf("WAIT 2 1000 on a follower after the lock script = %q, want :2", r)
+			t.Fatalf("WAIT 2 %s on a follower after the lock script = %q, want :2", waitReplicasMs, r)
 		}
 	})
 }
