@@ -423,7 +423,9 @@ func TestDiffACLAuth(t *testing.T) {
 	q.Run([][]string{{"GET", "x"}, {"AUTH", "default", "x"}, {"AUTH", "free", "x"}, {"GET", "x"}})
 	p.Do("ACL", "SETUSER", "default", "on")
 	// CLIENT INFO and LIST name each connection's user.
-	userField := func(s string) string { return strings.Join(regexp.MustCompile(` user=[^ ]*`).FindAllString(s, -1), ",") }
+	userField := func(s string) string {
+		return strings.Join(regexp.MustCompile(` user=[^ ]*`).FindAllString(s, -1), ",")
+	}
 	q = p.another()
 	q.Do("AUTH", "free", "x")
 	if got := q.DoNorm(userField, "CLIENT", "INFO"); got != " user=free" {
