@@ -82,11 +82,31 @@ func (r *Raft) snapshotBeforeClose() {
 	}
 }
 
-// pause lets the rest of a node run between two pieces of background work
-// (a snapshot's frames, raft.db's batches): long enough for the scheduler
-// to poll the network and run what it readied, short enough to cost the
-// work little.
-func pause() { time.Sleep(backgroundPause) }
+// pacer paces background work (a snapshot's frames, raft.db's batches):
+// after each piece, pause sleeps as long as the piece took since the last
+// pause, and at least backgroundPause, so that the work has at most half of
+// the node's time, and less while the rest of the node keeps it waiting for
+// the processor (a piece's time counts that wait). At 5M held locks a
+// leader that paused 100 µs after each 64 kB frame served 0.18x of its
+// usual rate while it wrote its snapshot (on one processor, as a node runs
+// on a small machine). The sleep also lets the scheduler poll the network
+// and run what it readied: a goroutine that only yields goes back to the
+// run queue ahead of the network, which a node on one processor then polls
+// every 10 ms only (a loopback round trip measured p50 22 ms beside such a
+// goroutine, 12 µs beside one that sleeps).
+type pacer struct {
+	resumed time.Time // when the piece under way began; zero before the first
+}
 
-// backgroundPause is pause's length.
+// pause sleeps after a piece of work (see pacer).
+func (p *pacer) pause() {
+	took := time.Duration(0)
+	if !p.resumed.IsZero() {
+		took = time.Since(p.resumed)
+	}
+	time.Sleep(max(backgroundPause, took))
+	p.resumed = time.Now()
+}
+
+// backgroundPause is the shortest of pacer's pauses.
 const backgroundPause = 100 * time.Microsecond

@@ -267,11 +267,11 @@ func (c *compactingStore) broken(src, dst *checkedStore, err error) error {
 }
 
 // copyEntries copies the entries first to last of src to dst as stored,
-// checksums and all, a batch per bolt transaction, pausing between
-// batches (see pause). With head, entries missing at the start (the head was
+// checksums and all, a batch per bolt transaction, paced (see pacer). With head, entries missing at the start (the head was
 // deleted meanwhile) are passed over.
 func copyEntries(src, dst *checkedStore, first, last uint64, head bool) error {
 	batch := make([]*raft.Log, 0, compactBatch)
+	var pace pacer
 	for i := first; i <= last && last > 0; i++ {
 		l := new(raft.Log)
 		if err := src.BoltStore.GetLog(i, l); err != nil {
@@ -286,7 +286,7 @@ func copyEntries(src, dst *checkedStore, first, last uint64, head bool) error {
 				return err
 			}
 			batch = batch[:0]
-			pause()
+			pace.pause()
 		}
 	}
 	return nil

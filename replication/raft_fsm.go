@@ -239,18 +239,15 @@ func (s *raftSnapshot) header() []byte {
 func (s *raftSnapshot) write(w io.Writer) error { return s.sm.write(w, s.header()) }
 
 // Persist writes the snapshot to raft's sink, beside Apply. It pauses
-// briefly after each frame of the snapshot (64 kB, under a millisecond of
-// work; see pause). A goroutine that never blocks keeps the processor for
-// Go's whole time slice (10 ms), and every step of a request (its
-// connection, raft, the log writer, the state machine) would wait that long
-// behind it; and one that only yields (runtime.Gosched) goes back to the
-// run queue ahead of the network, which a node on one processor then polls
-// every 10 ms only (a loopback round trip measured p50 22 ms beside such a
-// goroutine, 12 µs beside one that sleeps). A node on one processor (the
-// default on a small machine) so serves at about its usual pace while it
-// writes a snapshot, which takes the time left over.
+// after each frame of the snapshot (64 kB, under a millisecond of work) as
+// long as the frame took (see pacer). A goroutine that never blocks keeps
+// the processor for Go's whole time slice (10 ms), and every step of a
+// request (its connection, raft, the log writer, the state machine) would
+// wait that long behind it. A node on one processor (the default on a small
+// machine) so keeps at least half its time for its clients while it writes
+// a snapshot.
 func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
-	written := &counter{w: sink, yield: true}
+	written := &counter{w: sink, pace: new(pacer)}
 	if err := s.write(written); err != nil {
 		sink.Cancel()
 		return fmt.Errorf("persist snapshot: %w", err)
@@ -270,13 +267,13 @@ func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
 	return nil
 }
 
-// counter counts the bytes read from r or written to w; with yield, it
+// counter counts the bytes read from r or written to w; with pace, it
 // pauses after each write.
 type counter struct {
-	r     io.Reader
-	w     io.Writer
-	n     uint64
-	yield bool
+	r    io.Reader
+	w    io.Writer
+	n    uint64
+	pace *pacer
 }
 
 func (c *counter) Read(p []byte) (int, error) {
@@ -288,8 +285,8 @@ func (c *counter) Read(p []byte) (int, error) {
 func (c *counter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += uint64(n)
-	if c.yield {
-		pause()
+	if c.pace != nil {
+		c.pace.pause()
 	}
 	return n, err
 }
