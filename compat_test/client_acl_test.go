@@ -13,6 +13,7 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/internal/redisson"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -249,24 +250,24 @@ func TestACLLockUserRedisson(t *testing.T) {
 		t.Run(fmt.Sprint("RESP", proto), func(t *testing.T) {
 			r := newRedisson(t, userPair(t, "redisson"), proto)
 			name := "lock:orders"
-			ch := prefixName("redisson_lock__channel", name)
+			ch := redisson.PrefixName("redisson_lock__channel", name)
 			sub := r.subscribe("SUBSCRIBE", ch)
 			t1, t2 := r.lockName(1), r.lockName(2)
-			acquire := func(owner string) replies { return r.eval(rlockTryLock, []string{name}, redissonLease, owner) }
+			acquire := func(owner string) replies { return r.eval(redisson.RLockTryLock, []string{name}, redissonLease, owner) }
 			unlock := func(owner, request string) replies {
-				return r.eval(rlockUnlock, []string{name, ch, unlockLatch(name, request)}, 0, redissonLease, owner, r.publish, unlockLatchMs)
+				return r.eval(redisson.RLockUnlock, []string{name, ch, redisson.UnlockLatch(name, request)}, 0, redissonLease, owner, r.publish, unlockLatchMs)
 			}
 			acquire(t1).is(nilReply)
 			acquire(t1).is(nilReply) // re-entry
 			acquire(t2).within(redissonLease-1000, redissonLease)
-			r.eval(lockTaskRenew, []string{name}, redissonLease, t1).is("*1\r\n:1\r\n")
+			r.eval(redisson.LockTaskRenew, []string{name}, redissonLease, t1).is("*1\r\n:1\r\n")
 			unlock(t1, generateID()).is(intReply(0)) // held once more
 			request := generateID()
 			unlock(t1, request).is(intReply(1))
 			sub.message("message", ch, "0")
-			r.do("DEL", unlockLatch(name, request)).is(intReply(1))
+			r.do("DEL", redisson.UnlockLatch(name, request)).is(intReply(1))
 			acquire(t2).is(nilReply)
-			r.eval(rlockForceUnlock, []string{name, ch}, 0, r.publish).is(intReply(1))
+			r.eval(redisson.RLockForceUnlock, []string{name, ch}, 0, r.publish).is(intReply(1))
 			sub.message("message", ch, "0")
 			r.do("PING").is("+PONG\r\n")
 			for _, args := range [][]any{{"GET", "orders"}, {"HGET", "orders", "f"}, {"KEYS", "*"}, {"CONFIG", "GET", "maxmemory"},

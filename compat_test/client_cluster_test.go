@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockserver/lockserver/internal/redisson"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -149,7 +150,7 @@ func TestClientsOnCluster(t *testing.T) {
 				}
 				replicas := redissonReplicaProbe(t, "member "+strconv.Itoa(i), conn)
 				n, _ := strconv.Atoi(replicas)
-				conn.Do("EVAL", rlockTryLock, "1", "sync:lock", "30000", "id:"+strconv.Itoa(i))
+				conn.Do("EVAL", redisson.RLockTryLock, "1", "sync:lock", "30000", "id:"+strconv.Itoa(i))
 				// Redisson waits 1000 ms; see waitReplicasMs.
 				synced := conn.Do("WAIT", replicas, waitReplicasMs)
 				if n > 0 && synced == ":0\r\n" {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lockserver/lockserver"
 	"github.com/lockserver/lockserver/internal/attempt"
+	"github.com/lockserver/lockserver/internal/redisson"
 )
 
 // WAIT on a server without replicas, as redis-server 7.0 answers it: 0 at
@@ -204,7 +205,7 @@ func TestRedissonWaitOnCluster(t *testing.T) {
 				t.Fatalf("lock %d: connected_slaves:%s on the leader of a healthy three-member cluster", i, replicas)
 			}
 			// Redisson sends the script and WAIT in one batch.
-			leader.Send("EVAL", rlockTryLock, "1", "sync:lock:"+strconv.Itoa(i), "30000", "id:1")
+			leader.Send("EVAL", redisson.RLockTryLock, "1", "sync:lock:"+strconv.Itoa(i), "30000", "id:1")
 			leader.Send("WAIT", replicas, waitReplicasMs)
 			if r := leader.Read(); r != nilReply {
 				t.Fatalf("lock %d: the lock script replied %q", i, r)
@@ -217,7 +218,7 @@ func TestRedissonWaitOnCluster(t *testing.T) {
 		if n := infoFields(follower.Do("INFO", "REPLICATION"), "connected_slaves")["connected_slaves"]; n != "0" {
 			t.Errorf("connected_slaves:%s on a follower", n)
 		}
-		follower.Send("EVAL", rlockTryLock, "1", "sync:lock:follower", "30000", "id:1")
+		follower.Send("EVAL", redisson.RLockTryLock, "1", "sync:lock:follower", "30000", "id:1")
 		follower.Send("WAIT", "2", waitReplicasMs)
 		if r := follower.Read(); r != nilReply {
 			t.Fatalf("the lock script through a follower replied %q", r)

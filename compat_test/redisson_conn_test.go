@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/lockserver/lockserver/internal/redisson"
 )
 
 // Redisson's connection habits, each as Redisson performs it, on
@@ -95,17 +97,17 @@ func redissonConnection(t *testing.T, p *pair) {
 	t.Run("EVALSHA, NOSCRIPT, SCRIPT LOAD, EVALSHA", func(t *testing.T) {
 		p := p.connect(t)
 		p.expect("+OK\r\n", "SCRIPT", "FLUSH")
-		sum := sha1.Sum([]byte(rlockTryLock))
+		sum := sha1.Sum([]byte(redisson.RLockTryLock))
 		sha := hex.EncodeToString(sum[:]) // ServiceManager.calcSHA
 		call := []string{"EVALSHA", sha, "1", "conn:lock", "30000", "id:1"}
 		p.expect("-NOSCRIPT No matching script. Please use EVAL.\r\n", call...)
-		p.expect(respBulk(sha), "SCRIPT", "LOAD", rlockTryLock)
+		p.expect(respBulk(sha), "SCRIPT", "LOAD", redisson.RLockTryLock)
 		p.expect(nilReply, call...)
 		// Read-only scripts go through EVALSHA_RO, with the same fallback.
-		sum = sha1.Sum([]byte(readIsLocked))
+		sum = sha1.Sum([]byte(redisson.ReadIsLocked))
 		ro := []string{"EVALSHA_RO", hex.EncodeToString(sum[:]), "1", "conn:lock"}
 		p.expect("-NOSCRIPT No matching script. Please use EVAL.\r\n", ro...)
-		p.expect(respBulk(hex.EncodeToString(sum[:])), "SCRIPT", "LOAD", readIsLocked)
+		p.expect(respBulk(hex.EncodeToString(sum[:])), "SCRIPT", "LOAD", redisson.ReadIsLocked)
 		p.expect(intReply(0), ro...)
 		// A script that writes is refused under EVALSHA_RO in the same words.
 		if r := p.Do("EVALSHA_RO", sha, "1", "conn:free", "30000", "id:2"); !strings.HasPrefix(r, "-ERR Write commands are not allowed from read-only scripts.") {

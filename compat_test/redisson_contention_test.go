@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockserver/lockserver/internal/redisson"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -91,18 +92,18 @@ func released(v any, err error) error {
 // redissonLockContention: RLock's lock() and unlock() from several threads.
 func redissonLockContention(t testing.TB, tg clientTarget) string {
 	name := "contended:rlock"
-	ch := prefixName("redisson_lock__channel", name)
+	ch := redisson.PrefixName("redisson_lock__channel", name)
 	id := randomUUID()
 	return lockContention(t, tg.name, func(worker int) (lock, unlock func() error) {
 		w := newRedissonWaiter(t, tg, ch)
 		owner := id + ":" + strconv.Itoa(worker)
 		lock = func() error {
 			return w.acquire(func() (any, error) {
-				return redissonEvalSha(w.ctx, w.rdb, rlockTryLock, []string{name}, redissonLease, owner)
+				return redissonEvalSha(w.ctx, w.rdb, redisson.RLockTryLock, []string{name}, redissonLease, owner)
 			})
 		}
 		unlock = func() error {
-			return released(redissonEvalSha(w.ctx, w.rdb, rlockUnlock, []string{name, ch, unlockLatch(name, generateID())},
+			return released(redissonEvalSha(w.ctx, w.rdb, redisson.RLockUnlock, []string{name, ch, redisson.UnlockLatch(name, generateID())},
 				0, redissonLease, owner, "PUBLISH", unlockLatchMs))
 		}
 		return lock, unlock
@@ -113,8 +114,8 @@ func redissonLockContention(t testing.TB, tg clientTarget) string {
 // woken on its own channel when it reaches the head of the queue.
 func redissonFairLockContention(t testing.TB, tg clientTarget) string {
 	name := "contended:fair"
-	queue, timeouts := prefixName("redisson_lock_queue", name), prefixName("redisson_lock_timeout", name)
-	ch := prefixName("redisson_lock__channel", name)
+	queue, timeouts := redisson.PrefixName("redisson_lock_queue", name), redisson.PrefixName("redisson_lock_timeout", name)
+	ch := redisson.PrefixName("redisson_lock__channel", name)
 	keys := []string{name, queue, timeouts}
 	id := randomUUID()
 	return lockContention(t, tg.name, func(worker int) (lock, unlock func() error) {
@@ -122,11 +123,11 @@ func redissonFairLockContention(t testing.TB, tg clientTarget) string {
 		w := newRedissonWaiter(t, tg, ch+":"+owner)
 		lock = func() error {
 			return w.acquire(func() (any, error) {
-				return redissonEvalSha(w.ctx, w.rdb, fairTryLock, keys, redissonLease, owner, 5000, time.Now().UnixMilli())
+				return redissonEvalSha(w.ctx, w.rdb, redisson.FairTryLock, keys, redissonLease, owner, 5000, time.Now().UnixMilli())
 			})
 		}
 		unlock = func() error {
-			return released(redissonEvalSha(w.ctx, w.rdb, fairUnlock, append(keys, ch, unlockLatch(name, generateID())),
+			return released(redissonEvalSha(w.ctx, w.rdb, redisson.FairUnlock, append(keys, ch, redisson.UnlockLatch(name, generateID())),
 				0, redissonLease, owner, time.Now().UnixMilli(), "PUBLISH", unlockLatchMs))
 		}
 		return lock, unlock

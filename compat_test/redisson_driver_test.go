@@ -21,8 +21,8 @@ import (
 // equal; only integers that depend on the clock (PTTLs, deadlines) may
 // differ, by a little.
 
-// redisson is one Redisson client (one ServiceManager) talking to a pair.
-type redisson struct {
+// redissonClient is one Redisson client (one ServiceManager) talking to a pair.
+type redissonClient struct {
 	t testing.TB
 	p *pair
 	// id is ServiceManager.getId(), a UUID: locks are owned by id:threadId.
@@ -43,8 +43,8 @@ const unlockLatchMs = 13500
 
 // newRedisson starts a Redisson stand-in on the pair's connections,
 // speaking RESP proto.
-func newRedisson(t testing.TB, p *pair, proto int) *redisson {
-	r := &redisson{t: t, p: p, id: randomUUID(), publish: "PUBLISH", proto: proto}
+func newRedisson(t testing.TB, p *pair, proto int) *redissonClient {
+	r := &redissonClient{t: t, p: p, id: randomUUID(), publish: "PUBLISH", proto: proto}
 	r.hello(p)
 	t.Cleanup(func() {
 		if r.noscripts[0] != r.noscripts[1] {
@@ -57,7 +57,7 @@ func newRedisson(t testing.TB, p *pair, proto int) *redisson {
 // hello switches a pair of connections to the client's protocol. The reply
 // is compared but for the connection id and the role: a cluster follower
 // truthfully calls itself a replica.
-func (r *redisson) hello(p *pair) {
+func (r *redissonClient) hello(p *pair) {
 	if r.proto == 3 {
 		p.DoNorm(normHello, "HELLO", "3")
 	}
@@ -70,7 +70,7 @@ var helloRole = regexp.MustCompile(`(\$4\r\nrole\r\n)\$\d+\r\n\w+`)
 
 // resp turns a RESP2 reply of a test's worked example into the client's
 // protocol: a RESP3 client gets a null where RESP2 has a null bulk string.
-func (r *redisson) resp(want string) string {
+func (r *redissonClient) resp(want string) string {
 	if r.proto == 3 {
 		return strings.ReplaceAll(want, nilReply, "_\r\n")
 	}
@@ -95,29 +95,7 @@ func generateID() string {
 }
 
 // lockName is RedissonBaseLock.getLockName: uuid:threadId.
-func (r *redisson) lockName(thread int) string { return r.id + ":" + strconv.Itoa(thread) }
-
-// prefixName is RedissonObject.prefixName: the prefix joined to the name in
-// the name's hash slot.
-func prefixName(prefix, name string) string {
-	if strings.Contains(name, "{") {
-		return prefix + ":" + name
-	}
-	return prefix + ":{" + name + "}"
-}
-
-// suffixName is RedissonObject.suffixName.
-func suffixName(name, suffix string) string {
-	if strings.Contains(name, "{") {
-		return name + ":" + suffix
-	}
-	return "{" + name + "}:" + suffix
-}
-
-// unlockLatch is RedissonBaseLock.getUnlockLatchName for one unlock request.
-func unlockLatch(name, requestID string) string {
-	return prefixName("redisson_unlock_latch", name) + ":" + requestID
-}
+func (r *redissonClient) lockName(thread int) string { return r.id + ":" + strconv.Itoa(thread) }
 
 // argStrings formats arguments as Redisson's codecs send them.
 func argStrings(args []any) []string {
@@ -140,7 +118,7 @@ func argStrings(args []any) []string {
 }
 
 // evalsha runs script on one server with Redisson's script cache protocol.
-func (r *redisson) evalsha(server int, c *rawClient, script string, keys, args []string) string {
+func (r *redissonClient) evalsha(server int, c *rawClient, script string, keys, args []string) string {
 	r.t.Helper()
 	sum := sha1.Sum([]byte(script))
 	sha := hex.EncodeToString(sum[:])
@@ -159,13 +137,13 @@ func (r *redisson) evalsha(server int, c *rawClient, script string, keys, args [
 // replies are what redis-server and lockserver answered to one request.
 type replies struct {
 	t         testing.TB
-	r         *redisson
+	r         *redissonClient
 	what      string
 	redis, ls string
 }
 
 // eval sends a script to both servers.
-func (r *redisson) eval(script string, keys []string, args ...any) replies {
+func (r *redissonClient) eval(script string, keys []string, args ...any) replies {
 	r.t.Helper()
 	a := argStrings(args)
 	what := fmt.Sprintf("script %.60q... KEYS %q ARGV %q", script, keys, a)
@@ -173,7 +151,7 @@ func (r *redisson) eval(script string, keys []string, args ...any) replies {
 }
 
 // do sends a command to both servers.
-func (r *redisson) do(args ...any) replies {
+func (r *redissonClient) do(args ...any) replies {
 	r.t.Helper()
 	a := argStrings(args)
 	return replies{t: r.t, r: r, what: fmt.Sprintf("%q", a), redis: r.p.redis.Do(a...), ls: r.p.ls.Do(a...)}
@@ -300,7 +278,7 @@ type subscriber struct {
 
 // subscribe opens a subscriber with command (SUBSCRIBE, PSUBSCRIBE or
 // SSUBSCRIBE) on channels.
-func (r *redisson) subscribe(command string, channels ...string) *subscriber {
+func (r *redissonClient) subscribe(command string, channels ...string) *subscriber {
 	r.t.Helper()
 	sub := &subscriber{t: r.t, p: r.p.connect(r.t), proto: r.proto}
 	r.hello(sub.p)

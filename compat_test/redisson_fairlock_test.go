@@ -3,15 +3,17 @@ package compat_test
 import (
 	"testing"
 	"time"
+
+	"github.com/lockserver/lockserver/internal/redisson"
 )
 
 // redissonFairLock: RedissonFairLock's queue of waiters. The scripts take
 // the client's clock as an argument, so a waiter's deadline passing is shown
 // by passing a later clock, with no sleeping.
-func redissonFairLock(t testing.TB, r *redisson) {
+func redissonFairLock(t testing.TB, r *redissonClient) {
 	name := "fair"
-	queue, timeouts := prefixName("redisson_lock_queue", name), prefixName("redisson_lock_timeout", name)
-	ch := prefixName("redisson_lock__channel", name)
+	queue, timeouts := redisson.PrefixName("redisson_lock_queue", name), redisson.PrefixName("redisson_lock_timeout", name)
+	ch := redisson.PrefixName("redisson_lock__channel", name)
 	keys := []string{name, queue, timeouts}
 	const wait = 5000 // Config.fairLockWaitTimeout's default
 	now := time.Now().UnixMilli()
@@ -20,13 +22,13 @@ func redissonFairLock(t testing.TB, r *redisson) {
 	sub := r.subscribe("SUBSCRIBE", ch+":"+t2, ch+":"+t3, ch+":"+t4)
 
 	tryLock := func(owner string, clock int64) replies {
-		return r.eval(fairTryLock, keys, redissonLease, owner, wait, clock)
+		return r.eval(redisson.FairTryLock, keys, redissonLease, owner, wait, clock)
 	}
 	tryLockNow := func(owner string, clock int64) replies {
-		return r.eval(fairTryLockNow, keys, redissonLease, owner, clock, wait)
+		return r.eval(redisson.FairTryLockNow, keys, redissonLease, owner, clock, wait)
 	}
 	unlock := func(owner string) replies {
-		return r.eval(fairUnlock, append(keys, ch, unlockLatch(name, generateID())), 0, redissonLease, owner, now, r.publish, unlockLatchMs)
+		return r.eval(redisson.FairUnlock, append(keys, ch, redisson.UnlockLatch(name, generateID())), 0, redissonLease, owner, now, r.publish, unlockLatchMs)
 	}
 	deadline := func(owner string) replies { return r.do("ZSCORE", timeouts, owner) }
 
@@ -52,7 +54,7 @@ func redissonFairLock(t testing.TB, r *redisson) {
 
 	// t4 queues behind t3; t3 gives up, and t4's deadline moves up.
 	tryLock(t4, now).within(redissonLease+wait-1000, redissonLease+wait)
-	r.eval(fairAcquireFailed, []string{queue, timeouts}, t3, wait).is(nilReply)
+	r.eval(redisson.FairAcquireFailed, []string{queue, timeouts}, t3, wait).is(nilReply)
 	r.do("LRANGE", queue, 0, -1).is(respArray(t4))
 	deadline(t4).within(now+redissonLease+wait-1000, now+redissonLease+wait)
 
@@ -69,11 +71,11 @@ func redissonFairLock(t testing.TB, r *redisson) {
 	unlock(t2).is(intReply(0))
 	sub.quiet()
 
-	r.eval(fairForceUnlock, []string{name, queue, timeouts, ch}, 0, now, r.publish).is(intReply(1))
+	r.eval(redisson.FairForceUnlock, []string{name, queue, timeouts, ch}, 0, now, r.publish).is(intReply(1))
 	sub.message("message", ch+":"+t3, "0")
 	tryLockNow(t3, now).is(nilReply)
 	r.do("EXISTS", queue, timeouts).is(intReply(0))
 	unlock(t3).is(intReply(1)) // nobody waits: no message
 	sub.quiet()
-	r.eval(fairForceUnlock, []string{name, queue, timeouts, ch}, 0, now, r.publish).is(intReply(0))
+	r.eval(redisson.FairForceUnlock, []string{name, queue, timeouts, ch}, 0, now, r.publish).is(intReply(0))
 }

@@ -5,12 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockserver/lockserver/internal/redisson"
 	"github.com/lockserver/lockserver/lock"
 	"github.com/redis/go-redis/v9"
 )
 
 // The Go lock package and Redisson on one lock name: Redisson's own scripts,
-// sent as Redisson sends them (redisson_scripts_test.go), against a lock the
+// sent as Redisson sends them (internal/redisson), against a lock the
 // Go Mutex holds and the reverse; each one's unlock message wakes the
 // other's waiter; both count fencing tokens on one counter. The same for
 // RWMutex against RReadWriteLock and Semaphore against RSemaphore. On
@@ -90,14 +91,14 @@ func waitingOn(t testing.TB, rdb *redis.Client, channel string, n int64) {
 func goMutexWithRedisson(t testing.TB, tg clientTarget) {
 	ctx := context.Background()
 	rdb := tg.goRedis(t, redis.Options{})
-	rdb.Del(ctx, "golock", prefixName("redisson_lock_token", "golock"))
-	name, ch, token := "golock", prefixName("redisson_lock__channel", "golock"), prefixName("redisson_lock_token", "golock")
+	rdb.Del(ctx, "golock", redisson.PrefixName("redisson_lock_token", "golock"))
+	name, ch, token := "golock", redisson.PrefixName("redisson_lock__channel", "golock"), redisson.PrefixName("redisson_lock_token", "golock")
 	owner := randomUUID() + ":1"
 	fencedAcquire := func() []any {
-		return redissonEval(t, rdb, fencedTryLockToken, []string{name, token}, redissonLease, owner).([]any)
+		return redissonEval(t, rdb, redisson.FencedTryLockToken, []string{name, token}, redissonLease, owner).([]any)
 	}
 	redissonUnlock := func() any {
-		return redissonEval(t, rdb, rlockUnlock, []string{name, ch, unlockLatch(name, generateID())}, 0, redissonLease, owner, "PUBLISH", unlockLatchMs)
+		return redissonEval(t, rdb, redisson.RLockUnlock, []string{name, ch, redisson.UnlockLatch(name, generateID())}, 0, redissonLease, owner, "PUBLISH", unlockLatchMs)
 	}
 	m := lock.NewMutex(goBackend(t, tg), name, &lock.Options{Reentrant: true})
 
@@ -118,7 +119,7 @@ func goMutexWithRedisson(t testing.TB, tg clientTarget) {
 			}
 		}
 	}
-	if ttl, ok := redissonEval(t, rdb, rlockTryLock, []string{name}, redissonLease, owner).(int64); !ok || ttl <= 0 {
+	if ttl, ok := redissonEval(t, rdb, redisson.RLockTryLock, []string{name}, redissonLease, owner).(int64); !ok || ttl <= 0 {
 		t.Fatalf("RLock's tryLock on a lock the Go Mutex holds = %v, want the lease left", ttl)
 	}
 	if r := fencedAcquire(); r[1] != int64(-1) {
@@ -165,19 +166,21 @@ func goMutexWithRedisson(t testing.TB, tg clientTarget) {
 func goRWMutexWithRedisson(t testing.TB, tg clientTarget) {
 	ctx := context.Background()
 	rdb := tg.goRedis(t, redis.Options{})
-	name, ch := "gorw", prefixName("redisson_rwlock", "gorw")
+	name, ch := "gorw", redisson.PrefixName("redisson_rwlock", "gorw")
 	rdb.Del(ctx, name)
 	owner := randomUUID() + ":1"
-	timeoutPrefix := suffixName(name, owner) + ":rwlock_timeout"
+	timeoutPrefix := redisson.SuffixName(name, owner) + ":rwlock_timeout"
 	readLock := func() any {
-		return redissonEval(t, rdb, readTryLock, []string{name, timeoutPrefix}, redissonLease, owner, owner+":write")
+		return redissonEval(t, rdb, redisson.ReadTryLock, []string{name, timeoutPrefix}, redissonLease, owner, owner+":write")
 	}
 	readUnlockR := func() any {
-		return redissonEval(t, rdb, readUnlock, []string{name, ch, timeoutPrefix, "{gorw}", unlockLatch(name, generateID())}, 0, owner, "PUBLISH", unlockLatchMs)
+		return redissonEval(t, rdb, redisson.ReadUnlock, []string{name, ch, timeoutPrefix, "{gorw}", redisson.UnlockLatch(name, generateID())}, 0, owner, "PUBLISH", unlockLatchMs)
 	}
-	writeLock := func() any { return redissonEval(t, rdb, writeTryLock, []string{name}, redissonLease, owner+":write") }
+	writeLock := func() any {
+		return redissonEval(t, rdb, redisson.WriteTryLock, []string{name}, redissonLease, owner+":write")
+	}
 	writeUnlockR := func() any {
-		return redissonEval(t, rdb, writeUnlock, []string{name, ch, unlockLatch(name, generateID())}, 1, redissonLease, owner+":write", "PUBLISH", unlockLatchMs)
+		return redissonEval(t, rdb, redisson.WriteUnlock, []string{name, ch, redisson.UnlockLatch(name, generateID())}, 1, redissonLease, owner+":write", "PUBLISH", unlockLatchMs)
 	}
 	rw := lock.NewRWMutex(goBackend(t, tg), name, nil)
 	// Subscribed from the start: a cluster follower delivers a message when
@@ -234,28 +237,28 @@ func goRWMutexWithRedisson(t testing.TB, tg clientTarget) {
 func goSemaphoreWithRedisson(t testing.TB, tg clientTarget) {
 	ctx := context.Background()
 	rdb := tg.goRedis(t, redis.Options{})
-	name, ch := "gosem", prefixName("redisson_sc", "gosem")
+	name, ch := "gosem", redisson.PrefixName("redisson_sc", "gosem")
 	rdb.Del(ctx, name)
 	s := lock.NewSemaphore(goBackend(t, tg), name)
-	if v := redissonEval(t, rdb, semTrySetPermits, []string{name, ch}, 1, "PUBLISH"); v != int64(1) {
+	if v := redissonEval(t, rdb, redisson.SemTrySetPermits, []string{name, ch}, 1, "PUBLISH"); v != int64(1) {
 		t.Fatalf("Redisson's trySetPermits = %v, want 1", v)
 	}
 	if err := s.Acquire(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	if v := redissonEval(t, rdb, semTryAcquire, []string{name}, 1); v != int64(0) {
+	if v := redissonEval(t, rdb, redisson.SemTryAcquire, []string{name}, 1); v != int64(0) {
 		t.Fatalf("Redisson's tryAcquire with no permit left = %v, want 0", v)
 	}
 	if err := s.Release(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	if v := redissonEval(t, rdb, semTryAcquire, []string{name}, 1); v != int64(1) {
+	if v := redissonEval(t, rdb, redisson.SemTryAcquire, []string{name}, 1); v != int64(1) {
 		t.Fatalf("Redisson's tryAcquire of the permit the Go side released = %v, want 1", v)
 	}
 	acquired := make(chan error, 1)
 	go func() { acquired <- s.Acquire(ctx, 1) }()
 	waitingOn(t, rdb, ch, 1)
-	redissonEval(t, rdb, semRelease, []string{name, ch}, 1, "PUBLISH")
+	redissonEval(t, rdb, redisson.SemRelease, []string{name, ch}, 1, "PUBLISH")
 	if err := <-acquired; err != nil {
 		t.Fatal(err)
 	}

@@ -5,9 +5,11 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/lockserver/lockserver/internal/redisson"
 )
 
-// Redisson's lock family, sent as Redisson sends it (see redisson_scripts_test.go
+// Redisson's lock family, sent as Redisson sends it (see internal/redisson
 // and redisson_driver_test.go), on redis-server and lockserver side by side.
 // Each step's reply must be the same on both; the replies that follow from
 // the scripts' text are also checked against worked examples.
@@ -33,7 +35,7 @@ func respArray(items ...string) string {
 // against a member of an in-process cluster (TestClientsOnCluster).
 var redissonScenarios = []struct {
 	name string
-	run  func(t testing.TB, r *redisson)
+	run  func(t testing.TB, r *redissonClient)
 }{
 	{"RLock", redissonRLock},
 	{"Watchdog", redissonWatchdog},
@@ -74,14 +76,14 @@ func TestRedisson(t *testing.T) {
 // redissonRLock: RedissonLock's acquire, re-entry, contention, unlock with
 // its latch (a retried unlock repeats its outcome), the unlock message,
 // forceUnlock, and a lease that runs out.
-func redissonRLock(t testing.TB, r *redisson) {
+func redissonRLock(t testing.TB, r *redissonClient) {
 	name := "rlock"
-	ch := prefixName("redisson_lock__channel", name)
+	ch := redisson.PrefixName("redisson_lock__channel", name)
 	sub := r.subscribe("SUBSCRIBE", ch)
 	t1, t2 := r.lockName(1), r.lockName(2)
-	acquire := func(owner string) replies { return r.eval(rlockTryLock, []string{name}, redissonLease, owner) }
+	acquire := func(owner string) replies { return r.eval(redisson.RLockTryLock, []string{name}, redissonLease, owner) }
 	unlock := func(owner, request string) replies {
-		return r.eval(rlockUnlock, []string{name, ch, unlockLatch(name, request)}, 0, redissonLease, owner, r.publish, unlockLatchMs)
+		return r.eval(redisson.RLockUnlock, []string{name, ch, redisson.UnlockLatch(name, request)}, 0, redissonLease, owner, r.publish, unlockLatchMs)
 	}
 
 	acquire(t1).is(nilReply)
@@ -93,15 +95,15 @@ func redissonRLock(t testing.TB, r *redisson) {
 
 	request := generateID()
 	unlock(t2, request).is(nilReply) // not the owner: IllegalMonitorStateException
-	r.do("EXISTS", unlockLatch(name, request)).is(intReply(0))
+	r.do("EXISTS", redisson.UnlockLatch(name, request)).is(intReply(0))
 
 	request = generateID()
 	unlock(t1, request).is(intReply(0)) // still held once
-	r.do("GET", unlockLatch(name, request)).is(respBulk("0"))
-	r.do("PTTL", unlockLatch(name, request)).within(unlockLatchMs-1000, unlockLatchMs)
+	r.do("GET", redisson.UnlockLatch(name, request)).is(respBulk("0"))
+	r.do("PTTL", redisson.UnlockLatch(name, request)).within(unlockLatchMs-1000, unlockLatchMs)
 	unlock(t1, request).is(intReply(0)) // the same request again counts nothing
 	r.do("HGET", name, t1).is(respBulk("1"))
-	r.do("DEL", unlockLatch(name, request)).is(intReply(1)) // as unlockInnerAsync does after
+	r.do("DEL", redisson.UnlockLatch(name, request)).is(intReply(1)) // as unlockInnerAsync does after
 	sub.quiet()
 
 	request = generateID()
@@ -113,14 +115,14 @@ func redissonRLock(t testing.TB, r *redisson) {
 	unlock(t1, generateID()).is(nilReply)
 	acquire(t2).is(nilReply) // the waiter, woken, takes it
 
-	force := func() replies { return r.eval(rlockForceUnlock, []string{name, ch}, 0, r.publish) }
+	force := func() replies { return r.eval(redisson.RLockForceUnlock, []string{name, ch}, 0, r.publish) }
 	force().is(intReply(1))
 	sub.message("message", ch, "0")
 	force().is(intReply(0))
 	sub.quiet()
 
 	// A lease that runs out lets another owner in.
-	r.eval(rlockTryLock, []string{name}, 300, t1).is(nilReply)
+	r.eval(redisson.RLockTryLock, []string{name}, 300, t1).is(nilReply)
 	acquire(t2).within(1, 300)
 	time.Sleep(400 * time.Millisecond)
 	acquire(t2).is(nilReply)
@@ -130,32 +132,32 @@ func redissonRLock(t testing.TB, r *redisson) {
 
 // redissonWatchdog: the lease renewal scripts, today's batched LockTask and
 // the single-lock renewExpirationAsync of Redisson 3.x.
-func redissonWatchdog(t testing.TB, r *redisson) {
+func redissonWatchdog(t testing.TB, r *redissonClient) {
 	a, b := "watchdog:a", "watchdog:b"
 	t1, t2 := r.lockName(1), r.lockName(2)
-	r.eval(rlockTryLock, []string{a}, 5000, t1).is(nilReply)
-	r.eval(rlockTryLock, []string{b}, 5000, t2).is(nilReply)
+	r.eval(redisson.RLockTryLock, []string{a}, 5000, t1).is(nilReply)
+	r.eval(redisson.RLockTryLock, []string{b}, 5000, t2).is(nilReply)
 	// Renew a, b (held by another thread) and a lock that is gone.
-	r.eval(lockTaskRenew, []string{a, b, "watchdog:gone"}, redissonLease, t1, t1, t1).is("*3\r\n:1\r\n:0\r\n:0\r\n")
+	r.eval(redisson.LockTaskRenew, []string{a, b, "watchdog:gone"}, redissonLease, t1, t1, t1).is("*3\r\n:1\r\n:0\r\n:0\r\n")
 	r.do("PTTL", a).within(redissonLease-1000, redissonLease)
 	r.do("PTTL", b).within(4000, 5000)
-	r.eval(baseLockRenew2021, []string{b}, redissonLease, t1).is(intReply(0))
-	r.eval(baseLockRenew2021, []string{b}, redissonLease, t2).is(intReply(1))
+	r.eval(redisson.BaseLockRenew2021, []string{b}, redissonLease, t1).is(intReply(0))
+	r.eval(redisson.BaseLockRenew2021, []string{b}, redissonLease, t2).is(intReply(1))
 	r.do("PTTL", b).within(redissonLease-1000, redissonLease)
 }
 
 // redissonFencedLock: each acquisition, re-entries included, takes the next
 // fencing token.
-func redissonFencedLock(t testing.TB, r *redisson) {
+func redissonFencedLock(t testing.TB, r *redissonClient) {
 	name := "fenced"
-	token := prefixName("redisson_lock_token", name)
-	ch := prefixName("redisson_lock__channel", name)
+	token := redisson.PrefixName("redisson_lock_token", name)
+	ch := redisson.PrefixName("redisson_lock__channel", name)
 	t1, t2 := r.lockName(1), r.lockName(2)
 	acquire := func(owner string) replies {
-		return r.eval(fencedTryLockToken, []string{name, token}, redissonLease, owner)
+		return r.eval(redisson.FencedTryLockToken, []string{name, token}, redissonLease, owner)
 	}
 	unlock := func(owner string) replies {
-		return r.eval(rlockUnlock, []string{name, ch, unlockLatch(name, generateID())}, 0, redissonLease, owner, r.publish, unlockLatchMs)
+		return r.eval(redisson.RLockUnlock, []string{name, ch, redisson.UnlockLatch(name, generateID())}, 0, redissonLease, owner, r.publish, unlockLatchMs)
 	}
 	acquire(t1).is("*2\r\n:-1\r\n:1\r\n")
 	acquire(t1).is("*2\r\n:-1\r\n:2\r\n")
@@ -164,19 +166,19 @@ func redissonFencedLock(t testing.TB, r *redisson) {
 	unlock(t1).is(intReply(0))
 	unlock(t1).is(intReply(1))
 	acquire(t2).is("*2\r\n:-1\r\n:3\r\n")
-	r.eval(fencedTryLock, []string{name, token}, redissonLease, t2).is(nilReply)
-	r.eval(fencedTryLock, []string{name, token}, redissonLease, t1).within(redissonLease-1000, redissonLease)
+	r.eval(redisson.FencedTryLock, []string{name, token}, redissonLease, t2).is(nilReply)
+	r.eval(redisson.FencedTryLock, []string{name, token}, redissonLease, t1).within(redissonLease-1000, redissonLease)
 	r.do("GET", token).is(respBulk("4"))
 	r.do("HGET", name, t2).is(respBulk("2"))
 }
 
 // redissonSpinLock: acquire, re-entry, contention and unlock without pub/sub.
-func redissonSpinLock(t testing.TB, r *redisson) {
+func redissonSpinLock(t testing.TB, r *redissonClient) {
 	name := "spin"
 	t1, t2 := r.lockName(1), r.lockName(2)
-	acquire := func(owner string) replies { return r.eval(spinTryLock, []string{name}, redissonLease, owner) }
+	acquire := func(owner string) replies { return r.eval(redisson.SpinTryLock, []string{name}, redissonLease, owner) }
 	unlock := func(owner, request string) replies {
-		return r.eval(spinUnlock, []string{name, unlockLatch(name, request)}, redissonLease, owner, unlockLatchMs)
+		return r.eval(redisson.SpinUnlock, []string{name, redisson.UnlockLatch(name, request)}, redissonLease, owner, unlockLatchMs)
 	}
 	acquire(t1).is(nilReply)
 	acquire(t1).is(nilReply)
@@ -187,24 +189,24 @@ func redissonSpinLock(t testing.TB, r *redisson) {
 	request := generateID()
 	unlock(t1, request).is(intReply(1))
 	unlock(t1, request).is(intReply(1))
-	r.do("GET", unlockLatch(name, request)).is(respBulk("1"))
+	r.do("GET", redisson.UnlockLatch(name, request)).is(respBulk("1"))
 	acquire(t2).is(nilReply)
-	r.eval(spinForceUnlock, []string{name}).is(intReply(1))
-	r.eval(spinForceUnlock, []string{name}).is(intReply(0))
+	r.eval(redisson.SpinForceUnlock, []string{name}).is(intReply(1))
+	r.eval(redisson.SpinForceUnlock, []string{name}).is(intReply(0))
 }
 
 // redissonShardedPubSub: with sharded pub/sub (Redisson's cluster mode after
 // its PUBSUB SHARDNUMSUB probe), waiters SSUBSCRIBE and unlocks SPUBLISH.
-func redissonShardedPubSub(t testing.TB, r *redisson) {
+func redissonShardedPubSub(t testing.TB, r *redissonClient) {
 	r.do("PUBSUB", "SHARDNUMSUB", 0).same()
 	r.publish = "SPUBLISH"
 	name := "{sharded}lock"
-	ch := prefixName("redisson_lock__channel", name)
+	ch := redisson.PrefixName("redisson_lock__channel", name)
 	sub := r.subscribe("SSUBSCRIBE", ch)
 	r.do("PUBSUB", "SHARDNUMSUB", ch).same()
 	t1 := r.lockName(1)
-	r.eval(rlockTryLock, []string{name}, redissonLease, t1).is(nilReply)
-	r.eval(rlockUnlock, []string{name, ch, unlockLatch(name, generateID())}, 0, redissonLease, t1, r.publish, unlockLatchMs).is(intReply(1))
+	r.eval(redisson.RLockTryLock, []string{name}, redissonLease, t1).is(nilReply)
+	r.eval(redisson.RLockUnlock, []string{name, ch, redisson.UnlockLatch(name, generateID())}, 0, redissonLease, t1, r.publish, unlockLatchMs).is(intReply(1))
 	sub.message("smessage", ch, "0")
 	sub.quiet()
 }

@@ -4,38 +4,40 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/lockserver/lockserver/internal/redisson"
 )
 
 // redissonSemaphore: RSemaphore's permits as an integer string, and the
 // messages that wake waiters with the new count.
-func redissonSemaphore(t testing.TB, r *redisson) {
+func redissonSemaphore(t testing.TB, r *redissonClient) {
 	name := "sem"
-	ch := prefixName("redisson_sc", name)
+	ch := redisson.PrefixName("redisson_sc", name)
 	sub := r.subscribe("SUBSCRIBE", ch)
-	acquire := func(n int) replies { return r.eval(semTryAcquire, []string{name}, n) }
+	acquire := func(n int) replies { return r.eval(redisson.SemTryAcquire, []string{name}, n) }
 
 	acquire(1).is(intReply(0)) // no permits set yet
-	r.eval(semTrySetPermits, []string{name, ch}, 3, r.publish).is(intReply(1))
+	r.eval(redisson.SemTrySetPermits, []string{name, ch}, 3, r.publish).is(intReply(1))
 	sub.message("message", ch, "3")
-	r.eval(semTrySetPermits, []string{name, ch}, 5, r.publish).is(intReply(0))
+	r.eval(redisson.SemTrySetPermits, []string{name, ch}, 5, r.publish).is(intReply(0))
 	acquire(2).is(intReply(1))
 	acquire(2).is(intReply(0))
 	r.do("GET", name).is(respBulk("1"))
-	r.eval(semRelease, []string{name, ch}, 2, r.publish).is(nilReply)
+	r.eval(redisson.SemRelease, []string{name, ch}, 2, r.publish).is(nilReply)
 	sub.message("message", ch, "3")
-	r.eval(semReleaseIfExists, []string{name, ch}, 1, r.publish).is(intReply(1))
+	r.eval(redisson.SemReleaseIfExists, []string{name, ch}, 1, r.publish).is(intReply(1))
 	sub.message("message", ch, "4")
-	r.eval(semReleaseIfExists, []string{"sem:gone", prefixName("redisson_sc", "sem:gone")}, 1, r.publish).is(intReply(0))
-	r.eval(semAddPermits, []string{name, ch}, -2, r.publish).is(nilReply)
+	r.eval(redisson.SemReleaseIfExists, []string{"sem:gone", redisson.PrefixName("redisson_sc", "sem:gone")}, 1, r.publish).is(intReply(0))
+	r.eval(redisson.SemAddPermits, []string{name, ch}, -2, r.publish).is(nilReply)
 	sub.message("message", ch, "2")
 	r.do("GET", name).is(respBulk("2"))
-	r.eval(semDrain, []string{name}).is(respBulk("2"))
-	r.eval(semDrain, []string{name}).is(respBulk("0"))
+	r.eval(redisson.SemDrain, []string{name}).is(respBulk("2"))
+	r.eval(redisson.SemDrain, []string{name}).is(respBulk("0"))
 	acquire(1).is(intReply(0))
-	r.eval(semAddPermits, []string{"sem:new", ch}, 4, r.publish).is(nilReply) // from nothing
+	r.eval(redisson.SemAddPermits, []string{"sem:new", ch}, 4, r.publish).is(nilReply) // from nothing
 	sub.message("message", ch, "4")
 	r.do("GET", "sem:new").is(respBulk("4"))
-	r.eval(semTrySetPermitsTTL, []string{"sem:ttl", ch}, 5, r.publish, 60000).is(intReply(1))
+	r.eval(redisson.SemTrySetPermitsTTL, []string{"sem:ttl", ch}, 5, r.publish, 60000).is(intReply(1))
 	sub.message("message", ch, "5")
 	r.do("PTTL", "sem:ttl").within(59000, 60000)
 }
@@ -50,10 +52,10 @@ func permitID(first byte) []byte {
 // redissonPermitExpirableSemaphore: permits with ids and leases. Each
 // script takes the client's clock, so a lease ending is shown by a later
 // clock, with no sleeping.
-func redissonPermitExpirableSemaphore(t testing.TB, r *redisson) {
+func redissonPermitExpirableSemaphore(t testing.TB, r *redissonClient) {
 	name := "pes"
-	timeouts := suffixName(name, "timeout")
-	ch := prefixName("redisson_sc", name)
+	timeouts := redisson.SuffixName(name, "timeout")
+	ch := redisson.PrefixName("redisson_sc", name)
 	keys := []string{name, timeouts, ch}
 	const never = 922337203685477 // nonExpirableTimeout
 	now := time.Now().UnixMilli()
@@ -64,39 +66,39 @@ func redissonPermitExpirableSemaphore(t testing.TB, r *redisson) {
 		for _, id := range ids {
 			args = append(args, id)
 		}
-		return r.eval(pesTryAcquire, keys, args...)
+		return r.eval(redisson.PESTryAcquire, keys, args...)
 	}
 	leaseLeft := func(id []byte, clock int64) replies {
-		return r.eval(pesGetLeaseTime, keys, id, never, clock, r.publish)
+		return r.eval(redisson.PESGetLeaseTime, keys, id, never, clock, r.publish)
 	}
 
 	acquire(now, now+1000, a).is(nilReply) // no permits, none held
-	r.eval(semTrySetPermits, []string{name, ch}, 2, r.publish).is(intReply(1))
+	r.eval(redisson.SemTrySetPermits, []string{name, ch}, 2, r.publish).is(intReply(1))
 	sub.message("message", ch, "2")
 	acquire(now, now+1000, a).is(okReply)
 	acquire(now, never, b).is(okReply)
 	// None left: the reply is the earliest expiry among the permits held.
 	acquire(now, now+5000, c).is(respBulk(":" + strconv.FormatInt(now+1000, 10)))
-	r.eval(pesAvailable, keys, now, r.publish).is(respBulk("0"))
-	r.eval(pesGetPermits, keys, now, r.publish).is(intReply(2))
-	r.eval(pesAcquired, keys, now, r.publish).is(intReply(2))
+	r.eval(redisson.PESAvailable, keys, now, r.publish).is(respBulk("0"))
+	r.eval(redisson.PESGetPermits, keys, now, r.publish).is(intReply(2))
+	r.eval(redisson.PESAcquired, keys, now, r.publish).is(intReply(2))
 	leaseLeft(b, now).is(intReply(-1))
 	leaseLeft(a, now).is(intReply(1000))
 	sub.quiet()
 
 	// a's lease ends: the next script returns it to the semaphore.
 	later := now + 2000
-	r.eval(pesAvailable, keys, later, r.publish).is(intReply(1))
+	r.eval(redisson.PESAvailable, keys, later, r.publish).is(intReply(1))
 	sub.message("message", ch, "1")
 	acquire(later, later+5000, c).is(okReply)
 	leaseLeft(c, later).is(intReply(5000))
-	r.eval(pesUpdateLease, keys, c, later+9000, later, r.publish).is(intReply(1))
+	r.eval(redisson.PESUpdateLease, keys, c, later+9000, later, r.publish).is(intReply(1))
 	leaseLeft(c, later).is(intReply(9000))
-	r.eval(pesUpdateLease, keys, a, later+9000, later, r.publish).is(intReply(0))
+	r.eval(redisson.PESUpdateLease, keys, a, later+9000, later, r.publish).is(intReply(0))
 	leaseLeft(a, later).is(intReply(0))
 
 	release := func(id []byte) replies {
-		return r.eval(pesTryRelease, []string{name, ch, timeouts}, id, 1, later, r.publish)
+		return r.eval(redisson.PESTryRelease, []string{name, ch, timeouts}, id, 1, later, r.publish)
 	}
 	release(a).is(intReply(0)) // gone already
 	sub.quiet()
@@ -107,17 +109,17 @@ func redissonPermitExpirableSemaphore(t testing.TB, r *redisson) {
 		for _, id := range ids {
 			args = append(args, id)
 		}
-		return r.eval(pesTryReleaseIDs, []string{name, ch, timeouts}, args...)
+		return r.eval(redisson.PESTryReleaseIDs, []string{name, ch, timeouts}, args...)
 	}
 	releaseIDs(b).is(intReply(1))
 	sub.message("message", ch, "1")
 	releaseIDs(b).is(intReply(0))
 	r.do("GET", name).is(respBulk("2"))
 
-	r.eval(pesSetPermits, []string{name, ch, timeouts}, 5, r.publish).is(nilReply)
+	r.eval(redisson.PESSetPermits, []string{name, ch, timeouts}, 5, r.publish).is(nilReply)
 	sub.message("message", ch, "5")
 	r.do("GET", name).is(respBulk("5"))
-	r.eval(pesAddPermits, []string{name, ch}, 2, r.publish).is(nilReply)
+	r.eval(redisson.PESAddPermits, []string{name, ch}, 2, r.publish).is(nilReply)
 	sub.message("message", ch, "2")
 	r.do("GET", name).is(respBulk("7"))
 
@@ -126,21 +128,21 @@ func redissonPermitExpirableSemaphore(t testing.TB, r *redisson) {
 	r.do("ZRANGE", timeouts, 0, -1, "WITHSCORES").same()
 	r.do("ZRANGE", timeouts, 0, -1).is(respArray(string(a), string(b), string(c)))
 	r.do("ZSCORE", timeouts, b).same()
-	r.eval(pesGetPermits, keys, later, r.publish).is(intReply(7))
+	r.eval(redisson.PESGetPermits, keys, later, r.publish).is(intReply(7))
 	releaseIDs(a, c).is(intReply(2))
 	sub.message("message", ch, "2")
-	r.eval(pesAcquired, keys, later, r.publish).is(intReply(1))
+	r.eval(redisson.PESAcquired, keys, later, r.publish).is(intReply(1))
 }
 
 // redissonCountDownLatch: RCountDownLatch's count and the messages that
 // open (0) and reset (1) it.
-func redissonCountDownLatch(t testing.TB, r *redisson) {
+func redissonCountDownLatch(t testing.TB, r *redissonClient) {
 	name := "latch"
 	ch := "redisson_countdownlatch__channel__{" + name + "}"
 	sub := r.subscribe("SUBSCRIBE", ch)
-	countDown := func() replies { return r.eval(latchCountDown, []string{name, ch}, 0, r.publish) }
-	setCount := func(n int) replies { return r.eval(latchTrySetCount, []string{name, ch}, 1, n, r.publish) }
-	remove := func() replies { return r.eval(latchDelete, []string{name, ch}, 1, r.publish) }
+	countDown := func() replies { return r.eval(redisson.LatchCountDown, []string{name, ch}, 0, r.publish) }
+	setCount := func(n int) replies { return r.eval(redisson.LatchTrySetCount, []string{name, ch}, 1, n, r.publish) }
+	remove := func() replies { return r.eval(redisson.LatchDelete, []string{name, ch}, 1, r.publish) }
 
 	countDown().is(nilReply) // a latch that was never set stays absent
 	r.do("EXISTS", name).is(intReply(0))

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/lockserver/lockserver/internal/redisson"
 )
 
 var (
@@ -92,10 +94,10 @@ type Mutex struct {
 func NewMutex(b *Backend, name string, opts *Options) *Mutex {
 	m := &Mutex{
 		b: b, name: name, id: b.holderID(), ttl: opts.lease(), reentrant: opts != nil && opts.Reentrant,
-		channel: prefixName("redisson_lock__channel", name),
+		channel: redisson.PrefixName("redisson_lock__channel", name),
 	}
-	m.handOver = prefixName("lockserver_lock__handover", name)
-	queue, entries, token := prefixName("lockserver_lock_queue", name), prefixName("lockserver_lock_waiter", name), prefixName("redisson_lock_token", name)
+	m.handOver = redisson.PrefixName("lockserver_lock__handover", name)
+	queue, entries, token := redisson.PrefixName("lockserver_lock_queue", name), redisson.PrefixName("lockserver_lock_waiter", name), redisson.PrefixName("redisson_lock_token", name)
 	m.acquireKeys = []string{name, token, queue, entries}
 	m.unlockKeys = []string{name, m.channel, token, queue, entries, m.handOver}
 	m.leaveKeys = []string{name, queue, entries, m.channel}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/lockserver/lockserver/internal/redisson"
 )
 
 // unlockLatch is how long the unlock latch of an RWMutex unlock lives if
@@ -48,10 +50,10 @@ func NewRWMutex(b *Backend, name string, opts *Options) *RWMutex {
 	id := b.holderID()
 	rw := &RWMutex{
 		b: b, name: name, id: id, writeID: id + ":write", ttl: opts.lease(), reentrant: opts != nil && opts.Reentrant,
-		channel: prefixName("redisson_rwlock", name), timeoutPrefix: suffixName(name, id) + ":rwlock_timeout",
+		channel: redisson.PrefixName("redisson_rwlock", name), timeoutPrefix: redisson.SuffixName(name, id) + ":rwlock_timeout",
 	}
 	// RedissonReadLock.getKeyPrefix: the lease-key prefix up to the holder.
-	rw.keyPrefix = strings.TrimSuffix(suffixName(name, ""), ":")
+	rw.keyPrefix = strings.TrimSuffix(redisson.SuffixName(name, ""), ":")
 	rw.readKeys = []string{name, rw.timeoutPrefix}
 	rw.writeKeys = []string{name}
 	return rw
@@ -234,7 +236,7 @@ func (rw *RWMutex) release(ctx context.Context, write bool) error {
 func (rw *RWMutex) unlock(ctx context.Context, write bool) (any, error) {
 	var raw [16]byte
 	rand.Read(raw[:])
-	latch := prefixName("redisson_unlock_latch", rw.name) + ":" + hex.EncodeToString(raw[:])
+	latch := redisson.UnlockLatch(rw.name, hex.EncodeToString(raw[:]))
 	var v any
 	var err error
 	if write {

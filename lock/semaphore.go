@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+
+	"github.com/lockserver/lockserver/internal/redisson"
 )
 
 // A Semaphore is a named count of permits in the layout of Redisson's
@@ -23,7 +25,7 @@ type Semaphore struct {
 
 // NewSemaphore returns the semaphore name on b.
 func NewSemaphore(b *Backend, name string) *Semaphore {
-	return &Semaphore{b: b, name: name, channel: prefixName("redisson_sc", name)}
+	return &Semaphore{b: b, name: name, channel: redisson.PrefixName("redisson_sc", name)}
 }
 
 // TrySetPermits sets the count of permits if it has none yet, and reports

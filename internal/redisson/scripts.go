@@ -1,18 +1,20 @@
-package compat_test
+package redisson
 
-// The Lua scripts Redisson sends, transcribed as test vectors from
+// The Lua scripts Redisson sends, transcribed byte for byte from
 // github.com/redisson/redisson, redisson/src/main/java/org/redisson/, at
 // commit c5e0aee04746ba3b0e4c1dc49f20c6f308cd3f32 (2026) unless a comment
 // names an older one. Each is the exact string Redisson's Java concatenation
 // produces, so its SHA1 is the one Redisson's EVALSHA sends; the pieces
 // follow the Java source's line breaks. Each comment names the file and the
-// method, and the KEYS and ARGV Redisson passes.
+// method, and the KEYS and ARGV Redisson passes. The lock package sends some
+// of them; the compat tests send all of them to redis-server and lockserver
+// and compare the replies.
 
 // RedissonLock
 
-// RedissonLock.tryLockInnerAsync: KEYS[1] lock; ARGV lease ms, uuid:threadId.
-// nil when acquired or re-entered, else the holder's PTTL.
-const rlockTryLock = "if ((redis.call('exists', KEYS[1]) == 0) " +
+// RLockTryLock is RedissonLock.tryLockInnerAsync: KEYS[1] lock; ARGV lease ms,
+// uuid:threadId. nil when acquired or re-entered, else the holder's PTTL.
+const RLockTryLock = "if ((redis.call('exists', KEYS[1]) == 0) " +
 	"or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then " +
 	"redis.call('hincrby', KEYS[1], ARGV[2], 1); " +
 	"redis.call('pexpire', KEYS[1], ARGV[1]); " +
@@ -20,10 +22,10 @@ const rlockTryLock = "if ((redis.call('exists', KEYS[1]) == 0) " +
 	"end; " +
 	"return redis.call('pttl', KEYS[1]);"
 
-// RedissonLock.unlockInnerAsync: KEYS lock, channel, unlock latch; ARGV
-// UNLOCK_MESSAGE (0), lease ms, uuid:threadId, publish command, latch ms.
-// The latch makes a retried unlock return the first outcome again.
-const rlockUnlock = "local val = redis.call('get', KEYS[3]); " +
+// RLockUnlock is RedissonLock.unlockInnerAsync: KEYS lock, channel, unlock
+// latch; ARGV UNLOCK_MESSAGE (0), lease ms, uuid:threadId, publish command,
+// latch ms. The latch makes a retried unlock return the first outcome again.
+const RLockUnlock = "local val = redis.call('get', KEYS[3]); " +
 	"if val ~= false then " +
 	"return tonumber(val);" +
 	"end; " +
@@ -42,18 +44,19 @@ const rlockUnlock = "local val = redis.call('get', KEYS[3]); " +
 	"return 1; " +
 	"end; "
 
-// RedissonLock.forceUnlockAsync: KEYS lock, channel; ARGV UNLOCK_MESSAGE,
-// publish command.
-const rlockForceUnlock = "if (redis.call('del', KEYS[1]) == 1) then " +
+// RLockForceUnlock is RedissonLock.forceUnlockAsync: KEYS lock, channel; ARGV
+// UNLOCK_MESSAGE, publish command.
+const RLockForceUnlock = "if (redis.call('del', KEYS[1]) == 1) then " +
 	"redis.call(ARGV[2], KEYS[2], ARGV[1]); " +
 	"return 1 " +
 	"else " +
 	"return 0 " +
 	"end"
 
-// renewal/LockTask.buildChunk, the watchdog today: one script renews a chunk
-// of locks. KEYS locks; ARGV lease ms, then uuid:threadId per lock.
-const lockTaskRenew = "local result = {} " +
+// LockTaskRenew is renewal/LockTask.buildChunk, the watchdog today: one script
+// renews a chunk of locks. KEYS locks; ARGV lease ms, then uuid:threadId per
+// lock.
+const LockTaskRenew = "local result = {} " +
 	"for i = 1, #KEYS, 1 do " +
 	"if (redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1) then " +
 	"redis.call('pexpire', KEYS[i], ARGV[1]); " +
@@ -64,10 +67,11 @@ const lockTaskRenew = "local result = {} " +
 	"end; " +
 	"return result;"
 
-// RedissonBaseLock.renewExpirationAsync at commit
+// BaseLockRenew2021 is RedissonBaseLock.renewExpirationAsync at commit
 // 28f5d195379b3cb42c225f3a41dfa0d0cb47626c (2021), the watchdog of Redisson
-// 3.x still in wide use: KEYS lock; ARGV lease ms, uuid:threadId.
-const baseLockRenew2021 = "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then " +
+// 3.x still in wide use: KEYS lock; ARGV lease ms, uuid:threadId. 1
+// renewed, 0 not held.
+const BaseLockRenew2021 = "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then " +
 	"redis.call('pexpire', KEYS[1], ARGV[1]); " +
 	"return 1; " +
 	"end; " +
@@ -75,10 +79,10 @@ const baseLockRenew2021 = "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) the
 
 // RedissonFencedLock
 
-// RedissonFencedLock.tryLockInnerAsync(leaseTime, unit, threadId): KEYS lock,
-// token counter; ARGV lease ms, uuid:threadId. {-1, token} when acquired,
-// else {pttl, -1}.
-const fencedTryLockToken = "if (redis.call('exists', KEYS[1]) == 0 " +
+// FencedTryLockToken is RedissonFencedLock.tryLockInnerAsync(leaseTime, unit,
+// threadId): KEYS lock, token counter; ARGV lease ms, uuid:threadId. {-1,
+// token} when acquired, else {pttl, -1}.
+const FencedTryLockToken = "if (redis.call('exists', KEYS[1]) == 0 " +
 	"or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then " +
 	"local token = redis.call('incr', KEYS[2]);" +
 	"redis.call('hincrby', KEYS[1], ARGV[2], 1); " +
@@ -87,9 +91,10 @@ const fencedTryLockToken = "if (redis.call('exists', KEYS[1]) == 0 " +
 	"end; " +
 	"return {redis.call('pttl', KEYS[1]), -1};"
 
-// RedissonFencedLock.tryLockInnerAsync(waitTime, leaseTime, unit, threadId,
-// command), the RLock override: as rlockTryLock, counting the token too.
-const fencedTryLock = "if ((redis.call('exists', KEYS[1]) == 0) " +
+// FencedTryLock is RedissonFencedLock.tryLockInnerAsync(waitTime, leaseTime,
+// unit, threadId, command), the RLock override: as RLockTryLock, counting the
+// token too.
+const FencedTryLock = "if ((redis.call('exists', KEYS[1]) == 0) " +
 	"or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then " +
 	"redis.call('incr', KEYS[2]);" +
 	"redis.call('hincrby', KEYS[1], ARGV[2], 1); " +
@@ -100,8 +105,9 @@ const fencedTryLock = "if ((redis.call('exists', KEYS[1]) == 0) " +
 
 // RedissonSpinLock
 
-// RedissonSpinLock.tryLockInnerAsync: KEYS lock; ARGV lease ms, uuid:threadId.
-const spinTryLock = "if (redis.call('exists', KEYS[1]) == 0) then " +
+// SpinTryLock is RedissonSpinLock.tryLockInnerAsync: KEYS lock; ARGV lease ms,
+// uuid:threadId.
+const SpinTryLock = "if (redis.call('exists', KEYS[1]) == 0) then " +
 	"redis.call('hincrby', KEYS[1], ARGV[2], 1); " +
 	"redis.call('pexpire', KEYS[1], ARGV[1]); " +
 	"return nil; " +
@@ -113,9 +119,9 @@ const spinTryLock = "if (redis.call('exists', KEYS[1]) == 0) then " +
 	"end; " +
 	"return redis.call('pttl', KEYS[1]);"
 
-// RedissonSpinLock.unlockInnerAsync: KEYS lock, unlock latch; ARGV lease ms,
-// uuid:threadId, latch ms. No message: spinning waiters poll.
-const spinUnlock = "local val = redis.call('get', KEYS[2]); " +
+// SpinUnlock is RedissonSpinLock.unlockInnerAsync: KEYS lock, unlock latch;
+// ARGV lease ms, uuid:threadId, latch ms. No message: spinning waiters poll.
+const SpinUnlock = "local val = redis.call('get', KEYS[2]); " +
 	"if val ~= false then " +
 	"return tonumber(val);" +
 	"end; " +
@@ -133,8 +139,8 @@ const spinUnlock = "local val = redis.call('get', KEYS[2]); " +
 	"return 1; " +
 	"end; "
 
-// RedissonSpinLock.forceUnlockAsync: KEYS lock.
-const spinForceUnlock = "if (redis.call('del', KEYS[1]) == 1) then " +
+// SpinForceUnlock is RedissonSpinLock.forceUnlockAsync: KEYS lock.
+const SpinForceUnlock = "if (redis.call('del', KEYS[1]) == 1) then " +
 	"return 1 " +
 	"else " +
 	"return 0 " +
@@ -144,10 +150,10 @@ const spinForceUnlock = "if (redis.call('del', KEYS[1]) == 1) then " +
 // uuid:threadId), redisson_lock_timeout:{lock} (a sorted set of their
 // deadlines); the client's clock comes in ARGV.
 
-// RedissonFairLock.tryLockInnerAsync with EVAL_NULL_BOOLEAN (tryLock without
-// waiting): ARGV lease ms, uuid:threadId, now ms, thread wait ms. nil when
-// acquired, 1 when not.
-const fairTryLockNow = "while true do " +
+// FairTryLockNow is RedissonFairLock.tryLockInnerAsync with EVAL_NULL_BOOLEAN
+// (tryLock without waiting): ARGV lease ms, uuid:threadId, now ms, thread wait
+// ms. nil when acquired, 1 when not.
+const FairTryLockNow = "while true do " +
 	"local firstThreadId2 = redis.call('lindex', KEYS[2], 0);" +
 	"if firstThreadId2 == false then " +
 	"break;" +
@@ -180,10 +186,10 @@ const fairTryLockNow = "while true do " +
 	"end;" +
 	"return 1;"
 
-// RedissonFairLock.tryLockInnerAsync with EVAL_LONG (lock, tryLock with a
-// wait): ARGV lease ms, uuid:threadId, thread wait ms, now ms. nil when
-// acquired; else the thread joins the queue and gets a TTL to wait.
-const fairTryLock = "while true do " +
+// FairTryLock is RedissonFairLock.tryLockInnerAsync with EVAL_LONG (lock,
+// tryLock with a wait): ARGV lease ms, uuid:threadId, thread wait ms, now ms.
+// nil when acquired; else the thread joins the queue and gets a TTL to wait.
+const FairTryLock = "while true do " +
 	"local firstThreadId2 = redis.call('lindex', KEYS[2], 0);" +
 	"if firstThreadId2 == false then " +
 	"break;" +
@@ -232,10 +238,10 @@ const fairTryLock = "while true do " +
 	"end;" +
 	"return ttl;"
 
-// RedissonFairLock.acquireFailedAsync: a waiter that gives up leaves the
-// queue and shortens the deadlines behind it. KEYS queue, timeouts; ARGV
-// uuid:threadId, thread wait ms.
-const fairAcquireFailed = "local queue = redis.call('lrange', KEYS[1], 0, -1);" +
+// FairAcquireFailed is RedissonFairLock.acquireFailedAsync: a waiter that
+// gives up leaves the queue and shortens the deadlines behind it. KEYS queue,
+// timeouts; ARGV uuid:threadId, thread wait ms.
+const FairAcquireFailed = "local queue = redis.call('lrange', KEYS[1], 0, -1);" +
 	"local i = 1;" +
 	"while i <= #queue and queue[i] ~= ARGV[1] do " +
 	"i = i + 1;" +
@@ -248,11 +254,11 @@ const fairAcquireFailed = "local queue = redis.call('lrange', KEYS[1], 0, -1);" 
 	"redis.call('zrem', KEYS[2], ARGV[1]);" +
 	"redis.call('lrem', KEYS[1], 0, ARGV[1]);"
 
-// RedissonFairLock.unlockInnerAsync: KEYS lock, queue, timeouts, channel,
-// unlock latch; ARGV UNLOCK_MESSAGE, lease ms, uuid:threadId, now ms, publish
-// command, latch ms. The message goes to the next waiter's own channel,
-// channel:uuid:threadId.
-const fairUnlock = "local val = redis.call('get', KEYS[5]); " +
+// FairUnlock is RedissonFairLock.unlockInnerAsync: KEYS lock, queue, timeouts,
+// channel, unlock latch; ARGV UNLOCK_MESSAGE, lease ms, uuid:threadId, now ms,
+// publish command, latch ms. The message goes to the next waiter's own
+// channel, channel:uuid:threadId.
+const FairUnlock = "local val = redis.call('get', KEYS[5]); " +
 	"if val ~= false then " +
 	"return tonumber(val);" +
 	"end; " +
@@ -294,9 +300,9 @@ const fairUnlock = "local val = redis.call('get', KEYS[5]); " +
 	"end; " +
 	"return 1; "
 
-// RedissonFairLock.forceUnlockAsync: KEYS lock, queue, timeouts, channel;
-// ARGV UNLOCK_MESSAGE, now ms, publish command.
-const fairForceUnlock = "while true do " +
+// FairForceUnlock is RedissonFairLock.forceUnlockAsync: KEYS lock, queue,
+// timeouts, channel; ARGV UNLOCK_MESSAGE, now ms, publish command.
+const FairForceUnlock = "while true do " +
 	"local firstThreadId2 = redis.call('lindex', KEYS[2], 0);" +
 	"if firstThreadId2 == false then " +
 	"break;" +
@@ -322,9 +328,10 @@ const fairForceUnlock = "while true do " +
 // write) and a re-entry count per holder; each read entry also has its own
 // key {lock}:uuid:threadId:rwlock_timeout:n with the lease.
 
-// RedissonReadLock.tryLockInnerAsync: KEYS lock, {lock}:uuid:threadId:rwlock_timeout;
-// ARGV lease ms, uuid:threadId, uuid:threadId:write.
-const readTryLock = "local mode = redis.call('hget', KEYS[1], 'mode'); " +
+// ReadTryLock is RedissonReadLock.tryLockInnerAsync: KEYS lock,
+// {lock}:uuid:threadId:rwlock_timeout; ARGV lease ms, uuid:threadId,
+// uuid:threadId:write. nil when taken, else the lease left.
+const ReadTryLock = "local mode = redis.call('hget', KEYS[1], 'mode'); " +
 	"if (mode == false) then " +
 	"redis.call('hset', KEYS[1], 'mode', 'read'); " +
 	"redis.call('hset', KEYS[1], ARGV[2], 1); " +
@@ -344,10 +351,11 @@ const readTryLock = "local mode = redis.call('hget', KEYS[1], 'mode'); " +
 	"end;" +
 	"return redis.call('pttl', KEYS[1]);"
 
-// RedissonReadLock.unlockInnerAsync: KEYS lock, channel, timeout prefix,
-// key prefix ({lock}), unlock latch; ARGV UNLOCK_MESSAGE, uuid:threadId,
-// publish command, latch ms.
-const readUnlock = "local val = redis.call('get', KEYS[5]); " +
+// ReadUnlock is RedissonReadLock.unlockInnerAsync: KEYS lock, channel, timeout
+// prefix, key prefix ({lock}), unlock latch; ARGV UNLOCK_MESSAGE,
+// uuid:threadId, publish command, latch ms. 1 released, 0 still held (by
+// this or another reader), nil not held.
+const ReadUnlock = "local val = redis.call('get', KEYS[5]); " +
 	"if val ~= false then " +
 	"return tonumber(val);" +
 	"end; " +
@@ -393,25 +401,26 @@ const readUnlock = "local val = redis.call('get', KEYS[5]); " +
 	"redis.call('set', KEYS[5], 1, 'px', ARGV[4]); " +
 	"return 1; "
 
-// RedissonReadLock.forceUnlockAsync: KEYS lock, channel; ARGV
-// UNLOCK_MESSAGE, publish command.
-const readForceUnlock = "if (redis.call('hget', KEYS[1], 'mode') == 'read') then " +
+// ReadForceUnlock is RedissonReadLock.forceUnlockAsync: KEYS lock, channel;
+// ARGV UNLOCK_MESSAGE, publish command.
+const ReadForceUnlock = "if (redis.call('hget', KEYS[1], 'mode') == 'read') then " +
 	"redis.call('del', KEYS[1]); " +
 	"redis.call(ARGV[2], KEYS[2], ARGV[1]); " +
 	"return 1; " +
 	"end; " +
 	"return 0; "
 
-// RedissonReadLock.isLocked: KEYS lock.
-const readIsLocked = "local mode = redis.call('hget', KEYS[1], 'mode'); " +
+// ReadIsLocked is RedissonReadLock.isLocked: KEYS lock.
+const ReadIsLocked = "local mode = redis.call('hget', KEYS[1], 'mode'); " +
 	"if (mode == 'read') or (mode == 'write' and redis.call('hlen', KEYS[1]) > 2) then " +
 	"return 1; " +
 	"end; " +
 	"return 0; "
 
-// renewal/ReadLockTask.buildChunk, the read-lock watchdog: KEYS pairs of
-// lock and key prefix; ARGV lease ms, then uuid:threadId per lock.
-const readLockTaskRenew = "local result = {} " +
+// ReadLockTaskRenew is renewal/ReadLockTask.buildChunk, the read-lock
+// watchdog: KEYS pairs of lock and key prefix; ARGV lease ms, then
+// uuid:threadId per lock.
+const ReadLockTaskRenew = "local result = {} " +
 	"local j = 1 " +
 	"for i = 1, #KEYS, 2 do " +
 	"j = j + 1; " +
@@ -436,10 +445,11 @@ const readLockTaskRenew = "local result = {} " +
 	"end; " +
 	"return result;"
 
-// RedissonReadLock.renewExpirationAsync at commit
+// ReadLockRenew2019 is RedissonReadLock.renewExpirationAsync at commit
 // 4339c99bd6244a1168d16a7802567544b84010e1 (2019), the Redisson 3.x read-lock
-// watchdog: KEYS lock, key prefix; ARGV lease ms, uuid:threadId.
-const readLockRenew2019 = "local counter = redis.call('hget', KEYS[1], ARGV[2]); " +
+// watchdog: KEYS lock, key prefix; ARGV lease ms, uuid:threadId. It renews
+// the hash and every reader's lease key.
+const ReadLockRenew2019 = "local counter = redis.call('hget', KEYS[1], ARGV[2]); " +
 	"if (counter ~= false) then " +
 	"redis.call('pexpire', KEYS[1], ARGV[1]); " +
 	"if (redis.call('hlen', KEYS[1]) > 1) then " +
@@ -457,9 +467,9 @@ const readLockRenew2019 = "local counter = redis.call('hget', KEYS[1], ARGV[2]);
 	"end; " +
 	"return 0;"
 
-// RedissonWriteLock.tryLockInnerAsync: KEYS lock; ARGV lease ms,
-// uuid:threadId:write. A re-entry adds the lease to what is left.
-const writeTryLock = "local mode = redis.call('hget', KEYS[1], 'mode'); " +
+// WriteTryLock is RedissonWriteLock.tryLockInnerAsync: KEYS lock; ARGV lease
+// ms, uuid:threadId:write. A re-entry adds the lease to what is left.
+const WriteTryLock = "local mode = redis.call('hget', KEYS[1], 'mode'); " +
 	"if (mode == false) then " +
 	"redis.call('hset', KEYS[1], 'mode', 'write'); " +
 	"redis.call('hset', KEYS[1], ARGV[2], 1); " +
@@ -476,10 +486,11 @@ const writeTryLock = "local mode = redis.call('hget', KEYS[1], 'mode'); " +
 	"end;" +
 	"return redis.call('pttl', KEYS[1]);"
 
-// RedissonWriteLock.unlockInnerAsync: KEYS lock, channel, unlock latch; ARGV
-// READ_UNLOCK_MESSAGE (1), lease ms, uuid:threadId:write, publish command,
-// latch ms. A writer that also holds read entries leaves the lock in read mode.
-const writeUnlock = "local val = redis.call('get', KEYS[3]); " +
+// WriteUnlock is RedissonWriteLock.unlockInnerAsync: KEYS lock, channel,
+// unlock latch; ARGV READ_UNLOCK_MESSAGE (1), lease ms, uuid:threadId:write,
+// publish command, latch ms. A writer that also holds read entries leaves the
+// lock in read mode.
+const WriteUnlock = "local val = redis.call('get', KEYS[3]); " +
 	"if val ~= false then " +
 	"return tonumber(val);" +
 	"end; " +
@@ -514,9 +525,9 @@ const writeUnlock = "local val = redis.call('get', KEYS[3]); " +
 	"end; " +
 	"return nil;"
 
-// RedissonWriteLock.forceUnlockAsync: KEYS lock, channel; ARGV
-// READ_UNLOCK_MESSAGE, publish command.
-const writeForceUnlock = "if (redis.call('hget', KEYS[1], 'mode') == 'write') then " +
+// WriteForceUnlock is RedissonWriteLock.forceUnlockAsync: KEYS lock, channel;
+// ARGV READ_UNLOCK_MESSAGE, publish command.
+const WriteForceUnlock = "if (redis.call('hget', KEYS[1], 'mode') == 'write') then " +
 	"redis.call('del', KEYS[1]); " +
 	"redis.call(ARGV[2], KEYS[2], ARGV[1]); " +
 	"return 1; " +
@@ -525,39 +536,42 @@ const writeForceUnlock = "if (redis.call('hget', KEYS[1], 'mode') == 'write') th
 
 // RedissonSemaphore: KEYS[1] holds the free permits as an integer string.
 
-// RedissonSemaphore.tryAcquireAsync0: KEYS semaphore; ARGV permits.
-const semTryAcquire = "local value = redis.call('get', KEYS[1]); " +
+// SemTryAcquire is RedissonSemaphore.tryAcquireAsync0: KEYS semaphore; ARGV
+// permits. 1 taken, 0 not.
+const SemTryAcquire = "local value = redis.call('get', KEYS[1]); " +
 	"if (value ~= false and tonumber(value) >= tonumber(ARGV[1])) then " +
 	"local val = redis.call('decrby', KEYS[1], ARGV[1]); " +
 	"return 1; " +
 	"end; " +
 	"return 0;"
 
-// RedissonSemaphore.releaseAsync: KEYS semaphore, channel; ARGV permits,
-// publish command. Publishes the new count.
-const semRelease = "local value = redis.call('incrby', KEYS[1], ARGV[1]); " +
+// SemRelease is RedissonSemaphore.releaseAsync: KEYS semaphore, channel; ARGV
+// permits, publish command. Publishes the new count.
+const SemRelease = "local value = redis.call('incrby', KEYS[1], ARGV[1]); " +
 	"redis.call(ARGV[2], KEYS[2], value); "
 
-// RedissonSemaphore.releaseIfExistsAsync: as semRelease, only if it exists.
-const semReleaseIfExists = "if redis.call('exists', KEYS[1]) == 0 then " +
+// SemReleaseIfExists is RedissonSemaphore.releaseIfExistsAsync: as SemRelease,
+// only if it exists.
+const SemReleaseIfExists = "if redis.call('exists', KEYS[1]) == 0 then " +
 	"return 0 " +
 	"end " +
 	"local value = redis.call('incrby', KEYS[1], ARGV[1]) " +
 	"redis.call(ARGV[2], KEYS[2], value) " +
 	"return 1 "
 
-// RedissonSemaphore.drainPermitsAsync: KEYS semaphore.
-const semDrain = "local value = redis.call('get', KEYS[1]); " +
+// SemDrain is RedissonSemaphore.drainPermitsAsync: KEYS semaphore.
+const SemDrain = "local value = redis.call('get', KEYS[1]); " +
 	"if (value == false) then " +
 	"return 0; " +
 	"end; " +
 	"redis.call('set', KEYS[1], 0); " +
 	"return value;"
 
-// RedissonSemaphore.trySetPermitsAsync(permits), and the same text in
-// RedissonPermitExpirableSemaphore.trySetPermitsAsync: KEYS semaphore,
-// channel; ARGV permits, publish command.
-const semTrySetPermits = "local value = redis.call('get', KEYS[1]); " +
+// SemTrySetPermits is RedissonSemaphore.trySetPermitsAsync(permits), and the
+// same text in RedissonPermitExpirableSemaphore.trySetPermitsAsync: KEYS
+// semaphore, channel; ARGV permits, publish command. 1 when set, 0 when it
+// had a count.
+const SemTrySetPermits = "local value = redis.call('get', KEYS[1]); " +
 	"if (value == false) then " +
 	"redis.call('set', KEYS[1], ARGV[1]); " +
 	"redis.call(ARGV[2], KEYS[2], ARGV[1]); " +
@@ -565,9 +579,9 @@ const semTrySetPermits = "local value = redis.call('get', KEYS[1]); " +
 	"end;" +
 	"return 0;"
 
-// RedissonSemaphore.trySetPermitsAsync(permits, timeToLive): ARGV permits,
-// publish command, ttl ms.
-const semTrySetPermitsTTL = "local value = redis.call('get', KEYS[1]); " +
+// SemTrySetPermitsTTL is RedissonSemaphore.trySetPermitsAsync(permits,
+// timeToLive): ARGV permits, publish command, ttl ms.
+const SemTrySetPermitsTTL = "local value = redis.call('get', KEYS[1]); " +
 	"if (value == false) then " +
 	"redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[3]); " +
 	"redis.call(ARGV[2], KEYS[2], ARGV[1]); " +
@@ -575,9 +589,9 @@ const semTrySetPermitsTTL = "local value = redis.call('get', KEYS[1]); " +
 	"end;" +
 	"return 0;"
 
-// RedissonSemaphore.addPermitsAsync: ARGV permits (may be negative),
-// publish command. Adds a string to a string, as Lua 5.1 allows.
-const semAddPermits = "local value = redis.call('get', KEYS[1]); " +
+// SemAddPermits is RedissonSemaphore.addPermitsAsync: ARGV permits (may be
+// negative), publish command. Adds a string to a string, as Lua 5.1 allows.
+const SemAddPermits = "local value = redis.call('get', KEYS[1]); " +
 	"if (value == false) then " +
 	"value = 0;" +
 	"end;" +
@@ -600,11 +614,11 @@ func pesExpire(now, publish, limit string) string {
 		"end;"
 }
 
-// RedissonPermitExpirableSemaphore.tryAcquireAsync(ids, timeoutDate): ARGV
-// permits, expiry epoch ms, now ms, the never-expires score, publish command,
-// then the permit ids. 'OK', or ':' and the earliest expiry among the permits
-// held, or nil.
-var pesTryAcquire = pesExpire("ARGV[3]", "ARGV[5]", "ARGV[1]") +
+// PESTryAcquire is RedissonPermitExpirableSemaphore.tryAcquireAsync(ids,
+// timeoutDate): ARGV permits, expiry epoch ms, now ms, the never-expires
+// score, publish command, then the permit ids. 'OK', or ':' and the earliest
+// expiry among the permits held, or nil.
+var PESTryAcquire = pesExpire("ARGV[3]", "ARGV[5]", "ARGV[1]") +
 	"end; " +
 	"local value = redis.call('get', KEYS[1]); " +
 	"if (value ~= false and tonumber(value) >= tonumber(ARGV[1])) then " +
@@ -624,9 +638,10 @@ var pesTryAcquire = pesExpire("ARGV[3]", "ARGV[5]", "ARGV[1]") +
 	"end " +
 	"return nil;"
 
-// RedissonPermitExpirableSemaphore.tryReleaseAsync(permitId): KEYS
-// semaphore, channel, timeouts; ARGV permit id, 1, now ms, publish command.
-const pesTryRelease = "local expire = redis.call('zscore', KEYS[3], ARGV[1]);" +
+// PESTryRelease is RedissonPermitExpirableSemaphore.tryReleaseAsync(permitId):
+// KEYS semaphore, channel, timeouts; ARGV permit id, 1, now ms, publish
+// command.
+const PESTryRelease = "local expire = redis.call('zscore', KEYS[3], ARGV[1]);" +
 	"local removed = redis.call('zrem', KEYS[3], ARGV[1]);" +
 	"if tonumber(removed) ~= 1 then " +
 	"return 0;" +
@@ -638,9 +653,10 @@ const pesTryRelease = "local expire = redis.call('zscore', KEYS[3], ARGV[1]);" +
 	"end;" +
 	"return 1;"
 
+// PESTryReleaseIDs is
 // RedissonPermitExpirableSemaphore.tryReleaseAsync(permitsIds): KEYS
 // semaphore, channel, timeouts; ARGV count, now ms, publish command, ids.
-const pesTryReleaseIDs = "for i = 4, #ARGV, 1 do " +
+const PESTryReleaseIDs = "for i = 4, #ARGV, 1 do " +
 	"local expire = redis.call('zscore', KEYS[3], ARGV[i]);" +
 	"if expire== false or tonumber(expire) <= tonumber(ARGV[2]) then " +
 	"return 0;" +
@@ -663,16 +679,17 @@ const pesTryReleaseIDs = "for i = 4, #ARGV, 1 do " +
 	"redis.call(ARGV[3], KEYS[2], removed); " +
 	"return removed;"
 
-// RedissonPermitExpirableSemaphore.availablePermitsAsync: KEYS semaphore,
-// timeouts, channel; ARGV now ms, publish command.
-var pesAvailable = pesExpire("ARGV[1]", "ARGV[2]", "-1") +
+// PESAvailable is RedissonPermitExpirableSemaphore.availablePermitsAsync: KEYS
+// semaphore, timeouts, channel; ARGV now ms, publish command.
+var PESAvailable = pesExpire("ARGV[1]", "ARGV[2]", "-1") +
 	"return value; " +
 	"end; " +
 	"local ret = redis.call('get', KEYS[1]); " +
 	"return ret == false and 0 or ret;"
 
-// RedissonPermitExpirableSemaphore.getPermitsAsync: free plus held permits.
-var pesGetPermits = pesExpire("ARGV[1]", "ARGV[2]", "-1") +
+// PESGetPermits is RedissonPermitExpirableSemaphore.getPermitsAsync: free plus
+// held permits.
+var PESGetPermits = pesExpire("ARGV[1]", "ARGV[2]", "-1") +
 	"end; " +
 	"local available = redis.call('get', KEYS[1]); " +
 	"if available == false then " +
@@ -684,15 +701,15 @@ var pesGetPermits = pesExpire("ARGV[1]", "ARGV[2]", "-1") +
 	"end;" +
 	"return tonumber(available) + acquired;"
 
-// RedissonPermitExpirableSemaphore.acquiredPermitsAsync.
-var pesAcquired = pesExpire("ARGV[1]", "ARGV[2]", "-1") +
+// PESAcquired is RedissonPermitExpirableSemaphore.acquiredPermitsAsync.
+var PESAcquired = pesExpire("ARGV[1]", "ARGV[2]", "-1") +
 	"end; " +
 	"local acquired = redis.call('zcount', KEYS[2], 0, '+inf'); " +
 	"return acquired == false and 0 or acquired;"
 
-// RedissonPermitExpirableSemaphore.setPermitsAsync: KEYS semaphore, channel,
-// timeouts; ARGV permits, publish command.
-const pesSetPermits = "local available = redis.call('get', KEYS[1]); " +
+// PESSetPermits is RedissonPermitExpirableSemaphore.setPermitsAsync: KEYS
+// semaphore, channel, timeouts; ARGV permits, publish command.
+const PESSetPermits = "local available = redis.call('get', KEYS[1]); " +
 	"if (available == false) then " +
 	"redis.call('set', KEYS[1], ARGV[1]); " +
 	"redis.call(ARGV[2], KEYS[2], ARGV[1]); " +
@@ -706,9 +723,9 @@ const pesSetPermits = "local available = redis.call('get', KEYS[1]); " +
 	"redis.call('incrby', KEYS[1], tonumber(ARGV[1]) - maximum); " +
 	"redis.call(ARGV[2], KEYS[2], ARGV[1]);"
 
-// RedissonPermitExpirableSemaphore.addPermitsAsync: KEYS semaphore,
-// channel; ARGV permits, publish command.
-const pesAddPermits = "local value = redis.call('get', KEYS[1]); " +
+// PESAddPermits is RedissonPermitExpirableSemaphore.addPermitsAsync: KEYS
+// semaphore, channel; ARGV permits, publish command.
+const PESAddPermits = "local value = redis.call('get', KEYS[1]); " +
 	"if (value == false) then " +
 	"value = 0;" +
 	"end;" +
@@ -717,9 +734,10 @@ const pesAddPermits = "local value = redis.call('get', KEYS[1]); " +
 	"redis.call(ARGV[2], KEYS[2], ARGV[1]); " +
 	"end;"
 
-// RedissonPermitExpirableSemaphore.updateLeaseTimeAsync: KEYS semaphore,
-// timeouts, channel; ARGV permit id, new expiry epoch ms, now ms, publish.
-var pesUpdateLease = pesExpire("ARGV[3]", "ARGV[4]", "-1") +
+// PESUpdateLease is RedissonPermitExpirableSemaphore.updateLeaseTimeAsync:
+// KEYS semaphore, timeouts, channel; ARGV permit id, new expiry epoch ms, now
+// ms, publish.
+var PESUpdateLease = pesExpire("ARGV[3]", "ARGV[4]", "-1") +
 	"end; " +
 	"local value = redis.call('zscore', KEYS[2], ARGV[1]); " +
 	"if (value ~= false) then " +
@@ -728,9 +746,10 @@ var pesUpdateLease = pesExpire("ARGV[3]", "ARGV[4]", "-1") +
 	"end;" +
 	"return 0;"
 
-// RedissonPermitExpirableSemaphore.getLeaseTimeAsync: ARGV permit id, the
-// never-expires score, now ms, publish. -1 for a permit that never expires.
-var pesGetLeaseTime = pesExpire("ARGV[3]", "ARGV[4]", "-1") +
+// PESGetLeaseTime is RedissonPermitExpirableSemaphore.getLeaseTimeAsync: ARGV
+// permit id, the never-expires score, now ms, publish. -1 for a permit that
+// never expires.
+var PESGetLeaseTime = pesExpire("ARGV[3]", "ARGV[4]", "-1") +
 	"end; " +
 	"local value = redis.call('zscore', KEYS[2], ARGV[1]); " +
 	"if (value ~= false) then " +
@@ -740,15 +759,15 @@ var pesGetLeaseTime = pesExpire("ARGV[3]", "ARGV[4]", "-1") +
 
 // RedissonCountDownLatch: KEYS latch, redisson_countdownlatch__channel__{latch}.
 
-// RedissonCountDownLatch.countDownAsync: ARGV ZERO_COUNT_MESSAGE (0),
-// publish command.
-const latchCountDown = "local v = redis.call('decr', KEYS[1]);" +
+// LatchCountDown is RedissonCountDownLatch.countDownAsync: ARGV
+// ZERO_COUNT_MESSAGE (0), publish command.
+const LatchCountDown = "local v = redis.call('decr', KEYS[1]);" +
 	"if v <= 0 then redis.call('del', KEYS[1]) end;" +
 	"if v == 0 then redis.call(ARGV[2], KEYS[2], ARGV[1]) end;"
 
-// RedissonCountDownLatch.trySetCountAsync: ARGV NEW_COUNT_MESSAGE (1),
-// count, publish command.
-const latchTrySetCount = "if redis.call('exists', KEYS[1]) == 0 then " +
+// LatchTrySetCount is RedissonCountDownLatch.trySetCountAsync: ARGV
+// NEW_COUNT_MESSAGE (1), count, publish command.
+const LatchTrySetCount = "if redis.call('exists', KEYS[1]) == 0 then " +
 	"redis.call('set', KEYS[1], ARGV[2]); " +
 	"redis.call(ARGV[3], KEYS[2], ARGV[1]); " +
 	"return 1 " +
@@ -756,8 +775,9 @@ const latchTrySetCount = "if redis.call('exists', KEYS[1]) == 0 then " +
 	"return 0 " +
 	"end"
 
-// RedissonCountDownLatch.deleteAsync: ARGV NEW_COUNT_MESSAGE, publish command.
-const latchDelete = "if redis.call('del', KEYS[1]) == 1 then " +
+// LatchDelete is RedissonCountDownLatch.deleteAsync: ARGV NEW_COUNT_MESSAGE,
+// publish command.
+const LatchDelete = "if redis.call('del', KEYS[1]) == 1 then " +
 	"redis.call(ARGV[2], KEYS[2], ARGV[1]); " +
 	"return 1 " +
 	"else " +
