@@ -54,7 +54,28 @@ func TestDiffInfoCommandStats(t *testing.T) {
 		{"EXEC"},
 		{"PING"},
 	})
-	for _, section := range []string{"commandstats", "errorstats"} {
+	// EXEC's commands have no latency of their own (see README).
+	compareCommandStats(t, p, "commandstats", "errorstats")
+	// INFO and INFO ALL: commandstats and latencystats only in the second.
+	for _, args := range [][]string{{"INFO"}, {"INFO", "ALL"}, {"INFO", "everything"}} {
+		for _, sec := range []string{"# Commandstats", "# Latencystats"} {
+			if w, g := strings.Contains(p.redis.Do(args...), sec), strings.Contains(p.ls.Do(args...), sec); w != g {
+				t.Errorf("%q: has %q: lockserver %v, redis-server %v", args, sec, g, w)
+			}
+		}
+	}
+	p.Do("CONFIG", "RESETSTAT")
+	p.Do("GET", "a")
+	norm := regexp.MustCompile(`usec=\d+,usec_per_call=[\d.]+`)
+	p.DoNorm(func(s string) string { return sortLines(norm.ReplaceAllString(s, "usec=U")) }, "INFO", "commandstats")
+}
+
+// compareCommandStats compares INFO sections of the pair (commandstats,
+// errorstats, latencystats) but for the times: which commands have a line,
+// and their counts.
+func compareCommandStats(t *testing.T, p *pair, sections ...string) {
+	t.Helper()
+	for _, section := range sections {
 		want := infoLines(p.redis.Do("INFO", section))
 		got := infoLines(p.ls.Do("INFO", section))
 		if len(want) == 0 {
@@ -86,18 +107,51 @@ func TestDiffInfoCommandStats(t *testing.T) {
 			}
 		}
 	}
-	// INFO and INFO ALL: commandstats and latencystats only in the second.
-	for _, args := range [][]string{{"INFO"}, {"INFO", "ALL"}, {"INFO", "everything"}} {
-		for _, sec := range []string{"# Commandstats", "# Latencystats"} {
-			if w, g := strings.Contains(p.redis.Do(args...), sec), strings.Contains(p.ls.Do(args...), sec); w != g {
-				t.Errorf("%q: has %q: lockserver %v, redis-server %v", args, sec, g, w)
-			}
+}
+
+// The commands a script calls count as Redis 7.0 counts them: each that ran
+// in commandstats (calls, failed_calls), latencystats and
+// total_commands_processed; each refused before it ran (arity, a command
+// scripts may not call, a write from EVAL_RO, OOM) as rejected; every error
+// they were given in errorstats and total_error_replies, once: a script
+// that raises or returns a command's error (ignore_error_stats_update) does
+// not count it again, though the script still fails.
+func TestDiffInfoScriptCalls(t *testing.T) {
+	p := newPair(t)
+	p.Run([][]string{
+		{"SET", "s", "str"},
+		{"CONFIG", "RESETSTAT"},
+		{"EVAL", "redis.call('set', KEYS[1], '1'); return redis.call('get', KEYS[1])", "1", "a"},
+		{"EVAL", "redis.pcall('incr', 's'); return 1", "0"}, // failed, swallowed
+		{"EVAL", "return redis.pcall('incr', 's')", "0"},    // failed, returned
+		{"EVAL", "redis.call('lpush', 's', 'x')", "0"},      // failed, raised
+		{"EVAL", "redis.pcall('incr', 's'); return redis.error_reply('XY no')", "0"},
+		{"EVAL", "redis.pcall('get'); return 1", "0"},                // arity: rejected
+		{"EVAL", "redis.pcall('nosuchcommand'); return 1", "0"},      // unknown: an error only
+		{"EVAL", "return redis.pcall('subscribe', 'ch')", "0"},       // not from scripts
+		{"EVAL", "return redis.pcall('eval', 'return 1', '0')", "0"}, // likewise
+		{"EVAL_RO", "return redis.pcall('set', 'b', '1')", "0"},      // a write from EVAL_RO
+		{"EVAL", "return {err='ERR mine', ignore_error_stats_update=true}", "0"},
+		{"EVAL", "error({err='ERR raised', ignore_error_stats_update=true})", "0"},
+		{"EVALSHA", "a8e7b8a0b8b07f5b4b9f7d7aa98bd3a1c9d3f1f3", "1", "h"}, // NOSCRIPT
+		{"MULTI"},
+		{"EVAL", "return redis.call('set', 'c', '1')", "0"},
+		{"SET", "d", "1"},
+		{"EXEC"},
+		{"CONFIG", "SET", "maxmemory", "1"},
+		{"EVAL", "redis.pcall('get', 'a'); return redis.pcall('set', 'a', '2')", "0"}, // OOM: rejected
+		{"CONFIG", "SET", "maxmemory", "0"},
+	})
+	loaded := strings.Split(p.Do("SCRIPT", "LOAD", "return redis.call('hincrby', KEYS[1], 'f', 1)"), "\r\n")
+	p.Do("EVALSHA", loaded[1], "1", "h")
+	compareCommandStats(t, p, "commandstats", "errorstats", "latencystats")
+	for _, f := range []string{"total_commands_processed", "total_error_replies"} {
+		// Asked of both in the same order, so that each counts the same INFOs.
+		w, g := infoLines(p.redis.Do("INFO", "stats"))[f], infoLines(p.ls.Do("INFO", "stats"))[f]
+		if w != g || w == "" {
+			t.Errorf("INFO stats %s: %s, redis-server %s", f, g, w)
 		}
 	}
-	p.Do("CONFIG", "RESETSTAT")
-	p.Do("GET", "a")
-	norm := regexp.MustCompile(`usec=\d+,usec_per_call=[\d.]+`)
-	p.DoNorm(func(s string) string { return sortLines(norm.ReplaceAllString(s, "usec=U")) }, "INFO", "commandstats")
 }
 
 // sortLines sorts the lines of a reply: Redis lists commands in the order of

@@ -18,6 +18,8 @@ const (
 	// KindStatus is a simple string (+OK).
 	KindStatus
 	// KindError is an error reply; Str holds the whole text, code included ("ERR syntax error").
+	// Int is 1 on an error already counted in the error statistics where it
+	// arose (see CountedError).
 	KindError
 	// KindInt is an integer reply.
 	KindInt
@@ -86,6 +88,12 @@ func Status(s string) Reply { return Reply{Kind: KindStatus, Str: s} }
 // Error returns an error reply. msg must start with its code ("ERR ...", "WRONGTYPE ...").
 func Error(msg string) Reply { return Reply{Kind: KindError, Str: msg} }
 
+// CountedError returns an error reply that the error statistics (INFO
+// errorstats) must not count: a script's error that Redis marks
+// ignore_error_stats_update, which the command the script called counted
+// when it failed.
+func CountedError(msg string) Reply { return Reply{Kind: KindError, Str: msg, Int: 1} }
+
 // Array returns an array reply.
 func Array(elems ...Reply) Reply {
 	if elems == nil {
@@ -124,6 +132,10 @@ func Double(f float64) Reply { return Reply{Kind: KindDouble, Float: f} }
 
 // IsError reports whether r is an error reply.
 func (r Reply) IsError() bool { return r.Kind == KindError }
+
+// Counted reports whether r is an error reply already counted (see
+// CountedError).
+func (r Reply) Counted() bool { return r.Kind == KindError && r.Int != 0 }
 
 // FormatDouble formats f as Redis 7 does when a double travels as a string
 // (RESP2 doubles, scores passed to Lua, INCRBYFLOAT's stored value aside):

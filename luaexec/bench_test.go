@@ -22,7 +22,15 @@ func lockScript(b *testing.B, name string) string {
 // benchEvalsha loads script and runs EVALSHA with keys and args b.N times,
 // as the state machine runs an applied entry.
 func benchEvalsha(b *testing.B, script string, setup [][]string, args ...string) {
+	benchEvalshaRecorded(b, false, script, setup, args...)
+}
+
+// benchEvalshaRecorded is benchEvalsha, the engine recording the script's
+// calls (and each run's calls taken) if record is set, as it does on the
+// node that answers the script's client.
+func benchEvalshaRecorded(b *testing.B, record bool, script string, setup [][]string, args ...string) {
 	h := newHarness(b, Options{})
+	h.e.Record(record)
 	for _, cmd := range setup {
 		h.do(cmd...)
 	}
@@ -39,12 +47,21 @@ func benchEvalsha(b *testing.B, script string, setup [][]string, args ...string)
 		if r := h.e.Exec(&call); r.IsError() {
 			b.Fatalf("%s", r.Str)
 		}
+		if record && len(h.e.Calls()) == 0 {
+			b.Fatal("no calls recorded")
+		}
+		h.e.Record(record)
 	}
 }
 
 // Re-entry of a held Redisson lock: EXISTS, HEXISTS, HINCRBY, PEXPIRE.
 func BenchmarkEvalRedissonLock(b *testing.B) {
 	benchEvalsha(b, lockScript(b, "redisson_lock.lua"), nil, "1", "lock", "30000", "owner:1")
+}
+
+// The same, its four calls timed and kept for INFO commandstats.
+func BenchmarkEvalRedissonLockRecorded(b *testing.B) {
+	benchEvalshaRecorded(b, true, lockScript(b, "redisson_lock.lua"), nil, "1", "lock", "30000", "owner:1")
 }
 
 // A Redisson lock held by another owner: EXISTS, HEXISTS, PTTL.
@@ -112,5 +129,27 @@ func BenchmarkCompileDistinctConstants(b *testing.B) {
 		if s, msg := compileScript("", body, DefaultBudget); s == nil {
 			b.Fatal(msg)
 		}
+	}
+}
+
+// What recording a script's calls adds to each call (two clock readings and
+// keeping it) and to each script (taking them): four calls of a command
+// that does nothing, as many as a Redisson lock script makes.
+func BenchmarkRecordCalls(b *testing.B) {
+	nop := &keyspace.Command{Name: "nop", Run: func(*keyspace.Call) keyspace.Reply { return keyspace.OK }}
+	for _, record := range []bool{false, true} {
+		b.Run(map[bool]string{false: "off", true: "on"}[record], func(b *testing.B) {
+			e := New(keyspace.New(), Options{})
+			e.Record(record)
+			v := e.machine()
+			var c keyspace.Call
+			b.ReportAllocs()
+			for b.Loop() {
+				for range 4 {
+					v.execCall(nop, &c)
+				}
+				e.Record(record)
+			}
+		})
 	}
 }

@@ -176,12 +176,20 @@ func errorTable(L *lua.LState, text string) *lua.LTable {
 
 // commandErrorTable returns the table for an error reply of a command run
 // by redis.call or redis.pcall. Redis marks those with
-// ignore_error_stats_update, which scripts can see.
+// ignore_error_stats_update, which scripts can see: the call counted the
+// error, and the script's reply, if it is that table, is not counted again.
 func commandErrorTable(L *lua.LState, text string) *lua.LTable {
 	t := errorTable(L, "-"+text)
-	t.RawSetString("ignore_error_stats_update", lua.LTrue)
+	t.RawSetString(ignoreErrorStats, lua.LTrue)
 	return t
 }
+
+const ignoreErrorStats = "ignore_error_stats_update"
+
+// statsCounted reports whether an error table is one the error statistics
+// counted already: Redis goes by its ignore_error_stats_update field, which
+// a script may also set or clear.
+func statsCounted(t *lua.LTable) bool { return t.RawGetString(ignoreErrorStats) == lua.LTrue }
 
 // Redis converts a script's result while it sits on the Lua stack and gives
 // up ("reached lua stack limit") where a nested value would not fit in the
@@ -271,7 +279,11 @@ func (b *replyBuilder) str(s lua.LString) string {
 
 func (b *replyBuilder) table(t *lua.LTable, slots int) keyspace.Reply {
 	if s, ok := t.RawGetString("err").(lua.LString); ok {
-		return keyspace.Error(strings.TrimRight(b.str(s), "\r\n"))
+		msg := strings.TrimRight(b.str(s), "\r\n")
+		if statsCounted(t) {
+			return keyspace.CountedError(msg)
+		}
+		return keyspace.Error(msg)
 	}
 	if s, ok := t.RawGetString("ok").(lua.LString); ok {
 		return keyspace.Status(b.str(s))

@@ -88,6 +88,10 @@ type Engine struct {
 	// them every command. denials are the commands its scripts were refused.
 	user    *acl.User
 	denials []acl.Denial
+	// recording says whether the commands scripts call are kept in calls
+	// (see Record).
+	recording bool
+	calls     []Call
 }
 
 // New returns an engine over store.

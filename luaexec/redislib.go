@@ -229,37 +229,37 @@ func (v *vm) dispatch(r *run, args [][]byte) (keyspace.Reply, int64) {
 	}
 	cmd := v.lookupScriptCommand(args)
 	if cmd == nil {
-		return keyspace.Error(errorText(errUnknownCmd)), 0
+		return v.refuse(nil, errorText(errUnknownCmd))
 	}
 	if !cmd.CheckArity(len(args)) {
-		return keyspace.Error(errorText(errWrongArgs)), 0
+		return v.refuse(cmd, errorText(errWrongArgs))
 	}
 	if cmd.Has(keyspace.NoScript) || cmd.Run == nil {
-		return keyspace.Error(errorText(errNotAllowed)), 0
+		return v.refuse(cmd, errorText(errNotAllowed))
 	}
 	if u := v.e.user; u != nil && !u.Unrestricted() {
 		if verdict := u.Check(cmd, args); verdict.Reason != acl.Allowed {
 			v.e.denials = append(v.e.denials, acl.Denial{Reason: verdict.Reason, Object: verdict.Object(cmd, args), Username: u.Name()})
-			return keyspace.Error(errorText(verdict.ScriptError())), 0
+			return v.refuse(cmd, errorText(verdict.ScriptError()))
 		}
 	}
 	// PUBLISH is a write for this purpose: Redis counts may-replicate commands.
 	write := cmd.Flags&keyspace.Write != 0
 	if r.readOnly && (write || cmd.Flags&keyspace.PubSub != 0) {
-		return keyspace.Error(errorText(errWriteReadonly)), 0
+		return v.refuse(cmd, errorText(errWriteReadonly))
 	}
 	// Over maxmemory, a command that may grow memory is refused only while
 	// the script has written nothing: past a write it cannot be stopped
 	// half-way.
 	if r.call.DenyOOM && cmd.Has(keyspace.DenyOOM) && !r.allowOOM && !r.wrote {
-		return keyspace.Error(errorText(errOOM)), 0
+		return v.refuse(cmd, errorText(errOOM))
 	}
 	if write {
 		r.wrote = true
 	}
 	c := &v.cmdCall
 	*c = keyspace.Call{Store: r.call.Store, DB: r.call.DB, Now: r.call.Now, Args: args, Script: true, Pub: r.call.Pub, DenyOOM: r.call.DenyOOM}
-	reply := cmd.Exec(c)
+	reply := v.execCall(cmd, c)
 	r.call.DB = c.DB // SELECT inside a script changes the script's database only
 	if r.monitor != nil {
 		r.monitor(c.DB, args)

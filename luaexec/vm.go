@@ -299,9 +299,10 @@ func (v *vm) reraise(L *lua.LState) {
 // scriptError is a script's failure as Redis reports it: the error message
 // (code included) and where it happened.
 type scriptError struct {
-	msg    string
-	source string
-	line   int
+	msg     string
+	source  string
+	line    int
+	counted bool // the error statistics counted it already (statsCounted)
 }
 
 // exec runs a compiled script, instantiated, with the given KEYS and ARGV
@@ -368,6 +369,7 @@ func (v *vm) errorInfo(L *lua.LState, obj lua.LValue) *scriptError {
 	if t, ok := obj.(*lua.LTable); ok {
 		if s, ok := t.RawGetString("err").(lua.LString); ok {
 			info.msg = string(s)
+			info.counted = statsCounted(t)
 		} else {
 			// Redis 7.0 crashes on such an error object; report it plainly.
 			info.msg = "ERR Error object raised by the script has no 'err' string field"
@@ -488,6 +490,9 @@ func (e *scriptError) reply(sha string) keyspace.Reply {
 	msg := e.msg
 	if e.source != "" {
 		msg += " script: " + sha + ", on " + e.source + ":" + fmt.Sprint(e.line) + "."
+	}
+	if e.counted {
+		return keyspace.CountedError(msg)
 	}
 	return keyspace.Error(msg)
 }

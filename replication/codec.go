@@ -1,12 +1,14 @@
 package replication
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 
 	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/luaexec"
 )
 
 // The binary encodings of what travels between nodes: log entries (the Raft
@@ -363,34 +365,109 @@ func appendReply(b []byte, r *keyspace.Reply) []byte {
 
 // encodeForwardReply returns the reply to a forwarded batch: the leader's
 // applied index once it had applied the batch, which no entry of the batch
-// exceeds, then the replies.
-func encodeForwardReply(applied uint64, replies []keyspace.Reply) []byte {
+// exceeds, then the replies, then for each reply the commands its scripts
+// called (Request.Calls), which the forwarding node counts.
+func encodeForwardReply(applied uint64, replies []keyspace.Reply, calls [][]luaexec.Call) []byte {
 	b := binary.AppendUvarint(nil, applied)
-	return append(b, encodeReplies(replies)...)
+	b = append(b, encodeReplies(replies)...)
+	for i := range replies {
+		b = appendCalls(b, calls[i])
+	}
+	return b
+}
+
+// Call flags.
+const callRejected = 1
+
+// appendCalls encodes script calls, each command by its name (a subcommand
+// as "container|sub"), "" for an unknown one.
+func appendCalls(b []byte, calls []luaexec.Call) []byte {
+	b = binary.AppendUvarint(b, uint64(len(calls)))
+	for _, c := range calls {
+		name := ""
+		if c.Cmd != nil {
+			name = c.Cmd.Name
+		}
+		var flags byte
+		if c.Rejected {
+			flags |= callRejected
+		}
+		b = appendString(b, name)
+		b = append(b, flags)
+		b = binary.AppendVarint(b, c.Nanos)
+		b = appendString(b, c.Err)
+	}
+	return b
 }
 
 // decodeForwardReply decodes what encodeForwardReply encoded.
-func decodeForwardReply(b []byte) (applied uint64, replies []keyspace.Reply, err error) {
+func decodeForwardReply(b []byte) (applied uint64, replies []keyspace.Reply, calls [][]luaexec.Call, err error) {
 	applied, n := binary.Uvarint(b)
 	if n <= 0 {
-		return 0, nil, errors.New("decode forward reply: bad applied index")
+		return 0, nil, nil, errors.New("decode forward reply: bad applied index")
 	}
-	replies, err = decodeReplies(b[n:])
-	return applied, replies, err
+	d := decoder{b: b[n:]}
+	replies = d.replies()
+	calls = make([][]luaexec.Call, len(replies))
+	for i := 0; i < len(calls) && d.err == nil; i++ {
+		calls[i] = d.calls()
+	}
+	if err := d.finish(); err != nil {
+		return 0, nil, nil, fmt.Errorf("decode forward reply: %w", err)
+	}
+	return applied, replies, calls, nil
+}
+
+// calls decodes what appendCalls encoded. A command this node does not know
+// (another version's) is left out.
+func (d *decoder) calls() []luaexec.Call {
+	n := d.count(4)
+	if n == 0 {
+		return nil
+	}
+	calls := make([]luaexec.Call, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		name := d.bytes()
+		flags := d.byte()
+		c := luaexec.Call{Rejected: flags&callRejected != 0, Nanos: d.varint(), Err: d.string()}
+		if len(name) > 0 {
+			if c.Cmd = lookupName(name); c.Cmd == nil {
+				continue
+			}
+		}
+		calls = append(calls, c)
+	}
+	return calls
+}
+
+// lookupName finds a command by its full name, "container|sub" for a
+// subcommand.
+func lookupName(name []byte) *keyspace.Command {
+	container, sub, ok := bytes.Cut(name, []byte("|"))
+	cmd := keyspace.Lookup(container)
+	if cmd == nil || !ok {
+		return cmd
+	}
+	return cmd.LookupSub(sub)
 }
 
 // decodeReplies decodes a batch of replies.
 func decodeReplies(b []byte) ([]keyspace.Reply, error) {
 	d := decoder{b: b}
+	replies := d.replies()
+	if err := d.finish(); err != nil {
+		return nil, fmt.Errorf("decode replies: %w", err)
+	}
+	return replies, nil
+}
+
+func (d *decoder) replies() []keyspace.Reply {
 	n := d.count(1)
 	replies := make([]keyspace.Reply, n)
 	for i := 0; i < n && d.err == nil; i++ {
 		replies[i] = d.reply(0)
 	}
-	if err := d.finish(); err != nil {
-		return nil, fmt.Errorf("decode replies: %w", err)
-	}
-	return replies, nil
+	return replies
 }
 
 func appendString(b []byte, s string) []byte {

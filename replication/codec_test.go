@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/luaexec"
 )
 
 func words(s ...string) [][]byte {
@@ -147,20 +148,35 @@ func TestRepliesRoundTrip(t *testing.T) {
 }
 
 // The reply to a forwarded batch carries the leader's applied index before
-// the replies.
+// the replies, and after them the commands each request's scripts called,
+// named as the command table names them.
 func TestForwardReplyRoundTrip(t *testing.T) {
 	replies := sampleReplies()
+	calls := make([][]luaexec.Call, len(replies))
+	calls[1] = []luaexec.Call{
+		{Cmd: keyspace.Lookup([]byte("set")), Nanos: 1500},
+		{Cmd: keyspace.Lookup([]byte("incr")), Nanos: 1, Err: "ERR value is not an integer or out of range"},
+		{Cmd: keyspace.Lookup([]byte("get")), Rejected: true, Err: "ERR Wrong number of args calling Redis command from script"},
+		{Rejected: true, Err: "ERR Unknown Redis command called from script"},
+		{Cmd: keyspace.Lookup([]byte("memory")).LookupSub([]byte("usage")), Nanos: 7},
+	}
+	calls[len(calls)-1] = []luaexec.Call{{Cmd: keyspace.Lookup([]byte("hincrby")), Nanos: math.MaxInt64}}
 	for _, applied := range []uint64{0, 1, math.MaxUint64} {
-		gotApplied, got, err := decodeForwardReply(encodeForwardReply(applied, replies))
+		gotApplied, got, gotCalls, err := decodeForwardReply(encodeForwardReply(applied, replies, calls))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if gotApplied != applied || !reflect.DeepEqual(got, replies) {
-			t.Fatalf("round trip: applied %d, %+v; want %d, %+v", gotApplied, got, applied, replies)
+		if gotApplied != applied || !reflect.DeepEqual(got, replies) || !reflect.DeepEqual(gotCalls, calls) {
+			t.Fatalf("round trip: applied %d, %+v, %+v; want %d, %+v, %+v", gotApplied, got, gotCalls, applied, replies, calls)
 		}
 	}
-	if _, _, err := decodeForwardReply(nil); err == nil {
+	if _, _, _, err := decodeForwardReply(nil); err == nil {
 		t.Error("an empty forward reply decoded")
+	}
+	// A reply without its calls is cut short.
+	b := encodeForwardReply(0, replies, calls)
+	if _, _, _, err := decodeForwardReply(b[:len(b)-1]); err == nil {
+		t.Error("a truncated forward reply decoded")
 	}
 }
 

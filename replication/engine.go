@@ -6,6 +6,7 @@ import (
 
 	"github.com/lockserver/lockserver/acl"
 	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/luaexec"
 )
 
 // Engine runs requests against the replicated state machine. Requests that one
@@ -70,6 +71,12 @@ type Request struct {
 	// ACL log of the node that answers the request: set when that node ran
 	// the scripts (they are not carried back from the leader).
 	Denials []acl.Denial
+	// Calls are the commands the request's scripts called, for the command
+	// statistics of the node that answers the request's client: it ran them,
+	// or the leader did and sent them back with the reply. The engine
+	// appends them to Calls[:0], so that a caller that reuses its requests
+	// reuses their room.
+	Calls []luaexec.Call
 
 	// relay is set on a request that a follower forwards and answers with its
 	// own reply, and carried to the leader and into the log entry.

@@ -815,15 +815,17 @@ func (r *Raft) read(req *Request) keyspace.Reply {
 		return versionsReply(r.sm.Load().Versions(req.DB, req.WatchKeys))
 	}
 	sm := r.sm.Load()
+	sm.record(true)
 	reply := sm.readAs(req.DB, req.Cmds, req.Multi, req.Watch, r.clock.Now(), req.User)
-	req.Denials = sm.takeDenials()
+	req.Denials, req.Calls = sm.takeDenials(), append(req.Calls[:0], sm.calls()...)
 	return reply
 }
 
 // appliedLocal is called by the FSM, under smMu, when it has applied this
-// node's proposal seq: it answers the proposal's request, and runs the reads
+// node's proposal seq, whose scripts called calls (valid during the call):
+// it answers the proposal's request, and runs the reads
 // that were submitted after it, before this node's next proposal is applied.
-func (r *Raft) appliedLocal(seq uint64, reply keyspace.Reply, denials []acl.Denial) {
+func (r *Raft) appliedLocal(seq uint64, reply keyspace.Reply, denials []acl.Denial, calls []luaexec.Call) {
 	r.ownDone.Store(seq + 1)
 	var done *Request
 	var reads []*readOp
@@ -846,7 +848,7 @@ func (r *Raft) appliedLocal(seq uint64, reply keyspace.Reply, denials []acl.Deni
 	}
 	r.localMu.Unlock()
 	if done != nil {
-		done.Denials = denials
+		done.Denials, done.Calls = denials, append(done.Calls[:0], calls...)
 		done.finish(reply)
 	}
 	for _, rd := range reads {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/luaexec"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 )
@@ -313,7 +314,7 @@ func (f *forwarder) leaderChanged() {
 // answer relays the leader's replies to a batch whose relay numbers are
 // seqs. A relayed request that succeeded waits for this node's own reply.
 func (f *forwarder) answer(batch []*Request, seqs []uint64, res string) {
-	leaderApplied, replies, err := decodeForwardReply([]byte(res))
+	leaderApplied, replies, calls, err := decodeForwardReply([]byte(res))
 	if err == nil && len(replies) != len(batch) {
 		err = fmt.Errorf("%d replies to %d requests", len(replies), len(batch))
 	}
@@ -327,13 +328,15 @@ func (f *forwarder) answer(batch []*Request, seqs []uint64, res string) {
 	for i, req := range batch {
 		switch {
 		case seqs == nil || seqs[i] == 0:
+			req.Calls = calls[i]
 			req.finish(replies[i])
 		case replies[i].Kind == keyspace.KindError: // nothing was applied
 			if rl := f.claim(seqs[i]); rl != nil {
+				rl.req.Calls = calls[i]
 				rl.req.finish(replies[i])
 			}
 		default:
-			f.awaitApply(seqs[i], replies[i], leaderApplied)
+			f.awaitApply(seqs[i], replies[i], calls[i], leaderApplied)
 		}
 	}
 }
@@ -363,11 +366,12 @@ func (f *forwarder) finishAll(batch []*Request, reply keyspace.Reply) {
 type relayTag struct{ origin, seq uint64 }
 
 // relayed is a relayed request and, once the leader has answered it, the
-// leader's reply and applied index.
+// leader's reply, its scripts' calls and its applied index.
 type relayed struct {
 	req           *Request
 	answered      bool
 	leaderReply   keyspace.Reply
+	leaderCalls   []luaexec.Call
 	leaderApplied uint64
 	timeout       *time.Timer
 }
@@ -468,16 +472,17 @@ func (f *forwarder) claimLocked(seq uint64) *relayed {
 }
 
 // awaitApply keeps relayed request seq, which the leader answered with
-// reply once its applied index was leaderApplied, until this node applies
-// the request's entry or passes that index.
-func (f *forwarder) awaitApply(seq uint64, reply keyspace.Reply, leaderApplied uint64) {
+// reply (its scripts having called calls) once its applied index was
+// leaderApplied, until this node applies the request's entry or passes that
+// index.
+func (f *forwarder) awaitApply(seq uint64, reply keyspace.Reply, calls []luaexec.Call, leaderApplied uint64) {
 	f.relayMu.Lock()
 	rl := f.relays[seq]
 	if rl == nil { // this node applied the entry first and answered
 		f.relayMu.Unlock()
 		return
 	}
-	rl.answered, rl.leaderReply, rl.leaderApplied = true, reply, leaderApplied
+	rl.answered, rl.leaderReply, rl.leaderCalls, rl.leaderApplied = true, reply, calls, leaderApplied
 	// Counted before the applied index is read, and passed reads them in the
 	// other order, so that one of the two sees the other.
 	f.waiting.Add(1)
@@ -492,9 +497,11 @@ func (f *forwarder) awaitApply(seq uint64, reply keyspace.Reply, leaderApplied u
 }
 
 // appliedHere answers relayed request seq with this node's reply to its
-// entry. The FSM calls it.
-func (f *forwarder) appliedHere(seq uint64, reply keyspace.Reply) {
+// entry, whose scripts called calls (valid during the call). The FSM calls
+// it.
+func (f *forwarder) appliedHere(seq uint64, reply keyspace.Reply, calls []luaexec.Call) {
 	if rl := f.claim(seq); rl != nil {
+		rl.req.Calls = append(rl.req.Calls[:0], calls...)
 		rl.req.finish(reply)
 	}
 }
@@ -524,6 +531,7 @@ func (f *forwarder) passed(applied uint64) {
 // this node's subscribers, which have received nothing.
 func (f *forwarder) skipped(rl *relayed) {
 	if rl != nil {
+		rl.req.Calls = rl.leaderCalls
 		rl.req.finish(withoutDeliveries(rl.req, rl.leaderReply))
 	}
 }
@@ -655,9 +663,11 @@ func (r *Raft) serveForward(req *Request, payload []byte) {
 	}
 	go func() {
 		replies := make([]keyspace.Reply, len(batch))
+		calls := make([][]luaexec.Call, len(batch))
 		relayed := false
 		for i, in := range batch {
 			replies[i] = in.Wait(context.Background())
+			calls[i] = in.Calls
 			relayed = relayed || in.relay.seq != 0
 		}
 		// The sender of relayed requests needs an applied index that their
@@ -671,7 +681,7 @@ func (r *Raft) serveForward(req *Request, payload []byte) {
 			r.smMu.Unlock()
 			r.sendCommitIndex()
 		}
-		req.finish(keyspace.Bulk(string(encodeForwardReply(applied, replies))))
+		req.finish(keyspace.Bulk(string(encodeForwardReply(applied, replies, calls))))
 	}()
 }
 

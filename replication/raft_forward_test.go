@@ -59,7 +59,7 @@ func TestForwardTakesTheLeadersMemoryVerdict(t *testing.T) {
 		if res.Kind != keyspace.KindBulk {
 			t.Fatalf("FORWARD = %+v", res)
 		}
-		_, replies, err := decodeForwardReply([]byte(res.Str))
+		_, replies, _, err := decodeForwardReply([]byte(res.Str))
 		if err != nil || len(replies) != 1 {
 			t.Fatalf("FORWARD reply %q: %v", res.Str, err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/lockserver/lockserver/acl"
 	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/luaexec"
 )
 
 // fsm is the Raft engine as hashicorp/raft sees it: its state machine.
@@ -83,6 +84,7 @@ func (r *Raft) applyLog(l *raft.Log) {
 func (r *Raft) applyEntry(index uint64, i int, e *logEntry) bool {
 	reply := keyspace.OK
 	var denials []acl.Denial
+	var calls []luaexec.Call
 	switch e.Kind {
 	case kindCommand:
 		var pub keyspace.Publisher
@@ -91,10 +93,14 @@ func (r *Raft) applyEntry(index uint64, i int, e *logEntry) bool {
 		}
 		// A batch holds at most maxBatchEntries, so the seed is unique.
 		sm := r.sm.Load()
+		// The calls of scripts are counted by the node that answers the
+		// client, and only it times them.
+		relayed := e.Relay.origin == r.origin
+		sm.record(e.Origin == r.origin || relayed)
 		reply = sm.Apply(&e.Entry, index<<16|uint64(i), pub)
-		denials = sm.takeDenials()
-		if e.Relay.origin == r.origin {
-			r.fwd.appliedHere(e.Relay.seq, reply)
+		denials, calls = sm.takeDenials(), sm.calls()
+		if relayed {
+			r.fwd.appliedHere(e.Relay.seq, reply, calls)
 		}
 	case kindMemberSet:
 		r.setMember(e.Member, e.Addr)
@@ -111,7 +117,7 @@ func (r *Raft) applyEntry(index uint64, i int, e *logEntry) bool {
 		reply = keyspace.Int(int64(removed))
 	}
 	if e.Origin == r.origin {
-		r.appliedLocal(e.Seq, reply, denials)
+		r.appliedLocal(e.Seq, reply, denials, calls)
 	}
 	return e.Kind == kindCommand || e.Kind == kindSweep
 }

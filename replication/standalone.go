@@ -212,11 +212,12 @@ func (s *Standalone) runQueued() int {
 // requests.
 func (s *Standalone) exec(q queued) (reply keyspace.Reply) {
 	req := q.req
+	s.sm.record(true) // every request is this node's client's
 	defer func() {
 		if p := recover(); p != nil {
 			reply = keyspace.Error(fmt.Sprintf("ERR internal error: %v", p))
 		}
-		req.Denials = s.sm.takeDenials()
+		req.Denials, req.Calls = s.sm.takeDenials(), append(req.Calls[:0], s.sm.calls()...)
 	}()
 	switch {
 	case req.WatchKeys != nil:

@@ -167,6 +167,15 @@ func (sm *StateMachine) Sweep(now int64, db, from, shards int) int {
 // Scripts returns the number of scripts in the script cache.
 func (sm *StateMachine) Scripts() int { return sm.lua.NumScripts() }
 
+// record makes the state machine keep the commands scripts call from now
+// on, or stop keeping them (see luaexec.Engine.Record): the node that
+// answers a request's client counts them. It forgets those kept so far.
+func (sm *StateMachine) record(on bool) { sm.lua.Record(on) }
+
+// calls returns the commands scripts called since the last record, valid
+// until the next one (see Request.Calls).
+func (sm *StateMachine) calls() []luaexec.Call { return sm.lua.Calls() }
+
 // Prepare validates req before it is proposed, so that errors a leader can see
 // (unknown command, arity, NOSCRIPT, compile errors, OOM) never enter the log,
 // and reports whether it must be applied as a write.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lockserver/lockserver/internal/histogram"
 	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/replication"
 )
 
 // commandStats are one command's figures, for INFO commandstats and
@@ -100,6 +101,31 @@ func (s *Server) countInner(cmd *keyspace.Command, failed bool) {
 	st.calls.Add(1)
 	if failed {
 		st.failed.Add(1)
+	}
+}
+
+// countScriptCalls counts the commands that req's scripts called, for
+// client addr, as Redis counts a script's calls: each one that ran as a
+// command processed, with its time and whether it failed; each refused one
+// as rejected; every error reply they were given in the error statistics.
+// The state machine ran them, on this node or on the leader (see
+// replication.Request.Calls); a request whose wait ended before its reply
+// was ready has none to count.
+func (s *Server) countScriptCalls(req *replication.Request, addr string) {
+	if !req.Ready() {
+		return
+	}
+	for _, cl := range req.Calls {
+		if cl.Err != "" {
+			s.countError(cl.Cmd, cl.Err, addr)
+		}
+		switch {
+		case cl.Rejected:
+			s.countRejected(cl.Cmd)
+		case cl.Cmd != nil:
+			s.stats.commands.Add(1)
+			s.countCall(cl.Cmd, time.Duration(cl.Nanos), cl.Err != "")
+		}
 	}
 }
 
@@ -229,6 +255,14 @@ func (e *errorStats) reset() {
 	e.mu.Lock()
 	e.all, e.byCode, e.byCmd = 0, nil, nil
 	e.mu.Unlock()
+}
+
+// countErrorReply counts error reply r to cmd, unless it was counted where
+// it arose (keyspace.CountedError).
+func (s *Server) countErrorReply(cmd *keyspace.Command, r keyspace.Reply, addr string) {
+	if !r.Counted() {
+		s.countError(cmd, r.Str, addr)
+	}
 }
 
 // countError counts an error reply to a command (nil for a protocol error)

@@ -552,9 +552,17 @@ func (c *conn) slot() *slot {
 }
 
 func (c *conn) recycle(s *slot) {
+	calls := s.req.Calls
 	*s = slot{}
+	if cap(calls) <= maxSlotCalls {
+		clear(calls)
+		s.req.Calls = calls[:0] // the room of a script's calls, reused by the next
+	}
 	c.free = append(c.free, s)
 }
+
+// maxSlotCalls is the most script calls whose room a slot keeps.
+const maxSlotCalls = 16
 
 // silence reports whether the next reply is to be dropped (CLIENT REPLY) and
 // consumes a SKIP.
@@ -590,7 +598,7 @@ func (c *conn) reply(r keyspace.Reply) {
 	// says, as Redis 7.0 sends them: a client waits for them.
 	silent := r.Kind != keyspace.KindPush && c.silence()
 	if r.Kind == keyspace.KindError {
-		c.srv.countError(c.cur.cmd, r.Str, c.addr)
+		c.srv.countErrorReply(c.cur.cmd, r, c.addr)
 		c.cur.failed = true
 	}
 	if len(c.pending) == 0 {
@@ -610,6 +618,7 @@ func (c *conn) render(s *slot) {
 	if !s.ready {
 		r = c.wait(&s.req)
 		c.logScriptDenials(&s.req)
+		c.srv.countScriptCalls(&s.req, c.addr)
 		if s.then != nil {
 			r = s.then(c, s, r)
 		}
@@ -618,7 +627,7 @@ func (c *conn) render(s *slot) {
 	if !s.ready {
 		failed := r.Kind == keyspace.KindError
 		if failed {
-			c.srv.countError(s.call.cmd, r.Str, c.addr)
+			c.srv.countErrorReply(s.call.cmd, r, c.addr)
 		}
 		if s.call.cmd != nil {
 			c.record(&s.call, failed)

@@ -225,6 +225,7 @@ func cmdExec(c *conn, args [][]byte) {
 	c.srv.engine.Submit(&s.req)
 	r := c.wait(&s.req)
 	c.logScriptDenials(&s.req)
+	c.srv.countScriptCalls(&s.req, c.addr)
 	c.recycle(s)
 	if r.Kind != keyspace.KindArray {
 		c.reply(r) // WATCH failed (a null array), or the transaction was refused
@@ -254,7 +255,7 @@ func cmdExec(c *conn, args [][]byte) {
 	for i, cmd := range t.rows {
 		failed := replies[i].Kind == keyspace.KindError
 		if failed {
-			c.srv.countError(cmd, replies[i].Str, c.addr)
+			c.srv.countErrorReply(cmd, replies[i], c.addr)
 		}
 		c.srv.countInner(cmd, failed)
 		if m := &c.srv.hub.monitors; m.n.Load() > 0 && monitored(cmd) {

@@ -425,9 +425,10 @@ func (s *Server) Do(ctx context.Context, db int, args [][]byte) keyspace.Reply {
 	}
 	s.engine.Submit(&call.req)
 	r := call.req.Wait(ctx)
+	s.countScriptCalls(&call.req, "embedded")
 	failed := r.Kind == keyspace.KindError
 	if failed {
-		s.countError(cmd, r.Str, "embedded")
+		s.countErrorReply(cmd, r, "embedded")
 	}
 	s.stats.commands.Add(1)
 	d := time.Since(start)
