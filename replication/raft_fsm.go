@@ -183,11 +183,13 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	r := (*Raft)(f)
 	defer rc.Close()
+	began := time.Now()
 	read := &counter{r: rc}
 	sm, members, applied, err := readSnapshot(read, r)
 	if err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
+	r.restored(applied, read.n, time.Since(began))
 	r.smMu.Lock()
 	r.sm.Store(sm)
 	sm.useRestoredUsers()
@@ -201,6 +203,18 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	// A snapshot is another node's time line, or this node's before a restart.
 	r.clock.Follow(sm.LastTime())
 	return nil
+}
+
+// restored counts and logs a snapshot restored: raft restores this node's
+// own before NewRaft returns, and later only snapshots a leader installs.
+func (r *Raft) restored(index, bytes uint64, took time.Duration) {
+	source, counter := "start", &r.metrics.restoresAtStart
+	if r.node.Load() != nil {
+		source, counter = "leader", &r.metrics.installs
+	}
+	counter.Add(1)
+	r.metrics.restoreTime.Observe(int64(took))
+	r.log.Info("snapshot restored", "event", "snapshot", "source", source, "index", index, "bytes", bytes, "duration", took)
 }
 
 // snapshotMagic starts the engine's header in every snapshot; its last byte

@@ -3,10 +3,14 @@ package replication
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/lockserver/lockserver/keyspace"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // jsonLog collects a logger's JSON lines.
@@ -65,5 +69,84 @@ func TestClusterLogsEvents(t *testing.T) {
 	}
 	if ev := logs.events("membership"); len(ev) != 1 || ev[0]["change"] != "remove" || ev[0]["id"] != gone.id {
 		t.Errorf("membership lines: %v", ev)
+	}
+}
+
+// restores returns a member's count of snapshots restored from source, as
+// its Collector reports it.
+func restores(t *testing.T, n *testNode, source string) float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(n.eng.Collector())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "lockserver_raft_snapshot_restores_total" {
+			continue
+		}
+		for _, m := range mf.Metric {
+			for _, l := range m.Label {
+				if l.GetName() == "source" && l.GetValue() == source {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("%s: no snapshot_restores_total{source=%q}", n.id, source)
+	return 0
+}
+
+// A member that is sent the leader's snapshot, and one that restarts from
+// its own, count it and log a snapshot line saying which.
+func TestClusterCountsSnapshotRestores(t *testing.T) {
+	logs := &jsonLog{}
+	c := newTestClusterWith(t, 3, RaftOptions{SnapshotThreshold: 1 << 30, TrailingLogs: 4,
+		Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	defer c.close()
+	l := c.leader()
+	lag := c.followers(l)[0]
+	lag.stop()
+	for i := range 40 {
+		wantReply(t, "SET", c.set(l, 0, fmt.Sprint("k", i), "v"), keyspace.OK)
+	}
+	running := append([]*testNode{l}, c.followers(l)...)
+	for _, n := range running {
+		wantReply(t, "LOCKSERVER SNAPSHOT on "+n.id, do(n, 0, "LOCKSERVER", "SNAPSHOT"), keyspace.OK)
+	}
+	wantReply(t, "SET after the snapshots", c.set(l, 0, "after", "1"), keyspace.OK)
+	restored := func(n *testNode, source string) bool {
+		for _, e := range logs.events("snapshot") {
+			if e["node"] == n.id && e["source"] == source && e["msg"] == "snapshot restored" && e["bytes"].(float64) > 0 {
+				return true
+			}
+		}
+		return false
+	}
+	if restored(lag, "leader") {
+		t.Fatal("a restore logged before the lagging member came back")
+	}
+
+	lag.restart()
+	c.eventually(lag.id+" catches up", func() bool { return same(localGet(lag, "after"), keyspace.Bulk("1")) })
+	if got := restores(t, lag, "leader"); got != 1 {
+		t.Errorf("%s: snapshot_restores_total{source=leader} = %v after it was sent the leader's snapshot, want 1", lag.id, got)
+	}
+	if !restored(lag, "leader") {
+		t.Errorf("%s: no snapshot line for the snapshot the leader sent: %v", lag.id, logs.events("snapshot"))
+	}
+
+	n := c.followers(c.leader())[0]
+	n.stop()
+	n.restart()
+	if got := restores(t, n, "start"); got != 1 {
+		t.Errorf("%s: snapshot_restores_total{source=start} = %v after restarting from its snapshot, want 1", n.id, got)
+	}
+	if got := restores(t, n, "leader"); got != 0 {
+		t.Errorf("%s: snapshot_restores_total{source=leader} = %v after restarting from its own snapshot, want 0", n.id, got)
+	}
+	if !restored(n, "start") {
+		t.Errorf("%s: no snapshot line for its restart: %v", n.id, logs.events("snapshot"))
 	}
 }

@@ -32,6 +32,11 @@ type raftMetrics struct {
 	snapshots     atomic.Int64
 	snapshotTime  histogram.Histogram
 	snapshotBytes atomic.Int64
+	// restores count the snapshots this node's state was replaced with, its
+	// own at start and those a leader installed, and restoreTime times
+	// reading each.
+	restoresAtStart, installs atomic.Int64
+	restoreTime               histogram.Histogram
 	// forwarded counts the requests a follower sent to the leader, forward
 	// times each batch's round trip, and unknown counts the forwarded writes
 	// whose outcome the follower could not learn (answered UNKNOWN).
@@ -61,6 +66,8 @@ var (
 	descSnapshots  = newDesc("snapshots_total", "Snapshots this member took.")
 	descSnapTime   = newDesc("snapshot_seconds", "Time to take and write a snapshot.")
 	descSnapBytes  = newDesc("snapshot_bytes", "Size of the last snapshot this member took.")
+	descRestores   = newDesc("snapshot_restores_total", "Snapshots this member's state was restored from: its own at start (source start), or one a leader installed (source leader).", "source")
+	descRestore    = newDesc("snapshot_restore_seconds", "Time to read a snapshot into the state machine.")
 	descForwarded  = newDesc("forwarded_requests_total", "Requests this member, as a follower, forwarded to the leader.")
 	descForward    = newDesc("forward_seconds", "Round trip of a batch of requests forwarded to the leader.")
 	descUnknown    = newDesc("forwarded_unknown_total", "Forwarded writes answered UNKNOWN: the leader changed or the connection broke after they were sent.")
@@ -83,7 +90,7 @@ type raftCollector struct{ r *Raft }
 func (c raftCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descState, descHasLeader, descReady, descTerm, descLastIndex, descCommit,
 		descApplied, descChanges, descCommitTime, descApplyTime, descBatch, descLogWrite, descLogBytes,
-		descSnapshots, descSnapTime, descSnapBytes, descForwarded, descForward, descUnknown, descLag, descReachable} {
+		descSnapshots, descSnapTime, descSnapBytes, descRestores, descRestore, descForwarded, descForward, descUnknown, descLag, descReachable} {
 		ch <- d
 	}
 }
@@ -138,6 +145,9 @@ func (c raftCollector) Collect(ch chan<- prometheus.Metric) {
 	value(descSnapshots, prometheus.CounterValue, float64(m.snapshots.Load()))
 	hist(descSnapTime, &m.snapshotTime, timeBounds, 1e-9)
 	value(descSnapBytes, prometheus.GaugeValue, float64(m.snapshotBytes.Load()))
+	value(descRestores, prometheus.CounterValue, float64(m.restoresAtStart.Load()), "start")
+	value(descRestores, prometheus.CounterValue, float64(m.installs.Load()), "leader")
+	hist(descRestore, &m.restoreTime, timeBounds, 1e-9)
 	value(descForwarded, prometheus.CounterValue, float64(m.forwarded.Load()))
 	hist(descForward, &m.forward, timeBounds, 1e-9)
 	value(descUnknown, prometheus.CounterValue, float64(m.unknown.Load()))
