@@ -221,3 +221,20 @@ func TestDiffInfoLatencyStats(t *testing.T) {
 		last = v
 	}
 }
+
+// INFO stats counts each read of a client's connection and each write of
+// its replies: one of each for a command the client sends and waits for.
+func TestDiffInfoReadsWrites(t *testing.T) {
+	p := newPair(t)
+	p.Do("CONFIG", "RESETSTAT")
+	for range 5 {
+		p.Do("PING")
+	}
+	p.Do("SET", "k", "v")
+	w, g := infoLines(p.redis.Do("INFO", "stats")), infoLines(p.ls.Do("INFO", "stats"))
+	for _, f := range []string{"total_reads_processed", "total_writes_processed"} {
+		if w[f] == "" || g[f] != w[f] {
+			t.Errorf("INFO stats %s: %q, redis-server %q", f, g[f], w[f])
+		}
+	}
+}

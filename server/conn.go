@@ -108,6 +108,7 @@ type conn struct {
 	overflow  atomic.Bool
 	wmu       sync.Mutex
 	written   atomic.Int64
+	writes    atomic.Int64 // writes to nc, for INFO's total_writes_processed
 
 	closing atomic.Bool
 	done    chan struct{} // closed when serve returns
@@ -763,6 +764,7 @@ func (c *conn) flush() error {
 
 	n, err := c.nc.Write(out)
 	c.written.Add(int64(n))
+	c.writes.Add(1)
 
 	c.omu.Lock()
 	c.writing = 0

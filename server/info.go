@@ -164,6 +164,7 @@ func (s *Server) infoPersistence(b *infoBuilder) {
 type totals struct {
 	clients                 int
 	commands, netIn, netOut int64
+	reads, writes           int64
 }
 
 func (s *Server) totals() totals {
@@ -173,10 +174,14 @@ func (s *Server) totals() totals {
 		t.commands += c.commands.Load()
 		t.netIn += c.rd.total.Load()
 		t.netOut += c.written.Load()
+		t.reads += c.rd.reads.Load()
+		t.writes += c.writes.Load()
 	})
 	t.commands += s.stats.commands.Load()
 	t.netIn += s.stats.netIn.Load()
 	t.netOut += s.stats.netOut.Load()
+	t.reads += s.stats.reads.Load()
+	t.writes += s.stats.writes.Load()
 	return t
 }
 
@@ -195,6 +200,11 @@ func (s *Server) infoStats(b *infoBuilder) {
 	b.line("pubsub_patterns", patterns)
 	b.line("pubsubshard_channels", shards)
 	b.line("total_error_replies", s.stats.errors.total())
+	// Each read of a client's connection into its query buffer, and each
+	// write of its replies: one each for a command a client sends and then
+	// waits for, as redis-server counts its read and write events.
+	b.line("total_reads_processed", t.reads)
+	b.line("total_writes_processed", t.writes)
 	b.line("client_output_buffer_limit_disconnections", s.stats.outputLimited.Load())
 	// Redis 7.2's counts of the ACL's refusals.
 	b.line("acl_access_denied_auth", s.stats.aclDenied[acl.DeniedAuth].Load())
@@ -291,6 +301,8 @@ func (s *Server) resetStats() {
 	s.stats.commands.Store(0)
 	s.stats.netIn.Store(0)
 	s.stats.netOut.Store(0)
+	s.stats.reads.Store(0)
+	s.stats.writes.Store(0)
 	s.stats.outputLimited.Store(0)
 	for i := range s.stats.aclDenied {
 		s.stats.aclDenied[i].Store(0)
@@ -301,6 +313,8 @@ func (s *Server) resetStats() {
 		c.commands.Store(0)
 		c.rd.total.Store(0)
 		c.written.Store(0)
+		c.rd.reads.Store(0)
+		c.writes.Store(0)
 	})
 	s.mem.peak.Store(s.mem.current())
 }

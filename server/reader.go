@@ -111,8 +111,9 @@ type reader struct {
 	// argv holds the arguments of every command of the batch, so that a
 	// command's slice survives while later ones are parsed.
 	argv [][]byte
-	// total counts the bytes read, for INFO; other goroutines read it.
-	total atomic.Int64
+	// total counts the bytes read, and reads the reads that brought them,
+	// for INFO; other goroutines read them.
+	total, reads atomic.Int64
 	// qbuf and qbufFree are CLIENT LIST's, published for other connections to
 	// read: the bytes not yet parsed into arguments and the room after them.
 	qbuf, qbufFree atomic.Int64
@@ -428,6 +429,7 @@ func (r *reader) fill() error {
 	n, err := r.src.Read(r.buf[r.end:])
 	r.end += n
 	r.total.Add(int64(n))
+	r.reads.Add(1)
 	r.publishQuery()
 	if err != nil {
 		if n > 0 {

@@ -114,6 +114,8 @@ type stats struct {
 	commands    atomic.Int64 // processed by closed connections
 	netIn       atomic.Int64 // bytes read by closed connections
 	netOut      atomic.Int64 // bytes written by closed connections
+	reads       atomic.Int64 // reads of closed connections (total_reads_processed)
+	writes      atomic.Int64 // writes of closed connections (total_writes_processed)
 	errors      errorStats
 	// outputLimited counts the clients closed for passing their output
 	// limits (output.go).
@@ -364,6 +366,8 @@ func (s *Server) forget(c *conn) {
 	s.stats.commands.Add(c.commands.Load())
 	s.stats.netIn.Add(c.rd.total.Load())
 	s.stats.netOut.Add(c.written.Load())
+	s.stats.reads.Add(c.rd.reads.Load())
+	s.stats.writes.Add(c.writes.Load())
 	s.mu.Unlock()
 	s.wg.Done()
 }
