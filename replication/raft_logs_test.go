@@ -108,14 +108,23 @@ func TestClusterCountsSnapshotRestores(t *testing.T) {
 	l := c.leader()
 	lag := c.followers(l)[0]
 	lag.stop()
+	lastLag, _ := lag.store.LastIndex()
 	for i := range 40 {
 		wantReply(t, "SET", c.set(l, 0, fmt.Sprint("k", i), "v"), keyspace.OK)
 	}
+	// Twice, as a snapshot keeps the log written since the one before.
 	running := append([]*testNode{l}, c.followers(l)...)
-	for _, n := range running {
-		wantReply(t, "LOCKSERVER SNAPSHOT on "+n.id, do(n, 0, "LOCKSERVER", "SNAPSHOT"), keyspace.OK)
+	for i := range 2 {
+		for _, n := range running {
+			wantReply(t, "LOCKSERVER SNAPSHOT on "+n.id, do(n, 0, "LOCKSERVER", "SNAPSHOT"), keyspace.OK)
+		}
+		wantReply(t, "SET after the snapshots", c.set(l, 0, "after", fmt.Sprint(i+1)), keyspace.OK)
 	}
-	wantReply(t, "SET after the snapshots", c.set(l, 0, "after", "1"), keyspace.OK)
+	for _, n := range running {
+		if first, _ := n.store.FirstIndex(); first <= lastLag {
+			t.Fatalf("%s kept its log from %d; the lagging member stopped at %d, so it would not need a snapshot", n.id, first, lastLag)
+		}
+	}
 	restored := func(n *testNode, source string) bool {
 		for _, e := range logs.events("snapshot") {
 			if e["node"] == n.id && e["source"] == source && e["msg"] == "snapshot restored" && e["bytes"].(float64) > 0 {
@@ -129,7 +138,7 @@ func TestClusterCountsSnapshotRestores(t *testing.T) {
 	}
 
 	lag.restart()
-	c.eventually(lag.id+" catches up", func() bool { return same(localGet(lag, "after"), keyspace.Bulk("1")) })
+	c.eventually(lag.id+" catches up", func() bool { return same(localGet(lag, "after"), keyspace.Bulk("2")) })
 	if got := restores(t, lag, "leader"); got != 1 {
 		t.Errorf("%s: snapshot_restores_total{source=leader} = %v after it was sent the leader's snapshot, want 1", lag.id, got)
 	}
@@ -137,7 +146,11 @@ func TestClusterCountsSnapshotRestores(t *testing.T) {
 		t.Errorf("%s: no snapshot line for the snapshot the leader sent: %v", lag.id, logs.events("snapshot"))
 	}
 
-	n := c.followers(c.leader())[0]
+	// A member that took snapshots restarts from its own.
+	n := running[0]
+	if n == c.leader() {
+		n = running[1]
+	}
 	n.stop()
 	n.restart()
 	if got := restores(t, n, "start"); got != 1 {
