@@ -177,9 +177,10 @@ type faultProxy struct {
 	// reject resets cut connections instead of blackholing them.
 	reject bool
 
-	mu    sync.Mutex
-	links map[*proxyLink]bool
-	wg    sync.WaitGroup
+	mu     sync.Mutex
+	links  map[*proxyLink]bool
+	wg     sync.WaitGroup // the links' goroutines
+	served chan struct{}  // closed when serve returns
 }
 
 // proxy starts a proxy on a free loopback port in front of target, the port
@@ -190,11 +191,10 @@ func (n *faultNet) proxy(t testing.TB, dst, target string, reject bool) *faultPr
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &faultProxy{net: n, dst: dst, target: target, ln: ln, reject: reject, links: map[*proxyLink]bool{}}
+	p := &faultProxy{net: n, dst: dst, target: target, ln: ln, reject: reject, links: map[*proxyLink]bool{}, served: make(chan struct{})}
 	n.mu.Lock()
 	n.proxies = append(n.proxies, p)
 	n.mu.Unlock()
-	p.wg.Add(1)
 	go p.serve()
 	return p
 }
@@ -202,7 +202,7 @@ func (n *faultNet) proxy(t testing.TB, dst, target string, reject bool) *faultPr
 func (p *faultProxy) addr() string { return p.ln.Addr().String() }
 
 func (p *faultProxy) serve() {
-	defer p.wg.Done()
+	defer close(p.served)
 	for {
 		in, err := p.ln.Accept()
 		if err != nil {
@@ -250,8 +250,14 @@ func (p *faultProxy) linkList() []*proxyLink {
 	return ls
 }
 
+// close stops the proxy and closes its links. It waits for serve to return
+// first: a connection accepted before the listener closed may still be on
+// its way to the links (finding its source reads /proc, slow on a busy
+// machine), and a link left out would keep its goroutine, and close, waiting
+// until its dialer hangs up.
 func (p *faultProxy) close() {
 	p.ln.Close()
+	<-p.served
 	for _, l := range p.linkList() {
 		l.close()
 	}
@@ -371,8 +377,12 @@ func TestFaultNetProxy(t *testing.T) {
 		return c, bufio.NewReader(c)
 	}
 	dial := func() (net.Conn, *bufio.Reader) { return dialTo(p) }
-	roundTrip := func(c net.Conn, rd *bufio.Reader, msg string) error {
-		c.SetDeadline(time.Now().Add(300 * time.Millisecond))
+	// A round trip that should be answered (or refused) waits as long as a
+	// busy machine under -race may need; one that should meet silence gives
+	// up after silence.
+	const answered, silence = 20 * time.Second, 300 * time.Millisecond
+	roundTrip := func(c net.Conn, rd *bufio.Reader, msg string, wait time.Duration) error {
+		c.SetDeadline(time.Now().Add(wait))
 		if _, err := c.Write([]byte(msg + "\n")); err != nil {
 			return err
 		}
@@ -384,7 +394,7 @@ func TestFaultNetProxy(t *testing.T) {
 	}
 
 	open, openRd := dial()
-	if err := roundTrip(open, openRd, "hello"); err != nil {
+	if err := roundTrip(open, openRd, "hello", answered); err != nil {
 		t.Fatalf("through the proxy: %v", err)
 	}
 	if links := p.linkList(); len(links) != 1 || links[0].src != "a" {
@@ -392,22 +402,39 @@ func TestFaultNetProxy(t *testing.T) {
 	}
 
 	n.isolate("a")
-	if err := roundTrip(open, openRd, "lost"); err == nil {
+	if err := roundTrip(open, openRd, "lost", silence); err == nil {
 		t.Fatal("an open connection of an isolated node still carries data")
 	}
 	fresh, freshRd := dial()
 	var nerr net.Error
-	if err := roundTrip(fresh, freshRd, "lost too"); !errors.As(err, &nerr) || !nerr.Timeout() {
+	if err := roundTrip(fresh, freshRd, "lost too", silence); !errors.As(err, &nerr) || !nerr.Timeout() {
 		t.Fatalf("a new connection from an isolated node = %v, want silence (a timeout)", err)
 	}
+	// Silence alone may only mean that the proxy has not got to the
+	// connection yet: it must have taken it, from node a, and blackholed it.
+	for deadline := time.Now().Add(answered); ; time.Sleep(10 * time.Millisecond) {
+		links := p.linkList()
+		holed := 0
+		for _, l := range links {
+			if l.src == "a" && l.isHoled() {
+				holed++
+			}
+		}
+		if len(links) == 2 && holed == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the proxy's links = %+v, want the open one and the new one from node a, both blackholed", links)
+		}
+	}
 	refused, refusedRd := dialTo(rejecting)
-	if err := roundTrip(refused, refusedRd, "refused"); err == nil || errors.As(err, &nerr) && nerr.Timeout() {
+	if err := roundTrip(refused, refusedRd, "refused", answered); err == nil || errors.As(err, &nerr) && nerr.Timeout() {
 		t.Fatalf("a new connection from an isolated node through a rejecting proxy = %v, want it closed", err)
 	}
 
 	n.heal()
 	again, againRd := dial()
-	if err := roundTrip(again, againRd, "back"); err != nil {
+	if err := roundTrip(again, againRd, "back", answered); err != nil {
 		t.Fatalf("after healing: %v", err)
 	}
 }
