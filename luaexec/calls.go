@@ -6,14 +6,14 @@ import (
 	"github.com/lockserver/lockserver/keyspace"
 )
 
-// Call is a command a script called, as Redis counts it in INFO
+// ScriptCall is a command a script called, as Redis counts it in INFO
 // commandstats, latencystats and errorstats: a call that ran (its time, and
 // its error reply if it failed), or one refused before it ran (arity, ACL,
 // a write from a read-only script, OOM, a command scripts may not call; an
 // unknown command has no Cmd). Scripts run in the state machine on every
 // node; their calls are counted by the node that answers the script's
 // client (see Engine.Record).
-type Call struct {
+type ScriptCall struct {
 	Cmd      *keyspace.Command // nil for an unknown command
 	Nanos    int64             // how long it ran; 0 if refused
 	Rejected bool
@@ -42,14 +42,14 @@ const maxKeptCalls = 1024
 
 // Calls returns the commands scripts called since the last Record, valid
 // until the next one: callers copy what they keep.
-func (e *Engine) Calls() []Call { return e.calls }
+func (e *Engine) Calls() []ScriptCall { return e.calls }
 
 // refuse is the reply to a command a script may not call, counted as
 // rejected while the engine records.
 func (v *vm) refuse(cmd *keyspace.Command, text string) (keyspace.Reply, int64) {
 	reply := keyspace.Error(text)
 	if v.e.recording {
-		v.e.calls = append(v.e.calls, Call{Cmd: cmd, Rejected: true, Err: reply.Str})
+		v.e.calls = append(v.e.calls, ScriptCall{Cmd: cmd, Rejected: true, Err: reply.Str})
 	}
 	return reply, 0
 }
@@ -61,7 +61,7 @@ func (v *vm) execCall(cmd *keyspace.Command, c *keyspace.Call) keyspace.Reply {
 	}
 	start := time.Since(clockBase)
 	reply := cmd.Exec(c)
-	cl := Call{Cmd: cmd, Nanos: int64(time.Since(clockBase) - start)}
+	cl := ScriptCall{Cmd: cmd, Nanos: int64(time.Since(clockBase) - start)}
 	if reply.Kind == keyspace.KindError {
 		cl.Err = reply.Str
 	}

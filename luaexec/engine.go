@@ -75,8 +75,8 @@ type Options struct {
 }
 
 // Engine executes the commands of log entries: script commands in Lua, all
-// others in the keyspace. Exec, ExecRead, Scripts, LoadScripts and Stopped must not
-// run concurrently; Prepare may run beside them.
+// others in the keyspace. Exec, ExecRead, Scripts, LoadScripts, Stopped,
+// Record and Calls must not run concurrently; Prepare may run beside them.
 type Engine struct {
 	store *keyspace.Store
 	opts  Options
@@ -91,7 +91,7 @@ type Engine struct {
 	// recording says whether the commands scripts call are kept in calls
 	// (see Record).
 	recording bool
-	calls     []Call
+	calls     []ScriptCall
 }
 
 // New returns an engine over store.

@@ -367,7 +367,7 @@ func appendReply(b []byte, r *keyspace.Reply) []byte {
 // applied index once it had applied the batch, which no entry of the batch
 // exceeds, then the replies, then for each reply the commands its scripts
 // called (Request.Calls), which the forwarding node counts.
-func encodeForwardReply(applied uint64, replies []keyspace.Reply, calls [][]luaexec.Call) []byte {
+func encodeForwardReply(applied uint64, replies []keyspace.Reply, calls [][]luaexec.ScriptCall) []byte {
 	b := binary.AppendUvarint(nil, applied)
 	b = append(b, encodeReplies(replies)...)
 	for i := range replies {
@@ -381,7 +381,7 @@ const callRejected = 1
 
 // appendCalls encodes script calls, each command by its name (a subcommand
 // as "container|sub"), "" for an unknown one.
-func appendCalls(b []byte, calls []luaexec.Call) []byte {
+func appendCalls(b []byte, calls []luaexec.ScriptCall) []byte {
 	b = binary.AppendUvarint(b, uint64(len(calls)))
 	for _, c := range calls {
 		name := ""
@@ -401,14 +401,14 @@ func appendCalls(b []byte, calls []luaexec.Call) []byte {
 }
 
 // decodeForwardReply decodes what encodeForwardReply encoded.
-func decodeForwardReply(b []byte) (applied uint64, replies []keyspace.Reply, calls [][]luaexec.Call, err error) {
+func decodeForwardReply(b []byte) (applied uint64, replies []keyspace.Reply, calls [][]luaexec.ScriptCall, err error) {
 	applied, n := binary.Uvarint(b)
 	if n <= 0 {
 		return 0, nil, nil, errors.New("decode forward reply: bad applied index")
 	}
 	d := decoder{b: b[n:]}
 	replies = d.replies()
-	calls = make([][]luaexec.Call, len(replies))
+	calls = make([][]luaexec.ScriptCall, len(replies))
 	for i := 0; i < len(calls) && d.err == nil; i++ {
 		calls[i] = d.calls()
 	}
@@ -420,16 +420,16 @@ func decodeForwardReply(b []byte) (applied uint64, replies []keyspace.Reply, cal
 
 // calls decodes what appendCalls encoded. A command this node does not know
 // (another version's) is left out.
-func (d *decoder) calls() []luaexec.Call {
+func (d *decoder) calls() []luaexec.ScriptCall {
 	n := d.count(4)
 	if n == 0 {
 		return nil
 	}
-	calls := make([]luaexec.Call, 0, n)
+	calls := make([]luaexec.ScriptCall, 0, n)
 	for i := 0; i < n && d.err == nil; i++ {
 		name := d.bytes()
 		flags := d.byte()
-		c := luaexec.Call{Rejected: flags&callRejected != 0, Nanos: d.varint(), Err: d.string()}
+		c := luaexec.ScriptCall{Rejected: flags&callRejected != 0, Nanos: d.varint(), Err: d.string()}
 		if len(name) > 0 {
 			if c.Cmd = lookupName(name); c.Cmd == nil {
 				continue

@@ -152,15 +152,15 @@ func TestRepliesRoundTrip(t *testing.T) {
 // named as the command table names them.
 func TestForwardReplyRoundTrip(t *testing.T) {
 	replies := sampleReplies()
-	calls := make([][]luaexec.Call, len(replies))
-	calls[1] = []luaexec.Call{
+	calls := make([][]luaexec.ScriptCall, len(replies))
+	calls[1] = []luaexec.ScriptCall{
 		{Cmd: keyspace.Lookup([]byte("set")), Nanos: 1500},
 		{Cmd: keyspace.Lookup([]byte("incr")), Nanos: 1, Err: "ERR value is not an integer or out of range"},
 		{Cmd: keyspace.Lookup([]byte("get")), Rejected: true, Err: "ERR Wrong number of args calling Redis command from script"},
 		{Rejected: true, Err: "ERR Unknown Redis command called from script"},
 		{Cmd: keyspace.Lookup([]byte("memory")).LookupSub([]byte("usage")), Nanos: 7},
 	}
-	calls[len(calls)-1] = []luaexec.Call{{Cmd: keyspace.Lookup([]byte("hincrby")), Nanos: math.MaxInt64}}
+	calls[len(calls)-1] = []luaexec.ScriptCall{{Cmd: keyspace.Lookup([]byte("hincrby")), Nanos: math.MaxInt64}}
 	for _, applied := range []uint64{0, 1, math.MaxUint64} {
 		gotApplied, got, gotCalls, err := decodeForwardReply(encodeForwardReply(applied, replies, calls))
 		if err != nil {

@@ -76,7 +76,7 @@ type Request struct {
 	// or the leader did and sent them back with the reply. The engine
 	// appends them to Calls[:0], so that a caller that reuses its requests
 	// reuses their room.
-	Calls []luaexec.Call
+	Calls []luaexec.ScriptCall
 
 	// relay is set on a request that a follower forwards and answers with its
 	// own reply, and carried to the leader and into the log entry.

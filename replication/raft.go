@@ -825,7 +825,7 @@ func (r *Raft) read(req *Request) keyspace.Reply {
 // node's proposal seq, whose scripts called calls (valid during the call):
 // it answers the proposal's request, and runs the reads
 // that were submitted after it, before this node's next proposal is applied.
-func (r *Raft) appliedLocal(seq uint64, reply keyspace.Reply, denials []acl.Denial, calls []luaexec.Call) {
+func (r *Raft) appliedLocal(seq uint64, reply keyspace.Reply, denials []acl.Denial, calls []luaexec.ScriptCall) {
 	r.ownDone.Store(seq + 1)
 	var done *Request
 	var reads []*readOp

@@ -371,7 +371,7 @@ type relayed struct {
 	req           *Request
 	answered      bool
 	leaderReply   keyspace.Reply
-	leaderCalls   []luaexec.Call
+	leaderCalls   []luaexec.ScriptCall
 	leaderApplied uint64
 	timeout       *time.Timer
 }
@@ -475,7 +475,7 @@ func (f *forwarder) claimLocked(seq uint64) *relayed {
 // reply (its scripts having called calls) once its applied index was
 // leaderApplied, until this node applies the request's entry or passes that
 // index.
-func (f *forwarder) awaitApply(seq uint64, reply keyspace.Reply, calls []luaexec.Call, leaderApplied uint64) {
+func (f *forwarder) awaitApply(seq uint64, reply keyspace.Reply, calls []luaexec.ScriptCall, leaderApplied uint64) {
 	f.relayMu.Lock()
 	rl := f.relays[seq]
 	if rl == nil { // this node applied the entry first and answered
@@ -499,7 +499,7 @@ func (f *forwarder) awaitApply(seq uint64, reply keyspace.Reply, calls []luaexec
 // appliedHere answers relayed request seq with this node's reply to its
 // entry, whose scripts called calls (valid during the call). The FSM calls
 // it.
-func (f *forwarder) appliedHere(seq uint64, reply keyspace.Reply, calls []luaexec.Call) {
+func (f *forwarder) appliedHere(seq uint64, reply keyspace.Reply, calls []luaexec.ScriptCall) {
 	if rl := f.claim(seq); rl != nil {
 		rl.req.Calls = append(rl.req.Calls[:0], calls...)
 		rl.req.finish(reply)
@@ -663,7 +663,7 @@ func (r *Raft) serveForward(req *Request, payload []byte) {
 	}
 	go func() {
 		replies := make([]keyspace.Reply, len(batch))
-		calls := make([][]luaexec.Call, len(batch))
+		calls := make([][]luaexec.ScriptCall, len(batch))
 		relayed := false
 		for i, in := range batch {
 			replies[i] = in.Wait(context.Background())

@@ -84,7 +84,7 @@ func (r *Raft) applyLog(l *raft.Log) {
 func (r *Raft) applyEntry(index uint64, i int, e *logEntry) bool {
 	reply := keyspace.OK
 	var denials []acl.Denial
-	var calls []luaexec.Call
+	var calls []luaexec.ScriptCall
 	switch e.Kind {
 	case kindCommand:
 		var pub keyspace.Publisher

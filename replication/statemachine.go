@@ -174,7 +174,7 @@ func (sm *StateMachine) record(on bool) { sm.lua.Record(on) }
 
 // calls returns the commands scripts called since the last record, valid
 // until the next one (see Request.Calls).
-func (sm *StateMachine) calls() []luaexec.Call { return sm.lua.Calls() }
+func (sm *StateMachine) calls() []luaexec.ScriptCall { return sm.lua.Calls() }
 
 // Prepare validates req before it is proposed, so that errors a leader can see
 // (unknown command, arity, NOSCRIPT, compile errors, OOM) never enter the log,
