@@ -115,6 +115,7 @@ func (s *Server) countScriptCalls(req *replication.Request, addr string) {
 	if !req.Ready() {
 		return
 	}
+	ran := int64(0)
 	for _, cl := range req.Calls {
 		if cl.Err != "" {
 			s.countError(cl.Cmd, cl.Err, addr)
@@ -123,9 +124,12 @@ func (s *Server) countScriptCalls(req *replication.Request, addr string) {
 		case cl.Rejected:
 			s.countRejected(cl.Cmd)
 		case cl.Cmd != nil:
-			s.stats.commands.Add(1)
+			ran++
 			s.countCall(cl.Cmd, time.Duration(cl.Nanos), cl.Err != "")
 		}
+	}
+	if ran > 0 {
+		s.stats.commands.Add(ran)
 	}
 }
 
