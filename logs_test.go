@@ -1,51 +1,23 @@
 package lockserver_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/internal/testlog"
 	"github.com/redis/go-redis/v9"
 )
-
-// logBuffer collects JSON log lines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// events returns the lines whose "event" is event.
-func (l *logBuffer) events(event string) []map[string]any {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	for _, line := range strings.Split(l.b.String(), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(line), &m) == nil && m["event"] == event {
-			out = append(out, m)
-		}
-	}
-	return out
-}
 
 // One structured line for each client refused or dropped, each refusal for
 // maxmemory (at most one a second) and each slow script, with the fields an
 // operator filters on.
 func TestOperatorLogs(t *testing.T) {
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	s := open(t, lockserver.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), PoolSize: 1})
@@ -69,7 +41,7 @@ func TestOperatorLogs(t *testing.T) {
 	if !strings.HasPrefix(string(buf[:n]), "-ERR max number of clients reached") {
 		t.Fatalf("the second client read %q", buf[:n])
 	}
-	if ev := logs.events("client_refused"); len(ev) != 1 || ev[0]["reason"] != "maxclients" || ev[0]["client"] == "" {
+	if ev := logs.Events("client_refused"); len(ev) != 1 || ev[0]["reason"] != "maxclients" || ev[0]["client"] == "" {
 		t.Errorf("client_refused lines: %v", ev)
 	}
 
@@ -87,7 +59,7 @@ func TestOperatorLogs(t *testing.T) {
 	if !strings.HasPrefix(string(buf[:n]), "-ERR Protocol error") {
 		t.Fatalf("the bad client read %q", buf[:n])
 	}
-	if ev := logs.events("client_dropped"); len(ev) != 1 || ev[0]["reason"] != "protocol_error" || ev[0]["client_id"] == nil {
+	if ev := logs.Events("client_dropped"); len(ev) != 1 || ev[0]["reason"] != "protocol_error" || ev[0]["client_id"] == nil {
 		t.Errorf("client_dropped lines: %v", ev)
 	}
 
@@ -100,7 +72,7 @@ func TestOperatorLogs(t *testing.T) {
 			t.Fatalf("SET over maxmemory: %v", err)
 		}
 	}
-	if ev := logs.events("command_refused"); len(ev) != 1 || ev[0]["reason"] != "oom" || ev[0]["command"] != "set" {
+	if ev := logs.Events("command_refused"); len(ev) != 1 || ev[0]["reason"] != "oom" || ev[0]["command"] != "set" {
 		t.Errorf("command_refused lines: %v", ev)
 	}
 	rdb.ConfigSet(ctx, "maxmemory", "0")
@@ -111,7 +83,7 @@ func TestOperatorLogs(t *testing.T) {
 	if err := rdb.Eval(ctx, body, nil).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if ev := logs.events("slow_script"); len(ev) != 1 || ev[0]["sha1"] != "e0e1f9fabfc9d4800c877a703b823ac0578ff8db" {
+	if ev := logs.Events("slow_script"); len(ev) != 1 || ev[0]["sha1"] != "e0e1f9fabfc9d4800c877a703b823ac0578ff8db" {
 		t.Errorf("slow_script lines: %v", ev)
 	}
 }

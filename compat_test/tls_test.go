@@ -7,13 +7,13 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/lockserver/lockserver"
 	"github.com/lockserver/lockserver/internal/freeport"
 	"github.com/lockserver/lockserver/internal/testcerts"
+	"github.com/lockserver/lockserver/internal/testlog"
 	"github.com/lockserver/lockserver/replication"
 	"github.com/redis/go-redis/v9"
 )
@@ -90,7 +90,7 @@ func redisTLSTarget(t *testing.T, ts *tlsSetup, password string) clientTarget {
 
 // lockserverTLSTarget starts a standalone lockserver listening for TLS
 // clients only, logging to logs.
-func lockserverTLSTarget(t *testing.T, ts *tlsSetup, password string, logs *syncBuf) clientTarget {
+func lockserverTLSTarget(t *testing.T, ts *tlsSetup, password string, logs *testlog.Buffer) clientTarget {
 	t.Helper()
 	opts := lockserver.Options{Addr: "-", TLS: ts.serverConfig(), Password: password}
 	if logs != nil {
@@ -98,24 +98,6 @@ func lockserverTLSTarget(t *testing.T, ts *tlsSetup, password string, logs *sync
 	}
 	s := startLockserver(t, opts)
 	return clientTarget{name: "lockserver (TLS)", addr: s.TLSAddr(), password: password, server: s, tls: ts.client}
-}
-
-// syncBuf is a log that tests read while the server writes it.
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // tlsScenarios runs every client's scenario over TLS against redis-server
@@ -197,7 +179,7 @@ func TestTLSClientsOnCluster(t *testing.T) {
 // one. lockserver logs each refusal with its reason.
 func TestTLSRefusesUntrustedClients(t *testing.T) {
 	ts := newTLSSetup(t)
-	logs := &syncBuf{}
+	logs := &testlog.Buffer{}
 	servers := []clientTarget{redisTLSTarget(t, ts, ""), lockserverTLSTarget(t, ts, "", logs)}
 	other := testcerts.NewCA(t, "another CA")
 	noCert := ts.newClient(t, ts.ca.Issue(t, testcerts.Options{}))

@@ -1,52 +1,24 @@
 package replication
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 
+	"github.com/lockserver/lockserver/internal/testlog"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// jsonLog collects a logger's JSON lines.
-type jsonLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *jsonLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *jsonLog) events(event string) []map[string]any {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	for _, line := range strings.Split(l.b.String(), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(line), &m) == nil && m["event"] == event {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
 // A leader change, a snapshot and a membership change each log one line an
 // operator can filter on.
 func TestClusterLogsEvents(t *testing.T) {
-	logs := &jsonLog{}
+	logs := &testlog.Buffer{}
 	c := newTestClusterWith(t, 3, RaftOptions{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	defer c.close()
 	l := c.leader()
 	c.eventually("a leader_change line naming the leader", func() bool {
-		for _, e := range logs.events("leader_change") {
+		for _, e := range logs.Events("leader_change") {
 			if e["leader"] == l.id && e["node"] != nil && e["term"] != nil {
 				return true
 			}
@@ -59,7 +31,7 @@ func TestClusterLogsEvents(t *testing.T) {
 	if r := do(l, 0, "LOCKSERVER", "SNAPSHOT"); r.IsError() {
 		t.Fatalf("LOCKSERVER SNAPSHOT: %s", r.Str)
 	}
-	snaps := logs.events("snapshot")
+	snaps := logs.Events("snapshot")
 	if len(snaps) != 1 || snaps[0]["node"] != l.id || snaps[0]["bytes"].(float64) <= 0 || snaps[0]["index"] == nil {
 		t.Errorf("snapshot lines: %v", snaps)
 	}
@@ -67,7 +39,7 @@ func TestClusterLogsEvents(t *testing.T) {
 	if r := do(l, 0, "LOCKSERVER", "REMOVE", gone.id); r.IsError() {
 		t.Fatalf("LOCKSERVER REMOVE: %s", r.Str)
 	}
-	if ev := logs.events("membership"); len(ev) != 1 || ev[0]["change"] != "remove" || ev[0]["id"] != gone.id {
+	if ev := logs.Events("membership"); len(ev) != 1 || ev[0]["change"] != "remove" || ev[0]["id"] != gone.id {
 		t.Errorf("membership lines: %v", ev)
 	}
 }
@@ -101,7 +73,7 @@ func restores(t *testing.T, n *testNode, source string) float64 {
 // A member that is sent the leader's snapshot, and one that restarts from
 // its own, count it and log a snapshot line saying which.
 func TestClusterCountsSnapshotRestores(t *testing.T) {
-	logs := &jsonLog{}
+	logs := &testlog.Buffer{}
 	c := newTestClusterWith(t, 3, RaftOptions{SnapshotThreshold: 1 << 30, TrailingLogs: 4,
 		Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	defer c.close()
@@ -126,7 +98,7 @@ func TestClusterCountsSnapshotRestores(t *testing.T) {
 		}
 	}
 	restored := func(n *testNode, source string) bool {
-		for _, e := range logs.events("snapshot") {
+		for _, e := range logs.Events("snapshot") {
 			if e["node"] == n.id && e["source"] == source && e["msg"] == "snapshot restored" && e["bytes"].(float64) > 0 {
 				return true
 			}
@@ -143,7 +115,7 @@ func TestClusterCountsSnapshotRestores(t *testing.T) {
 		t.Errorf("%s: snapshot_restores_total{source=leader} = %v after it was sent the leader's snapshot, want 1", lag.id, got)
 	}
 	if !restored(lag, "leader") {
-		t.Errorf("%s: no snapshot line for the snapshot the leader sent: %v", lag.id, logs.events("snapshot"))
+		t.Errorf("%s: no snapshot line for the snapshot the leader sent: %v", lag.id, logs.Events("snapshot"))
 	}
 
 	// A member that took snapshots restarts from its own.
@@ -160,6 +132,6 @@ func TestClusterCountsSnapshotRestores(t *testing.T) {
 		t.Errorf("%s: snapshot_restores_total{source=leader} = %v after restarting from its own snapshot, want 0", n.id, got)
 	}
 	if !restored(n, "start") {
-		t.Errorf("%s: no snapshot line for its restart: %v", n.id, logs.events("snapshot"))
+		t.Errorf("%s: no snapshot line for its restart: %v", n.id, logs.Events("snapshot"))
 	}
 }
