@@ -1,9 +1,6 @@
 package lock_test
 
 import (
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/lockserver/lockserver/lock"
@@ -29,40 +26,7 @@ func TestMutexThroughClusterAndFailoverClients(t *testing.T) {
 			ctx := testContext(t)
 			b := lock.Redis(c.client)
 			defer b.Close()
-			var inside, most atomic.Int32
-			var counter atomic.Int64
-			var wg sync.WaitGroup
-			errs := make(chan error, 16)
-			for range 16 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					m := lock.NewMutex(b, "clients:"+c.name, nil)
-					for range 4 {
-						if err := m.Lock(ctx); err != nil {
-							errs <- err
-							return
-						}
-						raise(&most, inside.Add(1))
-						v := counter.Load()
-						runtime.Gosched()
-						counter.Store(v + 1)
-						inside.Add(-1)
-						if err := m.Unlock(ctx); err != nil {
-							errs <- err
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatal(err)
-			}
-			if most.Load() != 1 || counter.Load() != 64 {
-				t.Fatalf("at most %d holders inside at once, counter %d; want 1 and 64", most.Load(), counter.Load())
-			}
+			mutexExcludes(t, ctx, b, "clients:"+c.name, 16, 4)
 		})
 	}
 }

@@ -3,6 +3,8 @@ package lock_test
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -200,5 +202,69 @@ func raise(most *atomic.Int32, n int32) {
 		if n <= m || most.CompareAndSwap(m, n) {
 			return
 		}
+	}
+}
+
+// holders runs hold(i) for each i below n, each in a goroutine of its own,
+// and fails the test with the first error one returned once all are done.
+func holders(t *testing.T, n int, hold func(i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := hold(i); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// mutexExcludes has n holders, each its own Mutex on name, lock it rounds
+// times and increment a counter inside by reading it and writing it back.
+// Two holders inside at once would be seen, and would lose increments.
+func mutexExcludes(t *testing.T, ctx context.Context, b *lock.Backend, name string, n, rounds int) {
+	t.Helper()
+	var inside, most atomic.Int32
+	var counter atomic.Int64
+	holders(t, n, func(int) error {
+		m := lock.NewMutex(b, name, nil)
+		for range rounds {
+			if err := m.Lock(ctx); err != nil {
+				return err
+			}
+			raise(&most, inside.Add(1))
+			v := counter.Load()
+			runtime.Gosched()
+			counter.Store(v + 1)
+			inside.Add(-1)
+			if err := m.Unlock(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if most.Load() != 1 || counter.Load() != int64(n*rounds) {
+		t.Fatalf("at most %d holders inside at once, counter %d; want 1 and %d", most.Load(), counter.Load(), n*rounds)
+	}
+}
+
+// waitQueued waits until a waiter for the Mutex name is in its queue and
+// listening for a hand-over.
+func waitQueued(t *testing.T, ctx context.Context, rdb *redis.Client, name string) {
+	t.Helper()
+	queue, channel := "lockserver_lock_queue:{"+name+"}", "lockserver_lock__handover:{"+name+"}"
+	for rdb.LLen(ctx, queue).Val() != 1 || rdb.PubSubNumSub(ctx, channel).Val()[channel] != 1 {
+		if ctx.Err() != nil {
+			t.Fatal("the waiter never queued")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

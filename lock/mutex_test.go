@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,41 +23,7 @@ func TestMutexExcludes(t *testing.T) {
 		t.Run(tg.name, func(t *testing.T) {
 			ctx := testContext(t)
 			b := tg.backend(t)
-			const holders, rounds = 64, 4
-			var inside, most atomic.Int32
-			var counter atomic.Int64
-			var wg sync.WaitGroup
-			errs := make(chan error, holders)
-			for range holders {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					m := lock.NewMutex(b, "excl", nil)
-					for range rounds {
-						if err := m.Lock(ctx); err != nil {
-							errs <- err
-							return
-						}
-						raise(&most, inside.Add(1))
-						v := counter.Load()
-						runtime.Gosched()
-						counter.Store(v + 1)
-						inside.Add(-1)
-						if err := m.Unlock(ctx); err != nil {
-							errs <- err
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatal(err)
-			}
-			if most.Load() != 1 || counter.Load() != holders*rounds {
-				t.Fatalf("at most %d holders inside at once, counter %d; want 1 and %d", most.Load(), counter.Load(), holders*rounds)
-			}
+			mutexExcludes(t, ctx, b, "excl", 64, 4)
 		})
 	}
 }
@@ -187,13 +151,7 @@ func TestMutexCancelWhileWaiting(t *testing.T) {
 			wctx, cancel := context.WithCancel(ctx)
 			done := make(chan error, 1)
 			go func() { done <- waiter.Lock(wctx) }()
-			queue := "lockserver_lock_queue:{cancel}"
-			for tg.rdb.LLen(ctx, queue).Val() != 1 {
-				if ctx.Err() != nil {
-					t.Fatal("the waiter never queued")
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+			waitQueued(t, ctx, tg.rdb, "cancel")
 			// A Lock waiter asks for a short lease on a lock handed to it,
 			// and renews it at once.
 			if keys := tg.rdb.Keys(ctx, "lockserver_lock_waiter:{cancel}:*").Val(); len(keys) != 1 || !strings.HasPrefix(tg.rdb.Get(ctx, keys[0]).Val(), "5000 ") {
@@ -203,6 +161,7 @@ func TestMutexCancelWhileWaiting(t *testing.T) {
 			if err := <-done; !errors.Is(err, context.Canceled) {
 				t.Fatalf("Lock whose context was cancelled = %v", err)
 			}
+			queue := "lockserver_lock_queue:{cancel}"
 			if n := tg.rdb.Exists(ctx, queue).Val(); n != 0 {
 				t.Fatalf("the queue is still there after the waiter left: %v", tg.rdb.LRange(ctx, queue, 0, -1).Val())
 			}
@@ -344,36 +303,24 @@ func TestMutexFair(t *testing.T) {
 		t.Run(tg.name, func(t *testing.T) {
 			ctx := testContext(t)
 			b := tg.backend(t)
-			const holders, rounds = 100, 5
+			const n, rounds = 100, 5
 			var mu sync.Mutex
 			var order []int
-			var wg sync.WaitGroup
-			errs := make(chan error, holders)
-			for i := range holders {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					m := lock.NewMutex(b, "fair", nil)
-					for range rounds {
-						if err := m.Lock(ctx); err != nil {
-							errs <- err
-							return
-						}
-						mu.Lock()
-						order = append(order, i)
-						mu.Unlock()
-						if err := m.Unlock(ctx); err != nil {
-							errs <- err
-							return
-						}
+			holders(t, n, func(i int) error {
+				m := lock.NewMutex(b, "fair", nil)
+				for range rounds {
+					if err := m.Lock(ctx); err != nil {
+						return err
 					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatal(err)
-			}
+					mu.Lock()
+					order = append(order, i)
+					mu.Unlock()
+					if err := m.Unlock(ctx); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
 			last := map[int]int{}
 			worst := 0
 			for at, h := range order {
@@ -382,8 +329,8 @@ func TestMutexFair(t *testing.T) {
 				}
 				last[h] = at
 			}
-			if worst > 2*holders {
-				t.Fatalf("a holder waited through %d holdings of others, want at most %d", worst, 2*holders)
+			if worst > 2*n {
+				t.Fatalf("a holder waited through %d holdings of others, want at most %d", worst, 2*n)
 			}
 		})
 	}
@@ -464,13 +411,7 @@ func TestMutexHandOverLease(t *testing.T) {
 	go func() { locked <- a.LockFor(ctx, 2*time.Second) }()
 	// Queued, and listening for the hand-over (a hand-over it did not hear
 	// of it would find on its next try, with a token of its own).
-	for tg.rdb.LLen(ctx, "lockserver_lock_queue:{handed}").Val() != 1 ||
-		tg.rdb.PubSubNumSub(ctx, "lockserver_lock__handover:{handed}").Val()["lockserver_lock__handover:{handed}"] != 1 {
-		if ctx.Err() != nil {
-			t.Fatal("the waiter never queued")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitQueued(t, ctx, tg.rdb, "handed")
 	token := holder.Token()
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
@@ -511,12 +452,7 @@ func TestMutexStaleHandOver(t *testing.T) {
 	locked := make(chan error, 1)
 	go func() { locked <- waiter.Lock(ctx) }()
 	const queue, channel = "lockserver_lock_queue:{stale}", "lockserver_lock__handover:{stale}"
-	for tg.rdb.LLen(ctx, queue).Val() != 1 || tg.rdb.PubSubNumSub(ctx, channel).Val()[channel] != 1 {
-		if ctx.Err() != nil {
-			t.Fatal("the waiter never queued")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitQueued(t, ctx, tg.rdb, "stale")
 	id := tg.rdb.LIndex(ctx, queue, 0).Val()
 	tg.rdb.Publish(ctx, channel, id+" 0 999")
 	token := holder.Token()

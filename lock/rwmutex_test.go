@@ -2,7 +2,6 @@ package lock_test
 
 import (
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -83,52 +82,38 @@ func TestRWMutexExcludes(t *testing.T) {
 			b := tg.backend(t)
 			var readers, writers atomic.Int32
 			var bad atomic.Bool
-			var wg sync.WaitGroup
-			errs := make(chan error, 16)
-			for i := range 16 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					rw := lock.NewRWMutex(b, "rwx", nil)
-					for range 4 {
-						if i%4 == 0 {
-							if err := rw.Lock(ctx); err != nil {
-								errs <- err
-								return
-							}
-							if writers.Add(1) != 1 || readers.Load() != 0 {
-								bad.Store(true)
-							}
-							time.Sleep(time.Millisecond)
-							writers.Add(-1)
-							if err := rw.Unlock(ctx); err != nil {
-								errs <- err
-								return
-							}
-						} else {
-							if err := rw.RLock(ctx); err != nil {
-								errs <- err
-								return
-							}
-							readers.Add(1)
-							if writers.Load() != 0 {
-								bad.Store(true)
-							}
-							time.Sleep(time.Millisecond)
-							readers.Add(-1)
-							if err := rw.RUnlock(ctx); err != nil {
-								errs <- err
-								return
-							}
+			holders(t, 16, func(i int) error {
+				rw := lock.NewRWMutex(b, "rwx", nil)
+				for range 4 {
+					if i%4 == 0 {
+						if err := rw.Lock(ctx); err != nil {
+							return err
+						}
+						if writers.Add(1) != 1 || readers.Load() != 0 {
+							bad.Store(true)
+						}
+						time.Sleep(time.Millisecond)
+						writers.Add(-1)
+						if err := rw.Unlock(ctx); err != nil {
+							return err
+						}
+					} else {
+						if err := rw.RLock(ctx); err != nil {
+							return err
+						}
+						readers.Add(1)
+						if writers.Load() != 0 {
+							bad.Store(true)
+						}
+						time.Sleep(time.Millisecond)
+						readers.Add(-1)
+						if err := rw.RUnlock(ctx); err != nil {
+							return err
 						}
 					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatal(err)
-			}
+				}
+				return nil
+			})
 			if bad.Load() {
 				t.Fatal("a writer was inside with another holder")
 			}

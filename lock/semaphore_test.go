@@ -1,7 +1,6 @@
 package lock_test
 
 import (
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,33 +23,21 @@ func TestSemaphore(t *testing.T) {
 				t.Fatalf("TrySetPermits again = %v, %v; want false", ok, err)
 			}
 			var inside, most atomic.Int32
-			var wg sync.WaitGroup
-			errs := make(chan error, 8)
-			for range 8 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					s := lock.NewSemaphore(b, "sem:"+tg.name)
-					for range 4 {
-						if err := s.Acquire(ctx, 1); err != nil {
-							errs <- err
-							return
-						}
-						raise(&most, inside.Add(1))
-						time.Sleep(time.Millisecond)
-						inside.Add(-1)
-						if err := s.Release(ctx, 1); err != nil {
-							errs <- err
-							return
-						}
+			holders(t, 8, func(int) error {
+				s := lock.NewSemaphore(b, "sem:"+tg.name)
+				for range 4 {
+					if err := s.Acquire(ctx, 1); err != nil {
+						return err
 					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatal(err)
-			}
+					raise(&most, inside.Add(1))
+					time.Sleep(time.Millisecond)
+					inside.Add(-1)
+					if err := s.Release(ctx, 1); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
 			if n, err := s.AvailablePermits(ctx); most.Load() > 2 || n != 2 || err != nil {
 				t.Fatalf("at most %d inside, %d permits left (%v); want at most 2 and 2", most.Load(), n, err)
 			}
