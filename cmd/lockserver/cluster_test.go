@@ -108,8 +108,9 @@ func (n *node) kill() {
 }
 
 // startCluster starts three members of a new cluster, each with its own
-// data directory.
-func startCluster(t *testing.T, bin string) []*node {
+// data directory and, if args is not nil, the flags args returns for it
+// after its own.
+func startCluster(t *testing.T, bin string, args func(n *node) []string) []*node {
 	t.Helper()
 	var nodes []*node
 	var peers []string
@@ -120,9 +121,23 @@ func startCluster(t *testing.T, bin string) []*node {
 	}
 	for _, n := range nodes {
 		n.member("--bootstrap", strings.Join(peers, ","))
+		if args != nil {
+			n.args = append(n.args, args(n)...)
+		}
 		n.start(t, bin)
 	}
 	return nodes
+}
+
+// otherThan returns a node of nodes that is not l.
+func otherThan(nodes []*node, l *node) *node {
+	var o *node
+	for _, n := range nodes {
+		if n != l {
+			o = n
+		}
+	}
+	return o
 }
 
 // leaderOf returns the running node that a running node names as leader,
@@ -172,17 +187,12 @@ func eventually(t *testing.T, what string, op func() error) {
 // data directory; a node whose data directory is wiped rejoins with --join.
 func TestBinaryCluster(t *testing.T) {
 	bin := buildBinary(t)
-	nodes := startCluster(t, bin)
+	nodes := startCluster(t, bin, nil)
 	ctx := context.Background()
 	leader := func() *node { return leaderOf(t, nodes) }
 
 	l := leader()
-	var f *node
-	for _, n := range nodes {
-		if n != l {
-			f = n
-		}
-	}
+	f := otherThan(nodes, l)
 	eventually(t, "SET NX PX through a follower", func() error {
 		return f.rdb.SetArgs(ctx, "lock", "owner", redis.SetArgs{Mode: "NX", TTL: time.Minute}).Err()
 	})
@@ -277,7 +287,7 @@ func incr(ctx context.Context, rdb *redis.Client, key string, want int64) error 
 // yet in bolt (see replication's journal), and are read back at restart.
 func TestBinaryClusterKeepsAcknowledgedWritesWhenEveryMemberIsKilled(t *testing.T) {
 	bin := buildBinary(t)
-	nodes := startCluster(t, bin)
+	nodes := startCluster(t, bin, nil)
 	ctx := context.Background()
 	eventually(t, "a leader", func() error { return nodes[0].rdb.Set(ctx, "ready", "1", 0).Err() })
 
@@ -331,16 +341,11 @@ func TestBinaryClusterKeepsAcknowledgedWritesWhenEveryMemberIsKilled(t *testing.
 // an ordinary client gets NOPERM for it.)
 func TestBinaryWipedLeaderRejoinsAtOnce(t *testing.T) {
 	bin := buildBinary(t)
-	nodes := startCluster(t, bin)
+	nodes := startCluster(t, bin, nil)
 	ctx := context.Background()
 	l := leaderOf(t, nodes)
 	eventually(t, "SET before the kill", func() error { return l.rdb.Set(ctx, "before", "1", 0).Err() })
-	var via *node
-	for _, n := range nodes {
-		if n != l {
-			via = n
-		}
-	}
+	via := otherThan(nodes, l)
 	eventually(t, via.id+" knows the leader and its client address", func() error {
 		v, err := via.rdb.Do(ctx, "LOCKSERVER", "LEADER").Result()
 		if m, ok := v.(map[any]any); err == nil && (!ok || m["id"] != l.id || m["client"] != l.addr) {

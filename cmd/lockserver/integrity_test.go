@@ -46,14 +46,9 @@ func TestBinaryRefusesADamagedLog(t *testing.T) {
 		}, "raft.db"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			nodes := startCluster(t, bin)
+			nodes := startCluster(t, bin, nil)
 			l := leaderOf(t, nodes)
-			var f *node
-			for _, n := range nodes {
-				if n != l {
-					f = n
-				}
-			}
+			f := otherThan(nodes, l)
 			ctx := context.Background()
 			for i := range 10 {
 				key, owner := fmt.Sprint("lock", i), fmt.Sprintf("owner-%c", 'A'+i)

@@ -222,32 +222,18 @@ func TestBinaryTLSCluster(t *testing.T) {
 	dir := t.TempDir()
 	ca := testcerts.NewCA(t, "cluster CA")
 	caFile := ca.WriteFile(t, dir, "ca.crt")
-	var nodes []*node
-	var peers []string
-	for i := range 3 {
-		n := newNode(t, fmt.Sprint("n", i+1), t.TempDir())
-		nodes = append(nodes, n)
-		peers = append(peers, n.id+"="+n.raftAddr)
-	}
 	tlsArgs := func(n *node, issuer *testcerts.CA) []string {
 		cert, key := issuer.Issue(t, testcerts.Options{DNSNames: []string{n.id + ".lock.test"}}).WriteFiles(t, dir, n.id)
 		return []string{"--addr", "", "--tls-port", n.addr, "--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", caFile,
 			"--tls-cluster", "yes", "--tls-cluster-names", "*.lock.test"}
 	}
+	nodes := startCluster(t, bin, func(n *node) []string { return tlsArgs(n, ca) })
 	for _, n := range nodes {
-		n.member("--bootstrap", strings.Join(peers, ","))
-		n.args = append(n.args, tlsArgs(n, ca)...)
-		n.start(t, bin)
 		n.rdb.Close()
 		n.rdb = redis.NewClient(&redis.Options{Addr: n.addr, Password: "secret", TLSConfig: tlsClient(t, ca, ca)})
 	}
 	l := leaderOf(t, nodes)
-	var f *node
-	for _, n := range nodes {
-		if n != l {
-			f = n
-		}
-	}
+	f := otherThan(nodes, l)
 	ctx := context.Background()
 	eventually(t, "SET NX through a follower over TLS", func() error {
 		return f.rdb.SetArgs(ctx, "lock", "owner-1", redis.SetArgs{Mode: "NX", TTL: time.Minute}).Err()
