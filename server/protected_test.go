@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/lockserver/lockserver/replication"
 )
 
 // remoteListener hands out connections that report a non-loopback remote
@@ -32,25 +30,13 @@ func (remoteConn) RemoteAddr() net.Addr {
 // come from another host, and a loopback one.
 func serveRemote(t *testing.T, cfg Config) (*Server, string, string) {
 	t.Helper()
-	hub := NewHub()
-	engine := replication.NewStandalone(replication.StandaloneOptions{Hub: hub})
-	cfg.Engine, cfg.Hub = engine, hub
-	s := New(cfg)
+	s, lo := newTestServer(t, cfg)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	lo, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	go s.Serve(remoteListener{ln})
-	go s.Serve(lo)
-	t.Cleanup(func() {
-		s.Close()
-		engine.Close()
-	})
-	return s, ln.Addr().String(), lo.Addr().String()
+	return s, ln.Addr().String(), lo
 }
 
 // ask sends one inline command and returns everything the server writes
