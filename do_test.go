@@ -82,13 +82,6 @@ type cycleFunc func(ctx context.Context, key, channel, owner string) error
 // embedded server with both scripts loaded. One op is one cycle (an acquire
 // and a release).
 func benchRedissonCycles(b *testing.B, newCycle func(s *lockserver.Server, lock, unlock string) cycleFunc) {
-	read := func(name string) string {
-		src, err := lockscripts.Source(name)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return src
-	}
 	s, err := lockserver.Open(lockserver.Options{Addr: "-"})
 	if err != nil {
 		b.Fatal(err)
@@ -102,7 +95,7 @@ func benchRedissonCycles(b *testing.B, newCycle func(s *lockserver.Server, lock,
 		}
 		return sha.(string)
 	}
-	cycle := newCycle(s, load(read("redisson_lock.lua")), load(read("redisson_unlock_v2.lua")))
+	cycle := newCycle(s, load(lockscripts.MustSource(b, "redisson_lock.lua")), load(lockscripts.MustSource(b, "redisson_unlock_v2.lua")))
 	var next atomic.Int64
 	b.SetParallelism(25) // 50 clients on 2 cores
 	b.ReportAllocs()

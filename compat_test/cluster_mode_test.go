@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/lockserver/lockserver"
 	"github.com/lockserver/lockserver/internal/attempt"
 	"github.com/lockserver/lockserver/internal/freeport"
+	"github.com/lockserver/lockserver/internal/lockscripts"
 	"github.com/lockserver/lockserver/internal/testenv"
+	"github.com/redis/go-redis/v9"
 )
 
 // The CLUSTER commands of lockserver against real redis-servers in cluster
@@ -376,7 +376,7 @@ func TestDiffClusterModeCluster(t *testing.T) {
 func clusterLockSession(t testing.TB, rdb *redis.ClusterClient, prefix string) []string {
 	t.Helper()
 	ctx := context.Background()
-	script := func(name string) *redis.Script { return redis.NewScript(loadScript(t, name)) }
+	script := func(name string) *redis.Script { return redis.NewScript(lockscripts.MustSource(t, name)) }
 	var log []string
 	add := func(step string, v any, err error) {
 		if n, ok := v.(int64); ok && n > 1000 {

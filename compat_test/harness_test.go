@@ -21,7 +21,6 @@ import (
 
 	"github.com/lockserver/lockserver"
 	"github.com/lockserver/lockserver/internal/freeport"
-	"github.com/lockserver/lockserver/internal/lockscripts"
 	"github.com/lockserver/lockserver/internal/testenv"
 )
 
@@ -71,17 +70,6 @@ func startLockserver(t testing.TB, opts lockserver.Options) *lockserver.Server {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
-}
-
-// loadScript returns one of the specification's lock scripts
-// (internal/lockscripts) without its trailing newline, as clients send it.
-func loadScript(t testing.TB, name string) string {
-	t.Helper()
-	src, err := lockscripts.Source(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return src
 }
 
 // rawClient sends commands and returns each reply as the exact RESP bytes the

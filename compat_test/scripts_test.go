@@ -167,7 +167,7 @@ func TestLockScripts(t *testing.T) { lockScriptSessions(t, newPair(t)) }
 func lockScriptSessions(t *testing.T, p *pair) {
 	bodies := map[string]string{}
 	for name := range lockScriptSHA1 {
-		bodies[name] = loadScript(t, name)
+		bodies[name] = lockscripts.MustSource(t, name)
 	}
 	for _, how := range []struct {
 		name string
@@ -203,7 +203,7 @@ func lockScriptSessions(t *testing.T, p *pair) {
 // A lease that runs out frees the lock for another owner, on both servers.
 func TestLockScriptsExpiry(t *testing.T) {
 	p := newPair(t)
-	bodies := map[string]string{"redisson_lock.lua": loadScript(t, "redisson_lock.lua")}
+	bodies := map[string]string{"redisson_lock.lua": lockscripts.MustSource(t, "redisson_lock.lua")}
 	redis := &scriptClient{t: t, c: p.redis, how: fallbackLoad, bodies: bodies}
 	ls := &scriptClient{t: t, c: p.ls, how: fallbackLoad, bodies: bodies}
 	step{script: "redisson_lock.lua", keys: []string{"exp"}, args: []string{"100", "A:1"}, want: nilReply}.check(t, redis, ls)
@@ -219,7 +219,7 @@ func TestLockScriptsContention(t *testing.T) {
 	p := newPair(t)
 	bodies := map[string]string{}
 	for _, name := range []string{"redisson_lock.lua", "redisson_unlock_v1.lua"} {
-		bodies[name] = loadScript(t, name)
+		bodies[name] = lockscripts.MustSource(t, name)
 	}
 	sub := p.another()
 	sub.Do("SUBSCRIBE", "waiters")
@@ -244,7 +244,7 @@ func TestLockScriptsContention(t *testing.T) {
 func TestLockScriptsInProcess(t *testing.T) {
 	s := startLockserver(t, lockserver.Options{Addr: "-"})
 	ctx := context.Background()
-	lock := loadScript(t, "redisson_lock.lua")
+	lock := lockscripts.MustSource(t, "redisson_lock.lua")
 	if r, err := s.Do(ctx, "EVAL", lock, 1, "k", lease, "A:1"); r != nil || err != lockserver.ErrNil {
 		t.Fatalf("acquire: %v, %v; README says nil", r, err)
 	}

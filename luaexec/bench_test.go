@@ -9,16 +9,6 @@ import (
 	"github.com/lockserver/lockserver/keyspace"
 )
 
-// lockScript is one of the specification's lock scripts, as a client sends it.
-func lockScript(b *testing.B, name string) string {
-	b.Helper()
-	src, err := lockscripts.Source(name)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return src
-}
-
 // benchEvalsha loads script and runs EVALSHA with keys and args b.N times,
 // as the state machine runs an applied entry.
 func benchEvalsha(b *testing.B, script string, setup [][]string, args ...string) {
@@ -56,31 +46,31 @@ func benchEvalshaRecorded(b *testing.B, record bool, script string, setup [][]st
 
 // Re-entry of a held Redisson lock: EXISTS, HEXISTS, HINCRBY, PEXPIRE.
 func BenchmarkEvalRedissonLock(b *testing.B) {
-	benchEvalsha(b, lockScript(b, "redisson_lock.lua"), nil, "1", "lock", "30000", "owner:1")
+	benchEvalsha(b, lockscripts.MustSource(b, "redisson_lock.lua"), nil, "1", "lock", "30000", "owner:1")
 }
 
 // The same, its four calls timed and kept for INFO commandstats.
 func BenchmarkEvalRedissonLockRecorded(b *testing.B) {
-	benchEvalshaRecorded(b, true, lockScript(b, "redisson_lock.lua"), nil, "1", "lock", "30000", "owner:1")
+	benchEvalshaRecorded(b, true, lockscripts.MustSource(b, "redisson_lock.lua"), nil, "1", "lock", "30000", "owner:1")
 }
 
 // A Redisson lock held by another owner: EXISTS, HEXISTS, PTTL.
 func BenchmarkEvalRedissonLockContended(b *testing.B) {
-	benchEvalsha(b, lockScript(b, "redisson_lock.lua"),
+	benchEvalsha(b, lockscripts.MustSource(b, "redisson_lock.lua"),
 		[][]string{{"HSET", "lock", "other:1", "1"}, {"PEXPIRE", "lock", "30000000"}},
 		"1", "lock", "30000", "owner:1")
 }
 
 // Unlock by a non-owner: HEXISTS only.
 func BenchmarkEvalRedissonUnlockNotOwner(b *testing.B) {
-	benchEvalsha(b, lockScript(b, "redisson_unlock_v1.lua"),
+	benchEvalsha(b, lockscripts.MustSource(b, "redisson_unlock_v1.lua"),
 		[][]string{{"HSET", "lock", "other:1", "1"}},
 		"2", "lock", "channel", "0", "30000", "owner:1")
 }
 
 // Compare-and-delete with a token that does not match: GET only.
 func BenchmarkEvalCompareAndDelete(b *testing.B) {
-	benchEvalsha(b, lockScript(b, "compare_and_delete.lua"), [][]string{{"SET", "lock", "token"}}, "1", "lock", "other")
+	benchEvalsha(b, lockscripts.MustSource(b, "compare_and_delete.lua"), [][]string{{"SET", "lock", "token"}}, "1", "lock", "other")
 }
 
 // The cost of running a script at all.

@@ -270,11 +270,7 @@ func FuzzConvert(f *testing.F) {
 // machine, where every member must get the same result.
 func FuzzCompile(f *testing.F) {
 	for _, name := range []string{"compare_and_delete.lua", "fixed_key_unlock.lua", "redisson_lock.lua", "redisson_unlock_v2.lua", "reentrant_lock.lua"} {
-		src, err := lockscripts.Source(name)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(src)
+		f.Add(lockscripts.MustSource(f, name))
 	}
 	for _, s := range []string{
 		"return 1", "#!lua flags=no-writes\nreturn redis.call('get', KEYS[1])", "for i = '1', 3 do end return i",

@@ -26,7 +26,7 @@ import (
 //	go test ./replication -run '^$' -bench ClusterRedisson -benchtime 3000x
 func BenchmarkClusterRedisson(b *testing.B) {
 	leader, follower := startRedissonCluster(b)
-	lock, unlock := redissonScript(b, "redisson_lock.lua"), redissonScript(b, "redisson_unlock_v2.lua")
+	lock, unlock := redis.NewScript(lockscripts.MustSource(b, "redisson_lock.lua")), redis.NewScript(lockscripts.MustSource(b, "redisson_unlock_v2.lua"))
 	for _, target := range []struct{ name, addr string }{{"leader", leader}, {"follower", follower}} {
 		for _, clients := range []int{1, 16, 256} {
 			b.Run(fmt.Sprintf("%s/clients=%d", target.name, clients), func(b *testing.B) {
@@ -150,14 +150,4 @@ func startRedissonCluster(b *testing.B) (leader, follower string) {
 	}
 	b.Fatal("the cluster did not accept writes through every member")
 	return "", ""
-}
-
-// redissonScript loads one of the specification's lock scripts, as a client
-// sends it.
-func redissonScript(b *testing.B, name string) *redis.Script {
-	src, err := lockscripts.Source(name)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return redis.NewScript(src)
 }

@@ -574,16 +574,6 @@ func TestClusterInfo(t *testing.T) {
 	})
 }
 
-// lockScript is one of the specification's lock scripts, as a client sends it.
-func lockScript(t testing.TB, name string) string {
-	t.Helper()
-	src, err := lockscripts.Source(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return src
-}
-
 func sha1Hex(s string) string {
 	h := sha1.Sum([]byte(s))
 	return hex.EncodeToString(h[:])
@@ -597,7 +587,7 @@ func TestClusterScriptsThroughFollower(t *testing.T) {
 		c := newTestCluster(t, 3)
 		l := c.leader()
 		f := c.followers(l)[0]
-		lock, unlock := lockScript(t, "redisson_lock.lua"), lockScript(t, "redisson_unlock_v2.lua")
+		lock, unlock := lockscripts.MustSource(t, "redisson_lock.lua"), lockscripts.MustSource(t, "redisson_unlock_v2.lua")
 		submit := func(cmd ...string) *Request {
 			req := &Request{Cmds: [][][]byte{words(cmd...)}}
 			f.eng.Submit(req)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockserver/lockserver/internal/lockscripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -31,7 +32,7 @@ func BenchmarkClusterRedissonWait(b *testing.B) {
 			b.Fatal("the leader does not report connected_slaves:2")
 		}
 	}
-	lock, unlock := redissonScript(b, "redisson_lock.lua"), redissonScript(b, "redisson_unlock_v2.lua")
+	lock, unlock := redis.NewScript(lockscripts.MustSource(b, "redisson_lock.lua")), redis.NewScript(lockscripts.MustSource(b, "redisson_unlock_v2.lua"))
 	for _, target := range []struct{ name, addr string }{{"leader", leader}, {"follower", follower}} {
 		for _, clients := range []int{1, 16} {
 			for _, wait := range []bool{false, true} {

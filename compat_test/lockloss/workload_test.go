@@ -46,9 +46,9 @@ type lockScripts struct {
 
 func newLockScripts(t testing.TB) lockScripts {
 	return lockScripts{
-		lock:   redis.NewScript(lockScript(t, "redisson_lock.lua")),
-		unlock: redis.NewScript(lockScript(t, "redisson_unlock_v2.lua")),
-		cad:    redis.NewScript(lockScript(t, "compare_and_delete.lua")),
+		lock:   redis.NewScript(lockscripts.MustSource(t, "redisson_lock.lua")),
+		unlock: redis.NewScript(lockscripts.MustSource(t, "redisson_unlock_v2.lua")),
+		cad:    redis.NewScript(lockscripts.MustSource(t, "compare_and_delete.lua")),
 	}
 }
 
@@ -847,15 +847,4 @@ func spanEnd(to int64) string {
 		return "the end"
 	}
 	return fmt.Sprintf("%.3f ms", float64(to)/1e6)
-}
-
-// lockScript is one of the lock scripts of internal/lockscripts, as a client
-// sends it.
-func lockScript(t testing.TB, name string) string {
-	t.Helper()
-	src, err := lockscripts.Source(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return src
 }

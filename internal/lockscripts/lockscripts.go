@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"testing"
 )
 
 //go:embed *.lua
@@ -43,4 +44,14 @@ func SHA1(name string) (string, error) {
 	}
 	sum := sha1.Sum([]byte(src))
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// MustSource is Source for tests and benchmarks: an error fails tb.
+func MustSource(tb testing.TB, name string) string {
+	tb.Helper()
+	src, err := Source(name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return src
 }
