@@ -253,20 +253,16 @@ func TestACLLockUserRedisson(t *testing.T) {
 			ch := redisson.PrefixName("redisson_lock__channel", name)
 			sub := r.subscribe("SUBSCRIBE", ch)
 			t1, t2 := r.lockName(1), r.lockName(2)
-			acquire := func(owner string) replies { return r.eval(redisson.RLockTryLock, []string{name}, redissonLease, owner) }
-			unlock := func(owner, request string) replies {
-				return r.eval(redisson.RLockUnlock, []string{name, ch, redisson.UnlockLatch(name, request)}, 0, redissonLease, owner, r.publish, unlockLatchMs)
-			}
-			acquire(t1).is(nilReply)
-			acquire(t1).is(nilReply) // re-entry
-			acquire(t2).within(redissonLease-1000, redissonLease)
+			r.rlockTryLock(name, t1).is(nilReply)
+			r.rlockTryLock(name, t1).is(nilReply) // re-entry
+			r.rlockTryLock(name, t2).within(redissonLease-1000, redissonLease)
 			r.eval(redisson.LockTaskRenew, []string{name}, redissonLease, t1).is("*1\r\n:1\r\n")
-			unlock(t1, generateID()).is(intReply(0)) // held once more
+			r.rlockUnlock(name, t1, generateID()).is(intReply(0)) // held once more
 			request := generateID()
-			unlock(t1, request).is(intReply(1))
+			r.rlockUnlock(name, t1, request).is(intReply(1))
 			sub.message("message", ch, "0")
 			r.do("DEL", redisson.UnlockLatch(name, request)).is(intReply(1))
-			acquire(t2).is(nilReply)
+			r.rlockTryLock(name, t2).is(nilReply)
 			r.eval(redisson.RLockForceUnlock, []string{name, ch}, 0, r.publish).is(intReply(1))
 			sub.message("message", ch, "0")
 			r.do("PING").is("+PONG\r\n")

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/lockserver/lockserver/internal/redisson"
 )
 
 // A Go stand-in for Redisson's client side: it names keys and channels as
@@ -96,6 +98,20 @@ func generateID() string {
 
 // lockName is RedissonBaseLock.getLockName: uuid:threadId.
 func (r *redissonClient) lockName(thread int) string { return r.id + ":" + strconv.Itoa(thread) }
+
+// rlockTryLock sends RedissonLock.tryLockInnerAsync: owner takes the lock
+// name, or enters it again, for redissonLease.
+func (r *redissonClient) rlockTryLock(name, owner string) replies {
+	return r.eval(redisson.RLockTryLock, []string{name}, redissonLease, owner)
+}
+
+// rlockUnlock sends RedissonLock.unlockInnerAsync as unlock request request:
+// owner leaves the lock name once, and its last unlock publishes the unlock
+// message on the lock's channel.
+func (r *redissonClient) rlockUnlock(name, owner, request string) replies {
+	ch := redisson.PrefixName("redisson_lock__channel", name)
+	return r.eval(redisson.RLockUnlock, []string{name, ch, redisson.UnlockLatch(name, request)}, 0, redissonLease, owner, r.publish, unlockLatchMs)
+}
 
 // argStrings formats arguments as Redisson's codecs send them.
 func argStrings(args []any) []string {

@@ -81,39 +81,35 @@ func redissonRLock(t testing.TB, r *redissonClient) {
 	ch := redisson.PrefixName("redisson_lock__channel", name)
 	sub := r.subscribe("SUBSCRIBE", ch)
 	t1, t2 := r.lockName(1), r.lockName(2)
-	acquire := func(owner string) replies { return r.eval(redisson.RLockTryLock, []string{name}, redissonLease, owner) }
-	unlock := func(owner, request string) replies {
-		return r.eval(redisson.RLockUnlock, []string{name, ch, redisson.UnlockLatch(name, request)}, 0, redissonLease, owner, r.publish, unlockLatchMs)
-	}
 
-	acquire(t1).is(nilReply)
+	r.rlockTryLock(name, t1).is(nilReply)
 	r.do("HGET", name, t1).is(respBulk("1"))
 	r.do("PTTL", name).within(redissonLease-1000, redissonLease)
-	acquire(t1).is(nilReply) // re-entry
+	r.rlockTryLock(name, t1).is(nilReply) // re-entry
 	r.do("HGET", name, t1).is(respBulk("2"))
-	acquire(t2).within(redissonLease-1000, redissonLease) // the holder's lease left
+	r.rlockTryLock(name, t2).within(redissonLease-1000, redissonLease) // the holder's lease left
 
 	request := generateID()
-	unlock(t2, request).is(nilReply) // not the owner: IllegalMonitorStateException
+	r.rlockUnlock(name, t2, request).is(nilReply) // not the owner: IllegalMonitorStateException
 	r.do("EXISTS", redisson.UnlockLatch(name, request)).is(intReply(0))
 
 	request = generateID()
-	unlock(t1, request).is(intReply(0)) // still held once
+	r.rlockUnlock(name, t1, request).is(intReply(0)) // still held once
 	r.do("GET", redisson.UnlockLatch(name, request)).is(respBulk("0"))
 	r.do("PTTL", redisson.UnlockLatch(name, request)).within(unlockLatchMs-1000, unlockLatchMs)
-	unlock(t1, request).is(intReply(0)) // the same request again counts nothing
+	r.rlockUnlock(name, t1, request).is(intReply(0)) // the same request again counts nothing
 	r.do("HGET", name, t1).is(respBulk("1"))
 	r.do("DEL", redisson.UnlockLatch(name, request)).is(intReply(1)) // as unlockInnerAsync does after
 	sub.quiet()
 
 	request = generateID()
-	unlock(t1, request).is(intReply(1))
+	r.rlockUnlock(name, t1, request).is(intReply(1))
 	sub.message("message", ch, "0")
 	r.do("EXISTS", name).is(intReply(0))
-	unlock(t1, request).is(intReply(1)) // retried: released once, announced once
+	r.rlockUnlock(name, t1, request).is(intReply(1)) // retried: released once, announced once
 	sub.quiet()
-	unlock(t1, generateID()).is(nilReply)
-	acquire(t2).is(nilReply) // the waiter, woken, takes it
+	r.rlockUnlock(name, t1, generateID()).is(nilReply)
+	r.rlockTryLock(name, t2).is(nilReply) // the waiter, woken, takes it
 
 	force := func() replies { return r.eval(redisson.RLockForceUnlock, []string{name, ch}, 0, r.publish) }
 	force().is(intReply(1))
@@ -123,9 +119,9 @@ func redissonRLock(t testing.TB, r *redissonClient) {
 
 	// A lease that runs out lets another owner in.
 	r.eval(redisson.RLockTryLock, []string{name}, 300, t1).is(nilReply)
-	acquire(t2).within(1, 300)
+	r.rlockTryLock(name, t2).within(1, 300)
 	time.Sleep(400 * time.Millisecond)
-	acquire(t2).is(nilReply)
+	r.rlockTryLock(name, t2).is(nilReply)
 	r.do("HGET", name, t1).is(nilReply)
 	r.do("HGET", name, t2).is(respBulk("1"))
 }
@@ -151,20 +147,16 @@ func redissonWatchdog(t testing.TB, r *redissonClient) {
 func redissonFencedLock(t testing.TB, r *redissonClient) {
 	name := "fenced"
 	token := redisson.PrefixName("redisson_lock_token", name)
-	ch := redisson.PrefixName("redisson_lock__channel", name)
 	t1, t2 := r.lockName(1), r.lockName(2)
 	acquire := func(owner string) replies {
 		return r.eval(redisson.FencedTryLockToken, []string{name, token}, redissonLease, owner)
-	}
-	unlock := func(owner string) replies {
-		return r.eval(redisson.RLockUnlock, []string{name, ch, redisson.UnlockLatch(name, generateID())}, 0, redissonLease, owner, r.publish, unlockLatchMs)
 	}
 	acquire(t1).is("*2\r\n:-1\r\n:1\r\n")
 	acquire(t1).is("*2\r\n:-1\r\n:2\r\n")
 	acquire(t2).near() // {pttl, -1}
 	r.do("GET", token).is(respBulk("2"))
-	unlock(t1).is(intReply(0))
-	unlock(t1).is(intReply(1))
+	r.rlockUnlock(name, t1, generateID()).is(intReply(0))
+	r.rlockUnlock(name, t1, generateID()).is(intReply(1))
 	acquire(t2).is("*2\r\n:-1\r\n:3\r\n")
 	r.eval(redisson.FencedTryLock, []string{name, token}, redissonLease, t2).is(nilReply)
 	r.eval(redisson.FencedTryLock, []string{name, token}, redissonLease, t1).within(redissonLease-1000, redissonLease)
@@ -205,8 +197,8 @@ func redissonShardedPubSub(t testing.TB, r *redissonClient) {
 	sub := r.subscribe("SSUBSCRIBE", ch)
 	r.do("PUBSUB", "SHARDNUMSUB", ch).same()
 	t1 := r.lockName(1)
-	r.eval(redisson.RLockTryLock, []string{name}, redissonLease, t1).is(nilReply)
-	r.eval(redisson.RLockUnlock, []string{name, ch, redisson.UnlockLatch(name, generateID())}, 0, redissonLease, t1, r.publish, unlockLatchMs).is(intReply(1))
+	r.rlockTryLock(name, t1).is(nilReply)
+	r.rlockUnlock(name, t1, generateID()).is(intReply(1))
 	sub.message("smessage", ch, "0")
 	sub.quiet()
 }
