@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/lockserver/lockserver/internal/wire"
 )
 
 // The binary form of the users that snapshots hold. Commands are named, not
@@ -40,18 +42,8 @@ func EncodeUsers(users []*User, seeded bool) []byte {
 	return b
 }
 
-func appendBytes(b, s []byte) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
-}
-
-func appendString(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
-}
-
 func (u *User) appendTo(b []byte) []byte {
-	b = appendString(b, u.name)
+	b = wire.AppendString(b, u.name)
 	var flags byte
 	if u.enabled {
 		flags |= 1
@@ -62,7 +54,7 @@ func (u *User) appendTo(b []byte) []byte {
 	b = append(b, flags, byte(u.sanitize))
 	b = binary.AppendUvarint(b, uint64(len(u.passwords)))
 	for _, p := range u.passwords {
-		b = appendString(b, p)
+		b = wire.AppendString(b, p)
 	}
 	b = binary.AppendUvarint(b, uint64(len(u.selectors)))
 	for _, s := range u.selectors {
@@ -94,7 +86,7 @@ func (s *selector) appendTo(b []byte) []byte {
 	})
 	b = binary.AppendUvarint(b, uint64(len(names)))
 	for _, n := range names {
-		b = appendString(b, n)
+		b = wire.AppendString(b, n)
 	}
 	names = names[:0]
 	each(func(name string, id int) {
@@ -104,138 +96,86 @@ func (s *selector) appendTo(b []byte) []byte {
 	})
 	b = binary.AppendUvarint(b, uint64(len(names)))
 	for i, n := range names {
-		b = appendString(b, n)
-		b = appendBytes(b, args[i])
+		b = wire.AppendString(b, n)
+		b = wire.AppendBytes(b, args[i])
 	}
 	b = binary.AppendUvarint(b, uint64(len(s.keys)))
 	for _, k := range s.keys {
 		b = append(b, k.perm)
-		b = appendBytes(b, k.pattern)
+		b = wire.AppendBytes(b, k.pattern)
 	}
 	b = binary.AppendUvarint(b, uint64(len(s.channels)))
 	for _, c := range s.channels {
-		b = appendBytes(b, c)
+		b = wire.AppendBytes(b, c)
 	}
 	return b
 }
 
 // Decode reads what Encode wrote: the users, and whether they were seeded.
 func Decode(b []byte) ([]*User, bool, error) {
-	d := decoder{b: b}
-	if v := d.byte(); d.err == nil && v != encodingVersion {
+	d := decoder{wire.NewDecoder(b)}
+	if v := d.Byte(); d.Err() == nil && v != encodingVersion {
 		return nil, false, fmt.Errorf("acl: users of encoding version %d", v)
 	}
-	seeded := d.byte() == 1
-	n := d.count(4)
+	seeded := d.Byte() == 1
+	n := d.Count(4)
 	users := make([]*User, 0, n)
 	names := map[string]bool{}
 	for range n {
 		u := d.user()
-		if d.err != nil {
+		if d.Err() != nil {
 			break
 		}
 		if names[u.name] {
-			d.fail(fmt.Errorf("user %q twice", u.name))
+			d.Fail(fmt.Errorf("user %q twice", u.name))
 			break
 		}
 		names[u.name] = true
 		users = append(users, u)
 	}
-	if d.err == nil && len(d.b) > 0 {
-		d.fail(fmt.Errorf("%d trailing bytes", len(d.b)))
-	}
-	if d.err != nil {
-		return nil, false, fmt.Errorf("acl: decode users: %w", d.err)
+	if err := d.Finish(); err != nil {
+		return nil, false, fmt.Errorf("acl: decode users: %w", err)
 	}
 	return users, seeded, nil
 }
 
-type decoder struct {
-	b   []byte
-	err error
-}
+// decoder reads users. Their byte strings are copies: the users outlive the
+// input.
+type decoder struct{ wire.Decoder }
 
-var errTruncated = errors.New("truncated")
-
-func (d *decoder) fail(err error) {
-	if d.err == nil {
-		d.err = err
-	}
-	d.b = nil
-}
-
-func (d *decoder) byte() byte {
-	if len(d.b) < 1 {
-		d.fail(errTruncated)
-		return 0
-	}
-	c := d.b[0]
-	d.b = d.b[1:]
-	return c
-}
-
-func (d *decoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail(errors.New("bad varint"))
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-// count reads a number of items each at least minSize bytes long.
-func (d *decoder) count(minSize int) int {
-	n := d.uvarint()
-	if n > uint64(len(d.b)/minSize) {
-		d.fail(fmt.Errorf("count %d exceeds the input", n))
-		return 0
-	}
-	return int(n)
-}
-
-func (d *decoder) bytes() []byte {
-	n := d.uvarint()
-	if n > uint64(len(d.b)) {
-		d.fail(errTruncated)
-		return nil
-	}
-	s := append([]byte(nil), d.b[:n]...)
-	d.b = d.b[n:]
-	return s
-}
+func (d *decoder) bytes() []byte { return append([]byte(nil), d.Bytes()...) }
 
 func (d *decoder) user() *User {
 	name := d.bytes()
 	u := newUser(string(name))
 	if hasSpaces(name) {
-		d.fail(fmt.Errorf("user name %q", name))
+		d.Fail(fmt.Errorf("user name %q", name))
 	}
-	flags := d.byte()
+	flags := d.Byte()
 	u.enabled, u.nopass = flags&1 != 0, flags&2 != 0
-	u.sanitize = sanitize(d.byte())
+	u.sanitize = sanitize(d.Byte())
 	if u.sanitize > sanitizeSkip || flags&^3 != 0 {
-		d.fail(fmt.Errorf("user %q: bad flags", name))
+		d.Fail(fmt.Errorf("user %q: bad flags", name))
 	}
-	for n := d.count(1); n > 0 && d.err == nil; n-- {
+	for n := d.Count(1); n > 0 && d.Err() == nil; n-- {
 		p := d.bytes()
 		if !validHash(p) {
-			d.fail(fmt.Errorf("user %q: bad password hash", name))
+			d.Fail(fmt.Errorf("user %q: bad password hash", name))
 		}
 		u.passwords = append(u.passwords, string(p))
 	}
 	u.selectors = u.selectors[:0]
-	for n := d.count(5); n > 0 && d.err == nil; n-- {
+	for n := d.Count(5); n > 0 && d.Err() == nil; n-- {
 		s := d.selector()
 		if s.root != (len(u.selectors) == 0) {
-			d.fail(fmt.Errorf("user %q: the root selector is not first", name))
+			d.Fail(fmt.Errorf("user %q: the root selector is not first", name))
 		}
 		u.selectors = append(u.selectors, s)
 	}
-	if d.err == nil && len(u.selectors) == 0 {
-		d.fail(fmt.Errorf("user %q without a root selector", name))
+	if d.Err() == nil && len(u.selectors) == 0 {
+		d.Fail(fmt.Errorf("user %q without a root selector", name))
 	}
-	if d.err != nil {
+	if d.Err() != nil {
 		return nil
 	}
 	u.finish()
@@ -243,21 +183,21 @@ func (d *decoder) user() *User {
 }
 
 func (d *decoder) selector() *selector {
-	flags := d.byte()
+	flags := d.Byte()
 	if flags >= encFromAll<<1 {
-		d.fail(errors.New("bad selector flags"))
+		d.Fail(errors.New("bad selector flags"))
 	}
 	s := newSelector(flags&encRoot != 0)
 	s.allKeys, s.allChannels, s.allCommands = flags&encAllKeys != 0, flags&encAllChannels != 0, flags&encAllCommands != 0
 	fromAll := flags&encFromAll != 0
 	s.commands.fill(fromAll)
-	for n := d.count(1); n > 0 && d.err == nil; n-- {
+	for n := d.Count(1); n > 0 && d.Err() == nil; n-- {
 		// A command this version lacks is left out.
 		if cmd := lookupCommand(d.bytes()); cmd != nil {
 			s.commands.set(cmd.id, !fromAll)
 		}
 	}
-	for n := d.count(2); n > 0 && d.err == nil; n-- {
+	for n := d.Count(2); n > 0 && d.Err() == nil; n-- {
 		cmd, arg := lookupCommand(d.bytes()), d.bytes()
 		if cmd != nil {
 			if s.firstArgs == nil {
@@ -266,14 +206,14 @@ func (d *decoder) selector() *selector {
 			s.firstArgs[cmd.id] = append(s.firstArgs[cmd.id], arg)
 		}
 	}
-	for n := d.count(2); n > 0 && d.err == nil; n-- {
-		perm := d.byte()
+	for n := d.Count(2); n > 0 && d.Err() == nil; n-- {
+		perm := d.Byte()
 		if perm == 0 || perm > permAll {
-			d.fail(errors.New("bad key permission"))
+			d.Fail(errors.New("bad key permission"))
 		}
 		s.keys = append(s.keys, keyPattern{perm: perm, pattern: d.bytes()})
 	}
-	for n := d.count(1); n > 0 && d.err == nil; n-- {
+	for n := d.Count(1); n > 0 && d.Err() == nil; n-- {
 		s.channels = append(s.channels, d.bytes())
 	}
 	return s

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/lockserver/lockserver/internal/wire"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
 )
@@ -71,8 +72,6 @@ const (
 // payload cannot exhaust the stack.
 const maxReplyDepth = 1000
 
-var errTruncated = errors.New("truncated")
-
 // encodeLogEntry returns the encoding of e.
 func encodeLogEntry(e *logEntry) []byte { return appendLogEntry(make([]byte, 0, e.size()), e) }
 
@@ -113,15 +112,15 @@ func appendLogEntry(b []byte, e *logEntry) []byte {
 			b = appendRelayTag(b, e.Relay)
 		}
 		if flags&flagUser != 0 {
-			b = appendString(b, x.User)
+			b = wire.AppendString(b, x.User)
 		}
 		b = appendCmds(b, x.Cmds)
 		b = appendWatches(b, x.Watch)
 	case kindMemberSet:
-		b = appendString(b, e.Member)
-		b = appendString(b, e.Addr)
+		b = wire.AppendString(b, e.Member)
+		b = wire.AppendString(b, e.Addr)
 	case kindMemberDel:
-		b = appendString(b, e.Member)
+		b = wire.AppendString(b, e.Member)
 	case kindSweep:
 		b = binary.AppendVarint(b, e.Entry.Time)
 		b = binary.AppendUvarint(b, uint64(e.Entry.DB))
@@ -145,7 +144,7 @@ func cmdsSize(cmds [][][]byte) int {
 
 // decodeLogEntry decodes an entry. Its byte strings alias b.
 func decodeLogEntry(b []byte) (*logEntry, error) {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	e := new(logEntry)
 	if err := d.logEntry(e); err != nil {
 		return nil, err
@@ -155,14 +154,14 @@ func decodeLogEntry(b []byte) (*logEntry, error) {
 
 // logEntry decodes all that is left of d into e.
 func (d *decoder) logEntry(e *logEntry) error {
-	e.Kind = entryKind(d.byte())
-	e.Origin = d.uint64()
-	e.Seq = d.uvarint()
+	e.Kind = entryKind(d.Byte())
+	e.Origin = d.Uint64()
+	e.Seq = d.Uvarint()
 	switch e.Kind {
 	case kindCommand:
-		e.Entry.Time = d.varint()
+		e.Entry.Time = d.Varint()
 		e.Entry.DB = d.db()
-		flags := d.byte()
+		flags := d.Byte()
 		e.Entry.Multi = flags&flagMulti != 0
 		e.Entry.OOM = flags&flagOOM != 0
 		if flags&flagRelay != 0 {
@@ -180,19 +179,17 @@ func (d *decoder) logEntry(e *logEntry) error {
 	case kindMemberDel:
 		e.Member = d.string()
 	case kindSweep:
-		e.Entry.Time = d.varint()
+		e.Entry.Time = d.Varint()
 		e.Entry.DB = d.db()
-		from, shards := d.uvarint(), d.uvarint()
-		if d.err == nil && (from >= keyspace.NumShards || shards == 0 || shards > keyspace.NumShards) {
-			d.fail(fmt.Errorf("sweep of %d shards from %d", shards, from))
+		from, shards := d.Uvarint(), d.Uvarint()
+		if d.Err() == nil && (from >= keyspace.NumShards || shards == 0 || shards > keyspace.NumShards) {
+			d.Fail(fmt.Errorf("sweep of %d shards from %d", shards, from))
 		}
 		e.Sweep = sweepRange{From: int(from), Shards: int(shards)}
 	default:
-		if d.err == nil {
-			d.err = fmt.Errorf("unknown entry kind %d", e.Kind)
-		}
+		d.Fail(fmt.Errorf("unknown entry kind %d", e.Kind))
 	}
-	if err := d.finish(); err != nil {
+	if err := d.Finish(); err != nil {
 		return fmt.Errorf("decode log entry: %w", err)
 	}
 	return nil
@@ -220,20 +217,20 @@ func encodeBatch(entries []*logEntry, size int) []byte {
 // alias b. Every node decodes every batch, so the entries and their argument
 // lists come out of a few shared allocations rather than several each.
 func decodeBatch(b []byte) ([]*logEntry, error) {
-	d := decoder{b: b}
-	n := d.count(1)
+	d := newDecoder(b)
+	n := d.Count(1)
 	slab := make([]logEntry, n)
 	entries := make([]*logEntry, 0, n)
-	for i := 0; i < n && d.err == nil; i++ {
-		ed := decoder{b: d.bytes(), slabs: d.slabs}
+	for i := 0; i < n && d.Err() == nil; i++ {
+		ed := decoder{Decoder: wire.NewDecoder(d.Bytes()), slabs: d.slabs}
 		if err := ed.logEntry(&slab[i]); err != nil {
-			d.fail(fmt.Errorf("entry %d: %w", i, err))
+			d.Fail(fmt.Errorf("entry %d: %w", i, err))
 			break
 		}
 		d.slabs = ed.slabs
 		entries = append(entries, &slab[i])
 	}
-	if err := d.finish(); err != nil {
+	if err := d.Finish(); err != nil {
 		return nil, fmt.Errorf("decode batch: %w", err)
 	}
 	return entries, nil
@@ -263,14 +260,14 @@ func encodeRequests(reqs []*Request) []byte {
 			b = appendRelayTag(b, r.relay)
 		}
 		if flags&reqUser != 0 {
-			b = appendString(b, r.User)
+			b = wire.AppendString(b, r.User)
 		}
 		b = appendCmds(b, r.Cmds)
 		b = appendWatches(b, r.Watch)
 		if r.WatchKeys != nil {
 			b = binary.AppendUvarint(b, uint64(len(r.WatchKeys)))
 			for _, k := range r.WatchKeys {
-				b = appendString(b, k)
+				b = wire.AppendString(b, k)
 			}
 		}
 	}
@@ -279,12 +276,12 @@ func encodeRequests(reqs []*Request) []byte {
 
 // decodeRequests decodes a batch of requests. Their byte strings alias b.
 func decodeRequests(b []byte) ([]*Request, error) {
-	d := decoder{b: b}
-	n := d.count(3)
+	d := newDecoder(b)
+	n := d.Count(3)
 	reqs := make([]*Request, 0, n)
-	for i := 0; i < n && d.err == nil; i++ {
+	for i := 0; i < n && d.Err() == nil; i++ {
 		r := &Request{DB: d.db()}
-		flags := d.byte()
+		flags := d.Byte()
 		r.Multi = flags&reqMulti != 0
 		if flags&reqRelay != 0 {
 			r.relay = d.relayTag()
@@ -295,17 +292,17 @@ func decodeRequests(b []byte) ([]*Request, error) {
 		r.Cmds = d.cmds()
 		r.Watch = d.watches()
 		if flags&reqWatchKeys != 0 {
-			k := d.count(1)
+			k := d.Count(1)
 			r.WatchKeys = make([]string, 0, k)
-			for j := 0; j < k && d.err == nil; j++ {
+			for j := 0; j < k && d.Err() == nil; j++ {
 				r.WatchKeys = append(r.WatchKeys, d.string())
 			}
-		} else if len(r.Cmds) == 0 && d.err == nil {
-			d.err = errors.New("request without commands")
+		} else if len(r.Cmds) == 0 {
+			d.Fail(errors.New("request without commands"))
 		}
 		reqs = append(reqs, r)
 	}
-	if err := d.finish(); err != nil {
+	if err := d.Finish(); err != nil {
 		return nil, fmt.Errorf("decode requests: %w", err)
 	}
 	return reqs, nil
@@ -352,7 +349,7 @@ func appendReply(b []byte, r *keyspace.Reply) []byte {
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(r.Float))
 	}
 	if flags&replyStr != 0 {
-		b = appendString(b, r.Str)
+		b = wire.AppendString(b, r.Str)
 	}
 	if flags&replyElems != 0 {
 		b = binary.AppendUvarint(b, uint64(len(r.Elems)))
@@ -392,10 +389,10 @@ func appendCalls(b []byte, calls []luaexec.ScriptCall) []byte {
 		if c.Rejected {
 			flags |= callRejected
 		}
-		b = appendString(b, name)
+		b = wire.AppendString(b, name)
 		b = append(b, flags)
 		b = binary.AppendVarint(b, c.Nanos)
-		b = appendString(b, c.Err)
+		b = wire.AppendString(b, c.Err)
 	}
 	return b
 }
@@ -406,13 +403,13 @@ func decodeForwardReply(b []byte) (applied uint64, replies []keyspace.Reply, cal
 	if n <= 0 {
 		return 0, nil, nil, errors.New("decode forward reply: bad applied index")
 	}
-	d := decoder{b: b[n:]}
+	d := newDecoder(b[n:])
 	replies = d.replies()
 	calls = make([][]luaexec.ScriptCall, len(replies))
-	for i := 0; i < len(calls) && d.err == nil; i++ {
+	for i := 0; i < len(calls) && d.Err() == nil; i++ {
 		calls[i] = d.calls()
 	}
-	if err := d.finish(); err != nil {
+	if err := d.Finish(); err != nil {
 		return 0, nil, nil, fmt.Errorf("decode forward reply: %w", err)
 	}
 	return applied, replies, calls, nil
@@ -421,15 +418,15 @@ func decodeForwardReply(b []byte) (applied uint64, replies []keyspace.Reply, cal
 // calls decodes what appendCalls encoded. A command this node does not know
 // (another version's) is left out.
 func (d *decoder) calls() []luaexec.ScriptCall {
-	n := d.count(4)
+	n := d.Count(4)
 	if n == 0 {
 		return nil
 	}
 	calls := make([]luaexec.ScriptCall, 0, n)
-	for i := 0; i < n && d.err == nil; i++ {
-		name := d.bytes()
-		flags := d.byte()
-		c := luaexec.ScriptCall{Rejected: flags&callRejected != 0, Nanos: d.varint(), Err: d.string()}
+	for i := 0; i < n && d.Err() == nil; i++ {
+		name := d.Bytes()
+		flags := d.Byte()
+		c := luaexec.ScriptCall{Rejected: flags&callRejected != 0, Nanos: d.Varint(), Err: d.string()}
 		if len(name) > 0 {
 			if c.Cmd = lookupName(name); c.Cmd == nil {
 				continue
@@ -453,26 +450,21 @@ func lookupName(name []byte) *keyspace.Command {
 
 // decodeReplies decodes a batch of replies.
 func decodeReplies(b []byte) ([]keyspace.Reply, error) {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	replies := d.replies()
-	if err := d.finish(); err != nil {
+	if err := d.Finish(); err != nil {
 		return nil, fmt.Errorf("decode replies: %w", err)
 	}
 	return replies, nil
 }
 
 func (d *decoder) replies() []keyspace.Reply {
-	n := d.count(1)
+	n := d.Count(1)
 	replies := make([]keyspace.Reply, n)
-	for i := 0; i < n && d.err == nil; i++ {
+	for i := 0; i < n && d.Err() == nil; i++ {
 		replies[i] = d.reply(0)
 	}
 	return replies
-}
-
-func appendString(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
 }
 
 func appendCmds(b []byte, cmds [][][]byte) []byte {
@@ -496,19 +488,19 @@ func appendWatches(b []byte, ws []Watch) []byte {
 	b = binary.AppendUvarint(b, uint64(len(ws)))
 	for _, w := range ws {
 		b = binary.AppendUvarint(b, uint64(w.DB))
-		b = appendString(b, w.Key)
+		b = wire.AppendString(b, w.Key)
 		b = binary.AppendUvarint(b, w.Version)
 	}
 	return b
 }
 
-// decoder reads an encoding. After the first error every read returns a zero
-// value and the error sticks, so callers check it once at the end.
+// decoder reads the encodings above, its argument lists from slabs.
 type decoder struct {
-	b   []byte
-	err error
+	wire.Decoder
 	slabs
 }
+
+func newDecoder(b []byte) decoder { return decoder{Decoder: wire.NewDecoder(b)} }
 
 // slabs hand out the lists of decoded commands and arguments from blocks
 // shared by a whole batch.
@@ -531,107 +523,31 @@ func take[T any](block *[]T, n int) []T {
 	return (*block)[i : i : i+n]
 }
 
-func (d *decoder) fail(err error) {
-	if d.err == nil {
-		d.err = err
-	}
-	d.b = nil
-}
-
-func (d *decoder) finish() error {
-	if d.err == nil && len(d.b) != 0 {
-		return fmt.Errorf("%d trailing bytes", len(d.b))
-	}
-	return d.err
-}
-
-func (d *decoder) byte() byte {
-	if len(d.b) < 1 {
-		d.fail(errTruncated)
-		return 0
-	}
-	c := d.b[0]
-	d.b = d.b[1:]
-	return c
-}
-
-func (d *decoder) uint64() uint64 {
-	if len(d.b) < 8 {
-		d.fail(errTruncated)
-		return 0
-	}
-	v := binary.LittleEndian.Uint64(d.b)
-	d.b = d.b[8:]
-	return v
-}
-
-func (d *decoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail(errors.New("bad varint"))
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail(errors.New("bad varint"))
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-// count reads a number of items each at least minSize bytes long, and fails
-// if the rest of the input cannot hold them.
-func (d *decoder) count(minSize int) int {
-	n := d.uvarint()
-	if n > uint64(len(d.b)/minSize) {
-		d.fail(fmt.Errorf("count %d exceeds the input", n))
-		return 0
-	}
-	return int(n)
-}
-
 func (d *decoder) db() int {
-	n := d.uvarint()
+	n := d.Uvarint()
 	if n >= keyspace.NumDBs {
-		d.fail(fmt.Errorf("database %d out of range", n))
+		d.Fail(fmt.Errorf("database %d out of range", n))
 		return 0
 	}
 	return int(n)
 }
 
-func (d *decoder) bytes() []byte {
-	n := d.uvarint()
-	if n > uint64(len(d.b)) {
-		d.fail(errTruncated)
-		return nil
-	}
-	s := d.b[:n:n]
-	d.b = d.b[n:]
-	return s
-}
-
-func (d *decoder) string() string { return string(d.bytes()) }
+func (d *decoder) string() string { return string(d.Bytes()) }
 
 func (d *decoder) cmds() [][][]byte {
-	n := d.count(1)
+	n := d.Count(1)
 	if n == 0 {
 		return nil
 	}
 	cmds := take(&d.slabs.cmds, n)
-	for i := 0; i < n && d.err == nil; i++ {
-		k := d.count(1)
-		if k == 0 && d.err == nil {
-			d.fail(errors.New("command without a name"))
+	for i := 0; i < n && d.Err() == nil; i++ {
+		k := d.Count(1)
+		if k == 0 && d.Err() == nil {
+			d.Fail(errors.New("command without a name"))
 		}
 		args := take(&d.slabs.args, k)
-		for j := 0; j < k && d.err == nil; j++ {
-			args = append(args, d.bytes())
+		for j := 0; j < k && d.Err() == nil; j++ {
+			args = append(args, d.Bytes())
 		}
 		cmds = append(cmds, args)
 	}
@@ -639,50 +555,50 @@ func (d *decoder) cmds() [][][]byte {
 }
 
 func (d *decoder) relayTag() relayTag {
-	return relayTag{origin: d.uint64(), seq: d.uvarint()}
+	return relayTag{origin: d.Uint64(), seq: d.Uvarint()}
 }
 
 func (d *decoder) watches() []Watch {
-	n := d.count(3)
+	n := d.Count(3)
 	if n == 0 {
 		return nil
 	}
 	ws := make([]Watch, 0, n)
-	for i := 0; i < n && d.err == nil; i++ {
-		ws = append(ws, Watch{DB: d.db(), Key: d.string(), Version: d.uvarint()})
+	for i := 0; i < n && d.Err() == nil; i++ {
+		ws = append(ws, Watch{DB: d.db(), Key: d.string(), Version: d.Uvarint()})
 	}
 	return ws
 }
 
 func (d *decoder) reply(depth int) keyspace.Reply {
 	if depth > maxReplyDepth {
-		d.fail(errors.New("reply nested too deeply"))
+		d.Fail(errors.New("reply nested too deeply"))
 		return keyspace.Reply{}
 	}
-	r := keyspace.Reply{Kind: keyspace.Kind(d.byte())}
-	flags := d.byte()
+	r := keyspace.Reply{Kind: keyspace.Kind(d.Byte())}
+	flags := d.Byte()
 	if flags&^(replyInt|replyFloat|replyStr|replyElems) != 0 {
-		d.fail(fmt.Errorf("bad reply flags %#x", flags))
+		d.Fail(fmt.Errorf("bad reply flags %#x", flags))
 		return r
 	}
 	if flags&replyInt != 0 {
-		r.Int = d.varint()
+		r.Int = d.Varint()
 	}
 	if flags&replyFloat != 0 {
-		r.Float = math.Float64frombits(d.uint64())
+		r.Float = math.Float64frombits(d.Uint64())
 	}
 	if flags&replyStr != 0 {
 		r.Str = d.string()
 	}
 	if flags&replyElems != 0 {
-		n := d.count(2)
+		n := d.Count(2)
 		if r.Kind == keyspace.KindMap && n%2 != 0 {
 			// The RESP writer counts a map's pairs: an odd map would corrupt the stream.
-			d.fail(errors.New("map with an odd number of elements"))
+			d.Fail(errors.New("map with an odd number of elements"))
 			return r
 		}
 		r.Elems = make([]keyspace.Reply, 0, n)
-		for i := 0; i < n && d.err == nil; i++ {
+		for i := 0; i < n && d.Err() == nil; i++ {
 			r.Elems = append(r.Elems, d.reply(depth+1))
 		}
 	}

@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/lockserver/lockserver/acl"
+	"github.com/lockserver/lockserver/internal/wire"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
 )
@@ -249,8 +251,8 @@ func (s *raftSnapshot) header() []byte {
 	ids := slices.Sorted(maps.Keys(s.members))
 	b = binary.AppendUvarint(b, uint64(len(ids)))
 	for _, id := range ids {
-		b = appendString(b, id)
-		b = appendString(b, s.members[id])
+		b = wire.AppendString(b, id)
+		b = wire.AppendString(b, s.members[id])
 	}
 	return b
 }
@@ -326,19 +328,18 @@ func readSnapshot(rd io.Reader, r *Raft) (*StateMachine, map[string]string, uint
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	d := decoder{b: header}
-	if magic := d.b[:min(len(d.b), len(snapshotMagic))]; string(magic) != snapshotMagic {
+	if !bytes.HasPrefix(header, []byte(snapshotMagic)) {
 		return nil, nil, 0, errors.New("not a lockserver snapshot of this version")
 	}
-	d.b = d.b[len(snapshotMagic):]
-	applied := d.uvarint()
-	last := d.varint()
+	d := newDecoder(header[len(snapshotMagic):])
+	applied := d.Uvarint()
+	last := d.Varint()
 	members := make(map[string]string)
-	for n := d.count(2); n > 0; n-- {
+	for n := d.Count(2); n > 0; n-- {
 		id := d.string()
 		members[id] = d.string()
 	}
-	if err := d.finish(); err != nil {
+	if err := d.Finish(); err != nil {
 		return nil, nil, 0, fmt.Errorf("snapshot header: %w", err)
 	}
 	sm.last = last

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/lockserver/lockserver/acl"
+	"github.com/lockserver/lockserver/internal/wire"
 	"github.com/lockserver/lockserver/keyspace"
 )
 
@@ -30,12 +31,12 @@ func (s smSnapshot) release() { s.sm.store.Release(s.keys) }
 // write writes the keyspace with, in its checked meta bytes, the engine's
 // header, the script cache and the ACL users.
 func (s smSnapshot) write(w io.Writer, header []byte) error {
-	meta := appendString(nil, string(header))
+	meta := wire.AppendBytes(nil, header)
 	meta = binary.AppendUvarint(meta, uint64(len(s.scripts)))
 	for _, body := range s.scripts {
-		meta = appendString(meta, body)
+		meta = wire.AppendString(meta, body)
 	}
-	meta = appendString(meta, string(s.users))
+	meta = wire.AppendBytes(meta, s.users)
 	return s.keys.WriteSnapshot(w, meta)
 }
 
@@ -47,19 +48,19 @@ func (sm *StateMachine) readSnapshot(r io.Reader) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := decoder{b: meta}
-	header := d.bytes()
-	n := d.count(1)
+	d := newDecoder(meta)
+	header := d.Bytes()
+	n := d.Count(1)
 	scripts := make([]string, 0, n)
 	for range n {
-		scripts = append(scripts, string(d.bytes()))
+		scripts = append(scripts, string(d.Bytes()))
 	}
 	// A snapshot from before ACL users were replicated holds none.
 	var users []byte
-	if len(d.b) > 0 {
-		users = d.bytes()
+	if d.Len() > 0 {
+		users = d.Bytes()
 	}
-	if err := d.finish(); err != nil {
+	if err := d.Finish(); err != nil {
 		return nil, fmt.Errorf("snapshot meta: %w", err)
 	}
 	if users != nil {
