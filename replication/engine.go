@@ -127,3 +127,18 @@ func (r *Request) resolve(reply keyspace.Reply) {
 	r.reply = reply
 	r.done = nil
 }
+
+// every calls f every period until stop is closed: the background loops of
+// both engines (expiry, snapshots, registering, promoting).
+func every(stop <-chan struct{}, period time.Duration, f func()) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			f()
+		}
+	}
+}

@@ -1000,19 +1000,12 @@ func (r *Raft) answerRead(rd *readOp) {
 // expireLoop runs the cycles of active expiry (see expiryTick) while this
 // node leads: the followers apply the sweeps it proposes.
 func (r *Raft) expireLoop() {
-	t := time.NewTicker(expiryTick)
-	defer t.Stop()
 	var cur expiryCursor
-	for {
-		select {
-		case <-r.stop:
-			return
-		case <-t.C:
-			if r.raft.State() == raft.Leader {
-				r.expireCycle(&cur)
-			}
+	every(r.stop, expiryTick, func() {
+		if r.raft.State() == raft.Leader {
+			r.expireCycle(&cur)
 		}
-	}
+	})
 }
 
 // expireCycle looks at the keys step by step while the steps find many

@@ -331,16 +331,9 @@ func (r *Raft) registerLoop() {
 		return
 	}
 	args := [][]byte{argLockserver, []byte("REGISTER"), []byte(r.opts.NodeID), []byte(r.opts.ClientAddr)}
-	t := time.NewTicker(250 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-r.stop:
-			return
-		case <-t.C:
-		}
+	every(r.stop, 250*time.Millisecond, func() {
 		if r.memberAddr(r.opts.NodeID) == r.opts.ClientAddr || r.leaderID() == "" {
-			continue
+			return
 		}
 		ctx, cancel := context.WithTimeout(r.ctx, time.Second)
 		err := r.onLeader(ctx, args, func() error { return r.registerNode(ctx, r.opts.NodeID, r.opts.ClientAddr) })
@@ -348,7 +341,7 @@ func (r *Raft) registerLoop() {
 		if err != nil {
 			r.log.Debug("registering the client address failed; retrying", "err", err)
 		}
-	}
+	})
 }
 
 // promoteSlack is how far behind the leader's commit index a non-voter's
@@ -358,27 +351,20 @@ const promoteSlack = 1024
 // promoteLoop, on the leader, promotes each non-voter to voter once it has
 // applied about as much of the log as the leader has committed.
 func (r *Raft) promoteLoop() {
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-r.stop:
-			return
-		case <-t.C:
-		}
+	every(r.stop, 500*time.Millisecond, func() {
 		if r.raft.State() != raft.Leader {
-			continue
+			return
 		}
 		cf := r.raft.GetConfiguration()
 		if cf.Error() != nil {
-			continue
+			return
 		}
 		for _, s := range cf.Configuration().Servers {
 			if s.Suffrage == raft.Nonvoter {
 				r.promoteIfCaughtUp(s)
 			}
 		}
-	}
+	})
 }
 
 func (r *Raft) promoteIfCaughtUp(s raft.Server) {

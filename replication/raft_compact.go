@@ -16,18 +16,11 @@ const snapshotCheck = time.Second
 // replays the log written since, so the two stay in proportion however
 // large the state grows.
 func (r *Raft) snapshotLoop() {
-	t := time.NewTicker(snapshotCheck)
-	defer t.Stop()
-	for {
-		select {
-		case <-r.stop:
-			return
-		case <-t.C:
-			if r.logBytes.Load()-r.snapMark.Load() >= max(uint64(r.opts.SnapshotLogBytes), r.snapSize.Load()/2) {
-				r.snapshot()
-			}
+	every(r.stop, snapshotCheck, func() {
+		if r.logBytes.Load()-r.snapMark.Load() >= max(uint64(r.opts.SnapshotLogBytes), r.snapSize.Load()/2) {
+			r.snapshot()
 		}
-	}
+	})
 }
 
 // snapshot takes a snapshot (see takeSnapshot), logging a failure.

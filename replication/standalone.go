@@ -280,17 +280,8 @@ func (s *Standalone) Close() error {
 // sweep runs the cycles of active expiry (see expiryTick) until Close.
 func (s *Standalone) sweep() {
 	defer s.wg.Done()
-	t := time.NewTicker(expiryTick)
-	defer t.Stop()
 	var cur expiryCursor
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-			s.expireCycle(&cur)
-		}
-	}
+	every(s.stop, expiryTick, func() { s.expireCycle(&cur) })
 }
 
 // expireCycle sweeps step by step while the steps find many keys expired,
