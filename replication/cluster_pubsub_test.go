@@ -103,10 +103,7 @@ func TestClusterPublishCountsLocalSubscribers(t *testing.T) {
 // leader's answer or its own apply of the entry comes first.
 func TestClusterPublishThroughFollowerEitherOrder(t *testing.T) {
 	attempt.Run(t, func(t testing.TB) {
-		c := newTestCluster(t, 3)
-		l := c.leader()
-		f := c.followers(l)[0]
-		f.hub.subscribe("ch", false, 3)
+		c, l, f := subscribedFollower(t)
 		// The follower knows where to forward once it has applied the leader's
 		// address.
 		wantReply(t, "SET through the follower", do(f, 0, "SET", "k", "v"), keyspace.OK)
@@ -142,10 +139,7 @@ func TestClusterPublishThroughFollowerEitherOrder(t *testing.T) {
 // and that answer must not touch it.
 func TestClusterRelayedRequestReusedAfterItsAnswer(t *testing.T) {
 	attempt.Run(t, func(t testing.TB) {
-		c := newTestCluster(t, 3)
-		l := c.leader()
-		f := c.followers(l)[0]
-		f.hub.subscribe("ch", false, 3)
+		c, l, f := subscribedFollower(t)
 		wantReply(t, "SET through the follower", do(f, 0, "SET", "k", "v"), keyspace.OK)
 
 		release := c.holdFSM(l)
@@ -167,10 +161,7 @@ func TestClusterRelayedRequestReusedAfterItsAnswer(t *testing.T) {
 // hand and never reach the log: this node passes the index without them.
 func TestClusterRelayedPublishNotAppliedHere(t *testing.T) {
 	attempt.Run(t, func(t testing.TB) {
-		c := newTestCluster(t, 3)
-		l := c.leader()
-		f := c.followers(l)[0]
-		f.hub.subscribe("ch", false, 3)
+		c, l, f := subscribedFollower(t)
 		fwd := f.eng.fwd
 		relayed := func(multi bool, cmds ...[]string) *Request {
 			req := &Request{Multi: multi}
@@ -278,4 +269,14 @@ func TestStandaloneScriptSeesPublishCount(t *testing.T) {
 	if got := fmt.Sprint(hub.messages()); got != "[ch:m1 ch:m2]" {
 		t.Fatalf("delivered %s", got)
 	}
+}
+
+// subscribedFollower starts a three-member cluster and returns it, its
+// leader, and a follower on which three clients subscribe to "ch".
+func subscribedFollower(t testing.TB) (c *testCluster, l, f *testNode) {
+	c = newTestCluster(t, 3)
+	l = c.leader()
+	f = c.followers(l)[0]
+	f.hub.subscribe("ch", false, 3)
+	return c, l, f
 }
