@@ -272,6 +272,28 @@ func (c *testCluster) followers(l *testNode) []*testNode {
 	return fs
 }
 
+// compactPast has the leader l and its running followers compact their logs
+// until none keeps the entry after index, so that a member stopped at index
+// needs a snapshot when it comes back, and returns them. It snapshots twice,
+// as a snapshot keeps the log written since the one before, and sets "after"
+// to 1 then 2.
+func (c *testCluster) compactPast(t testing.TB, l *testNode, index uint64) []*testNode {
+	t.Helper()
+	running := append([]*testNode{l}, c.followers(l)...)
+	for i := range 2 {
+		for _, n := range running {
+			wantReply(t, "LOCKSERVER SNAPSHOT on "+n.id, do(n, 0, "LOCKSERVER", "SNAPSHOT"), keyspace.OK)
+		}
+		wantReply(t, "SET after the snapshots", c.set(l, 0, "after", fmt.Sprint(i+1)), keyspace.OK)
+	}
+	for _, n := range running {
+		if first, _ := n.store.FirstIndex(); first <= index {
+			t.Fatalf("%s kept its log from %d; the lagging member stopped at %d, so it would not need a snapshot", n.id, first, index)
+		}
+	}
+	return running
+}
+
 // eventually polls cond until it holds, failing the test after testWait.
 func (c *testCluster) eventually(what string, cond func() bool) {
 	c.t.Helper()

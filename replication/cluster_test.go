@@ -335,20 +335,8 @@ func TestClusterSnapshots(t *testing.T) {
 	script := "return redis.call('GET', KEYS[1])"
 	wantReply(t, "SCRIPT LOAD", c.idem(l, 0, "SCRIPT", "LOAD", script), keyspace.Bulk(sha1Hex(script)))
 	// Each running node compacts its log, so that the lagging one needs a
-	// snapshot from whichever leads when it comes back: twice, as a
-	// snapshot keeps the log written since the one before.
-	running := append([]*testNode{l}, c.followers(l)...)
-	for i := range 2 {
-		for _, n := range running {
-			wantReply(t, "LOCKSERVER SNAPSHOT on "+n.id, do(n, 0, "LOCKSERVER", "SNAPSHOT"), keyspace.OK)
-		}
-		wantReply(t, "SET after the snapshot", c.set(l, 0, "after", fmt.Sprint(i+1)), keyspace.OK)
-	}
-	for _, n := range running {
-		if first, _ := n.store.FirstIndex(); first <= lastLag {
-			t.Fatalf("%s kept its log from %d; the lagging node stopped at %d, so it would not need the snapshot", n.id, first, lastLag)
-		}
-	}
+	// snapshot from whichever leads when it comes back.
+	c.compactPast(t, l, lastLag)
 	check := func(n *testNode) {
 		t.Helper()
 		c.eventually(n.id+" holds the entry after the snapshot", func() bool { return same(localGet(n, "after"), keyspace.Bulk("2")) })

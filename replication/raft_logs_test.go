@@ -84,19 +84,7 @@ func TestClusterCountsSnapshotRestores(t *testing.T) {
 	for i := range 40 {
 		wantReply(t, "SET", c.set(l, 0, fmt.Sprint("k", i), "v"), keyspace.OK)
 	}
-	// Twice, as a snapshot keeps the log written since the one before.
-	running := append([]*testNode{l}, c.followers(l)...)
-	for i := range 2 {
-		for _, n := range running {
-			wantReply(t, "LOCKSERVER SNAPSHOT on "+n.id, do(n, 0, "LOCKSERVER", "SNAPSHOT"), keyspace.OK)
-		}
-		wantReply(t, "SET after the snapshots", c.set(l, 0, "after", fmt.Sprint(i+1)), keyspace.OK)
-	}
-	for _, n := range running {
-		if first, _ := n.store.FirstIndex(); first <= lastLag {
-			t.Fatalf("%s kept its log from %d; the lagging member stopped at %d, so it would not need a snapshot", n.id, first, lastLag)
-		}
-	}
+	running := c.compactPast(t, l, lastLag)
 	restored := func(n *testNode, source string) bool {
 		for _, e := range logs.Events("snapshot") {
 			if e["node"] == n.id && e["source"] == source && e["msg"] == "snapshot restored" && e["bytes"].(float64) > 0 {
