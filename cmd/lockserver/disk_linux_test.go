@@ -4,10 +4,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -45,19 +43,9 @@ func TestBinaryExitsWhenItsDiskIsFull(t *testing.T) {
 	if failed == nil || !strings.HasPrefix(failed.Error(), "UNKNOWN") {
 		t.Fatalf("the SET that filled the disk: %v, want UNKNOWN", failed)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- n.cmd.Wait() }()
-	select {
-	case err := <-exited:
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) || exit.ExitCode() != 1 {
-			t.Fatalf("exit: %v, want status 1", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("the node did not exit within 15s of its failed write")
+	if err := n.wait(15 * time.Second); exitCode(err) != 1 {
+		t.Fatalf("after its failed write: %v, want exit status 1", err)
 	}
-	n.rdb.Close()
-	n.cmd = nil
 	if b, _ := os.ReadFile(n.log.Name()); !strings.Contains(string(b), "no space left on device") {
 		t.Errorf("the log does not say why the node stopped:\n%s", b)
 	}
@@ -122,9 +110,7 @@ func TestBinaryFollowerExitsWhenItsDiskIsFull(t *testing.T) {
 		key := fmt.Sprint("k", i)
 		eventually(t, "SET "+key, func() error { return l.rdb.Set(ctx, key, value, 0).Err() })
 	}
-	err := full.wait(15 * time.Second)
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+	if err := full.wait(15 * time.Second); exitCode(err) != 1 {
 		t.Fatalf("the follower whose disk filled: %v, want exit status 1", err)
 	}
 	if b, _ := os.ReadFile(full.log.Name()); !strings.Contains(string(b), "no space left on device") {

@@ -3,10 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -82,9 +80,7 @@ func TestBinaryRefusesADamagedLog(t *testing.T) {
 
 			start := time.Now()
 			f.start(t, bin)
-			err := f.wait(30 * time.Second)
-			var exit *exec.ExitError
-			if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+			if err := f.wait(30 * time.Second); exitCode(err) != 1 {
 				t.Fatalf("the damaged member: %v after %v, want exit status 1", err, time.Since(start))
 			}
 			line := f.lastLogLine(t)

@@ -236,6 +236,18 @@ func runBinary(t *testing.T, bin string, limit time.Duration, args ...string) (s
 	return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
 }
 
+// exitCode is the exit status of a process that Wait or Run returned err
+// for, or -1 when err says it did not exit.
+func exitCode(err error) int {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
 // What a new user meets when a start goes wrong, or when they ask for help:
 // a help that succeeds, and failures that exit 1 with one line that says why.
 func TestBinaryStartsOrSaysWhy(t *testing.T) {

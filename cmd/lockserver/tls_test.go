@@ -255,16 +255,6 @@ func TestBinaryTLSCluster(t *testing.T) {
 	}
 }
 
-func exitCode(err error) int {
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode()
-	}
-	if err != nil {
-		return -1
-	}
-	return 0
-}
-
 // A member whose Raft address other hosts can reach refuses to start with
 // neither a cluster secret nor member TLS, unless told --insecure-cluster.
 func TestBinaryRefusesAnOpenCluster(t *testing.T) {
