@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // The commands a script calls run in the state machine of every member, but
@@ -19,7 +21,11 @@ func TestClusterCountsScriptCalls(t *testing.T) {
 	ms := startMembers(t, "")
 	ctx := context.Background()
 	const script = "redis.call('set', KEYS[1], ARGV[1]); return redis.call('get', KEYS[1])"
+	// A read-only script runs where the leader serves reads, and its calls
+	// come back the same way.
+	const readScript = "return redis.call('get', KEYS[1])"
 	answered := make([]int64, len(ms))
+	reads := make([]int64, len(ms))
 	for i, m := range ms {
 		m.rdb.ConfigResetStat(ctx)
 		for j := range 3 + i {
@@ -33,6 +39,12 @@ func TestClusterCountsScriptCalls(t *testing.T) {
 			case !writeErr(err):
 				t.Fatalf("member %d: EVAL: %v", i, err)
 			}
+		}
+		switch _, err := m.rdb.EvalRO(ctx, readScript, []string{"k0-0"}).Result(); {
+		case err == nil || err == redis.Nil:
+			reads[i]++
+		case !writeErr(err):
+			t.Fatalf("member %d: EVAL_RO: %v", i, err)
 		}
 	}
 	calls := func(m *member, cmd string) int64 {
@@ -52,13 +64,18 @@ func TestClusterCountsScriptCalls(t *testing.T) {
 		if answered[i] == 0 {
 			t.Fatalf("member %d: no script answered", i)
 		}
-		for _, cmd := range []string{"set", "get"} {
-			if got := calls(m, cmd); got != answered[i] {
-				t.Errorf("member %d: cmdstat_%s calls=%d, want %d, one for each of its clients' scripts", i, cmd, got, answered[i])
-			}
+		if got := calls(m, "set"); got != answered[i] {
+			t.Errorf("member %d: cmdstat_set calls=%d, want %d, one for each of its clients' scripts", i, got, answered[i])
 		}
-		if got := calls(m, "eval"); got != int64(3+i) {
-			t.Errorf("member %d: cmdstat_eval calls=%d, want %d", i, got, 3+i)
+		if got := calls(m, "get"); got != answered[i]+reads[i] {
+			t.Errorf("member %d: cmdstat_get calls=%d, want %d, one for each of its clients' scripts and read-only scripts", i, got, answered[i]+reads[i])
+		}
+		// go-redis sends a command again after TRYAGAIN or CLUSTERDOWN.
+		if got := calls(m, "eval_ro"); got < 1 {
+			t.Errorf("member %d: cmdstat_eval_ro calls=%d, want at least 1", i, got)
+		}
+		if got := calls(m, "eval"); got < int64(3+i) {
+			t.Errorf("member %d: cmdstat_eval calls=%d, want at least %d", i, got, 3+i)
 		}
 	}
 }
