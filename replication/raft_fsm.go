@@ -181,13 +181,19 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 // Restore replaces the state with a snapshot's: at start, and when the leader
 // installs one on a lagging follower. Nothing is delivered to subscribers.
 // The new state is read beside Apply, which goes on with the old one until
-// the new one is complete and checked.
+// the new one is complete and checked, to the stream's end.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	r := (*Raft)(f)
 	defer rc.Close()
 	began := time.Now()
 	read := &counter{r: rc}
 	sm, members, applied, err := readSnapshot(read, r)
+	// Read to the end, where the snapshot store's check of the whole state
+	// comes (see checkedSnapshots.Open): its verdict, when the state is not
+	// what was written, comes before what the decoder made of it.
+	if _, rest := io.Copy(io.Discard, read); rest != nil {
+		err = rest
+	}
 	if err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}

@@ -1,11 +1,15 @@
 package replication
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"hash/crc32"
+	"hash/crc64"
 	"io"
 	"os"
 	"path/filepath"
@@ -239,13 +243,13 @@ func stableSum(key, val []byte) uint32 {
 }
 
 // checkedSnapshots is the file snapshot store, which keeps a CRC-64 of each
-// snapshot's state and checks it whenever it opens one, made to refuse what
-// fails instead of passing over it. Raft sees only the newest snapshot: when
+// snapshot's state, checked here as the state is read (see Open), made to
+// refuse what fails instead of passing over it. Raft sees only the newest snapshot: when
 // that one failed, raft restored an older one without a word (or, with
 // none left, started empty), though the log may no longer reach back to it.
 // A snapshot that fails its check, or whose metadata cannot be read, is a
 // CorruptionError: at start NewRaft fails with it, and found while the node
-// runs (opening the snapshot to send it) it stops the node as the log's do.
+// runs (reading the snapshot to send it) it stops the node as the log's do.
 type checkedSnapshots struct {
 	raft.SnapshotStore
 	dir string // where the store keeps its snapshots, one directory each
@@ -295,16 +299,43 @@ func (s *checkedSnapshots) List() ([]*raft.SnapshotMeta, error) {
 	return metas, err
 }
 
-// Open opens a snapshot, its state checked against its CRC.
+// Open opens a snapshot to be read once: its state is checked against its
+// CRC while it is read, and the read that reaches its end fails with a
+// CorruptionError if they differ. The file store's own Open read the whole
+// state to check it before raft read it again to restore or send it; a
+// restore (fsm.Restore) reads to the end before it keeps the new state, and
+// raft's transport sends to the end before the follower keeps what it got.
 func (s *checkedSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
-	meta, rc, err := s.SnapshotStore.Open(id)
+	path := filepath.Join(s.dir, id, "state.bin")
+	var meta struct {
+		raft.SnapshotMeta
+		CRC []byte // as the file store writes it, beside the metadata
+	}
+	b, err := os.ReadFile(filepath.Join(s.dir, id, "meta.json"))
 	if err == nil {
-		return meta, rc, nil
+		err = json.Unmarshal(b, &meta)
 	}
-	ce := &CorruptionError{Path: filepath.Join(s.dir, id, "state.bin"), Problem: "the snapshot cannot be read back as written: " + err.Error()}
-	if metas, _ := s.SnapshotStore.List(); len(metas) > 0 && metas[0].ID == id {
-		ce.Index = metas[0].Index
+	var f *os.File
+	if err == nil {
+		f, err = os.Open(path)
 	}
+	if err != nil {
+		var index uint64
+		if metas, _ := s.SnapshotStore.List(); len(metas) > 0 && metas[0].ID == id {
+			index = metas[0].Index
+		}
+		return nil, nil, s.corrupt(path, index, err)
+	}
+	return &meta.SnapshotMeta, &checkedState{
+		s: s, f: f, r: bufio.NewReaderSize(f, 1<<16), path: path, index: meta.Index,
+		want: meta.CRC, sum: crc64.New(crc64.MakeTable(crc64.ECMA)),
+	}, nil
+}
+
+// corrupt records and reports a snapshot that cannot be read back as
+// written, and returns it.
+func (s *checkedSnapshots) corrupt(path string, index uint64, err error) error {
+	ce := &CorruptionError{Path: path, Index: index, Problem: "the snapshot cannot be read back as written: " + err.Error()}
 	s.mu.Lock()
 	if s.failed == nil {
 		s.failed = ce
@@ -313,8 +344,40 @@ func (s *checkedSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, e
 	if s.fault != nil {
 		s.fault(ce)
 	}
-	return nil, nil, ce
+	return ce
 }
+
+// checkedState is a snapshot's state as checkedSnapshots.Open opened it.
+type checkedState struct {
+	s     *checkedSnapshots
+	f     *os.File
+	r     *bufio.Reader
+	path  string
+	index uint64
+	want  []byte
+	sum   hash.Hash64
+	err   error // the read error, once there is one
+}
+
+// Read reads the state, and at its end returns io.EOF if the state matches
+// its CRC, a CorruptionError if not.
+func (c *checkedState) Read(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.r.Read(p)
+	c.sum.Write(p[:n])
+	switch {
+	case err == io.EOF && !bytes.Equal(c.sum.Sum(nil), c.want):
+		err = c.s.corrupt(c.path, c.index, errors.New("CRC mismatch"))
+	case err != nil && err != io.EOF:
+		err = c.s.corrupt(c.path, c.index, err)
+	}
+	c.err = err
+	return n, err
+}
+
+func (c *checkedState) Close() error { return c.f.Close() }
 
 // failure returns the first corruption Open found.
 func (s *checkedSnapshots) failure() error {

@@ -383,8 +383,9 @@ func TestSnapshotFollowedByAGapIsRefused(t *testing.T) {
 	wantCorruption(t, d.start(), "meta.json", meta.Index+1)
 }
 
-// A snapshot found corrupt while the node runs (opened to send to a lagging
-// follower) fails the open and reports the fault, which stops the node.
+// A snapshot is read once: its state reads back as written, and one found
+// corrupt while the node runs (read to send to a lagging follower) fails the
+// read that reaches its end and reports the fault, which stops the node.
 func TestCheckedSnapshotsReportCorruptionFoundWhileRunning(t *testing.T) {
 	dir := t.TempDir()
 	s, err := openCheckedSnapshots(dir, newHCLogger(slog.New(slog.DiscardHandler)))
@@ -393,20 +394,59 @@ func TestCheckedSnapshotsReportCorruptionFoundWhileRunning(t *testing.T) {
 	}
 	var faults []error
 	s.fault = func(err error) { faults = append(faults, err) }
+	const state = "a snapshot of owner-A"
 	sink, err := s.Create(raft.SnapshotVersionMax, 7, 2, raft.Configuration{}, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sink.Write([]byte("a snapshot of owner-A")); err != nil {
+	if _, err := sink.Write([]byte(state)); err != nil {
 		t.Fatal(err)
 	}
 	if err := sink.Close(); err != nil {
 		t.Fatal(err)
 	}
-	flip(t, filepath.Join(dir, "snapshots", sink.ID(), "state.bin"), "owner-A", "owner-B")
-	_, _, err = s.Open(sink.ID())
-	wantCorruption(t, err, "state.bin", 7)
-	if len(faults) != 1 || faults[0] != err {
-		t.Fatalf("faults reported: %v, want the open's error", faults)
+	read := func() ([]byte, error) {
+		t.Helper()
+		meta, rc, err := s.Open(sink.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		if meta.Index != 7 || meta.Term != 2 {
+			t.Fatalf("opened snapshot %d of term %d, want 7 of term 2", meta.Index, meta.Term)
+		}
+		return io.ReadAll(rc)
 	}
+	if got, err := read(); err != nil || string(got) != state || len(faults) != 0 {
+		t.Fatalf("read %q, %v (faults %v), want %q", got, err, faults, state)
+	}
+	flip(t, filepath.Join(dir, "snapshots", sink.ID(), "state.bin"), "owner-A", "owner-B")
+	got, err := read()
+	wantCorruption(t, err, "state.bin", 7)
+	if string(got) != "a snapshot of owner-B" {
+		t.Fatalf("read %q before the error, want the whole state", got)
+	}
+	if len(faults) != 1 || faults[0] != err {
+		t.Fatalf("faults reported: %v, want the read's error", faults)
+	}
+}
+
+// A snapshot is checked as a whole, not only as far as its encoding goes:
+// bytes after its end, which the decoder never reads, fail the check, and
+// the node refuses to start.
+func TestSnapshotWithBytesAfterItsEndIsRefused(t *testing.T) {
+	d := newDiskNode(t)
+	dir, meta := d.snapshotted()
+	f, err := os.OpenFile(filepath.Join(dir, "state.bin"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Write([]byte{0})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCorruption(t, d.start(), "state.bin", meta.Index)
 }
