@@ -116,6 +116,13 @@ type ClusterOptions struct {
 	// of a busy machine (a process starved of CPU for a moment) that would
 	// otherwise move the leader and fail the writes in flight.
 	HeartbeatTimeout, ElectionTimeout time.Duration
+	// ShutdownSnapshotTimeout bounds the snapshot a member takes as it
+	// closes, when much log was written since its last one (so that its
+	// restart reads a snapshot rather than replaying that log), and one
+	// under way: past it the snapshot is abandoned and the restart replays
+	// the log instead. 0 means 5 s, so that a stop fits an orchestrator's
+	// grace period (docker stop: 10 s; Kubernetes: 30 s).
+	ShutdownSnapshotTimeout time.Duration
 	// AdvertiseAddr is the client address that the members give clients for
 	// this one (Sentinel and CLUSTER replies); empty means Addr's, or
 	// TLSAddr's without Addr, which must then be a concrete address.
@@ -249,6 +256,7 @@ func (o *Options) check() error {
 		{"Cluster.JoinTimeout", int64(o.Cluster.JoinTimeout)},
 		{"Cluster.HeartbeatTimeout", int64(o.Cluster.HeartbeatTimeout)},
 		{"Cluster.ElectionTimeout", int64(o.Cluster.ElectionTimeout)},
+		{"Cluster.ShutdownSnapshotTimeout", int64(o.Cluster.ShutdownSnapshotTimeout)},
 	} {
 		if f.v < 0 {
 			return fmt.Errorf("lockserver: Options.%s is %d; want 0 (the default) or more", f.name, f.v)
@@ -323,6 +331,8 @@ func openMember(opts Options, listenAddr string, lua luaexec.Options, users *acl
 
 		HeartbeatTimeout: c.HeartbeatTimeout,
 		ElectionTimeout:  c.ElectionTimeout,
+
+		CloseSnapshotTimeout: c.ShutdownSnapshotTimeout,
 	})
 }
 

@@ -98,6 +98,14 @@ type RaftOptions struct {
 	SnapshotThreshold, TrailingLogs uint64
 	// SnapshotInterval is how often SnapshotThreshold is checked (default 30 s).
 	SnapshotInterval time.Duration
+	// CloseSnapshotTimeout bounds the snapshot Close takes when much log was
+	// written since the last one, and one under way when Close is called
+	// (default 5 s): past it the snapshot is abandoned and the restart
+	// replays the log instead. A stop must not outlast an orchestrator's
+	// grace period (docker stop: 10 s; Kubernetes: 30 s), after which the
+	// process is killed anyway, and at millions of keys a snapshot takes
+	// longer than that.
+	CloseSnapshotTimeout time.Duration
 	// ForwardWait is how long a follower waits for a reachable leader before it
 	// answers CLUSTERDOWN (default 3 s).
 	ForwardWait time.Duration
@@ -134,6 +142,7 @@ func (o RaftOptions) withDefaults() RaftOptions {
 	def(&o.ElectionTimeout, 500*time.Millisecond)
 	def(&o.CommitTimeout, 5*time.Millisecond)
 	def(&o.SnapshotInterval, 30*time.Second)
+	def(&o.CloseSnapshotTimeout, 5*time.Second)
 	def(&o.ForwardWait, 3*time.Second)
 	def(&o.JoinTimeout, time.Minute)
 	if o.SnapshotLogBytes <= 0 {
@@ -208,6 +217,9 @@ type Raft struct {
 	// value at the last snapshot, whose applied index is snapIndex and size
 	// in bytes snapSize (see snapshotLoop).
 	logBytes, snapMark, snapIndex, snapSize atomic.Uint64
+	// closeBy, once Close began, is when (Unix nanoseconds) a snapshot being
+	// written is abandoned (see CloseSnapshotTimeout); 0 before.
+	closeBy atomic.Int64
 	// sweepTime is the time this node spent looking for expired keys and
 	// applying sweeps, in nanoseconds (see expireCycle); ret returns what
 	// sweeps free to the operating system.
@@ -1123,6 +1135,8 @@ func (r *Raft) Close() error {
 	if r.closed.Swap(true) {
 		return nil
 	}
+	// Shutdown waits for a snapshot under way, which is bounded too.
+	r.closeBy.Store(time.Now().Add(r.opts.CloseSnapshotTimeout).UnixNano())
 	r.snapshotBeforeClose()
 	err := r.raft.Shutdown().Error()
 	r.cancel()

@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -275,9 +276,13 @@ func (s *raftSnapshot) write(w io.Writer) error { return s.sm.write(w, s.header(
 // machine) so keeps at least half its time for its clients while it writes
 // a snapshot.
 func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
-	written := &counter{w: sink, pace: new(pacer)}
+	written := &counter{w: sink, pace: new(pacer), by: &s.r.closeBy}
 	if err := s.write(written); err != nil {
 		sink.Cancel()
+		if errors.Is(err, errSnapshotAbandoned) {
+			s.r.log.Info("snapshot abandoned as the node closes: its restart replays the log instead", "event", "snapshot",
+				"index", s.applied, "bytes", written.n, "close_snapshot_timeout", s.r.opts.CloseSnapshotTimeout)
+		}
 		return fmt.Errorf("persist snapshot: %w", err)
 	}
 	if err := sink.Close(); err != nil {
@@ -296,13 +301,19 @@ func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 // counter counts the bytes read from r or written to w; with pace, it
-// pauses after each write.
+// pauses after each write, and with by, it fails the writes that begin past
+// the time by holds (Unix nanoseconds; 0: none) with errSnapshotAbandoned.
 type counter struct {
 	r    io.Reader
 	w    io.Writer
 	n    uint64
 	pace *pacer
+	by   *atomic.Int64
 }
+
+// errSnapshotAbandoned fails a snapshot still being written when the time
+// Close gives it is up (see RaftOptions.CloseSnapshotTimeout).
+var errSnapshotAbandoned = errors.New("abandoned: the node closes")
 
 func (c *counter) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
@@ -311,6 +322,11 @@ func (c *counter) Read(p []byte) (int, error) {
 }
 
 func (c *counter) Write(p []byte) (int, error) {
+	if c.by != nil {
+		if by := c.by.Load(); by != 0 && time.Now().UnixNano() > by {
+			return 0, errSnapshotAbandoned
+		}
+	}
 	n, err := c.w.Write(p)
 	c.n += uint64(n)
 	if c.pace != nil {

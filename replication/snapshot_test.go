@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -263,6 +265,43 @@ func TestSnapshotBeforeClose(t *testing.T) {
 	n.restart()
 	if got := n.eng.snapIndex.Load(); got < applied {
 		t.Fatalf("%s restarted from a snapshot at %d, not the one it took at %d", n.id, got, applied)
+	}
+}
+
+// A snapshot at close that runs past CloseSnapshotTimeout is abandoned:
+// none is kept, not even in part, and the restart replays the log, which
+// loses nothing.
+func TestSnapshotBeforeCloseIsBounded(t *testing.T) {
+	d := newDiskNode(t)
+	d.stop()
+	d.opts.SnapshotLogBytes, d.opts.CloseSnapshotTimeout = 1<<20, time.Nanosecond
+	if err := d.start(); err != nil {
+		t.Fatal(err)
+	}
+	value := strings.Repeat("v", 1000)
+	for i := range 300 { // as in TestSnapshotBeforeClose: enough for a snapshot at close
+		d.set(fmt.Sprint("k", i), value)
+	}
+	d.stop()
+	if dirs, err := os.ReadDir(filepath.Join(d.opts.DataDir, "snapshots")); err != nil || len(dirs) != 0 {
+		t.Fatalf("the node closed with no time for a snapshot, and its snapshots directory holds %v (%v)", dirs, err)
+	}
+	if err := d.start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for i := 0; i < 300; {
+		d.eng.smMu.Lock()
+		got := d.eng.sm.Load().Read(0, [][][]byte{words("GET", fmt.Sprint("k", i))}, false, nil, d.eng.sm.Load().LastTime())
+		d.eng.smMu.Unlock()
+		if same(got, keyspace.Bulk(value)) {
+			i++
+			continue
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("restarted from its log, the node holds k%d = %v", i, got)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

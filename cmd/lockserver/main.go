@@ -105,6 +105,7 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	fs.StringVar(&c.AdvertiseAddr, "advertise-addr", "", "client `address` the members give clients for this one (default: --addr, or the TLS address without it)")
 	fs.DurationVar(&c.HeartbeatTimeout, "heartbeat-timeout", 500*time.Millisecond, "how long a member hears from no leader before it stands for election (and a leader from no majority before it steps down)")
 	fs.DurationVar(&c.ElectionTimeout, "election-timeout", 500*time.Millisecond, "how long an election may take before another starts; at least --heartbeat-timeout")
+	fs.DurationVar(&c.ShutdownSnapshotTimeout, "shutdown-snapshot-timeout", 5*time.Second, "longest a member's stop spends on a snapshot (taken when much log was written since the last); past it the snapshot is abandoned and the restart replays the log")
 	fs.StringVar(&c.Secret, "cluster-secret", "", "`secret` (16 bytes or more) that members prove to each other on every link; prefer LOCKSERVER_CLUSTER_SECRET, which ps does not show")
 	fs.StringVar(&c.Token, "cluster-token", "", "`token` that goes into a new cluster's identity, with the --bootstrap list: give each cluster its own")
 	fs.BoolVar(&c.Insecure, "insecure-cluster", false, "let a member whose --raft-addr is not loopback start with neither --cluster-secret nor --tls-cluster: anyone who reaches its Raft port is then a member")
@@ -159,7 +160,7 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
-	}{{"join-timeout", c.JoinTimeout}, {"heartbeat-timeout", c.HeartbeatTimeout}, {"election-timeout", c.ElectionTimeout}} {
+	}{{"join-timeout", c.JoinTimeout}, {"heartbeat-timeout", c.HeartbeatTimeout}, {"election-timeout", c.ElectionTimeout}, {"shutdown-snapshot-timeout", c.ShutdownSnapshotTimeout}} {
 		if d.v < 0 {
 			return nil, fmt.Errorf("--%s must be 0 (the default) or more, not %v", d.flag, d.v)
 		}
