@@ -74,15 +74,15 @@ func (e *encoder) flush(end bool) {
 	}
 }
 
-// frame writes e.buf's bytes as one frame.
+// frame writes e.buf's bytes as one frame; after a write failed, it drops
+// them, so that the frame never grows past its size (str fills it to that).
 func (e *encoder) frame() {
-	if e.err != nil {
-		return
+	if e.err == nil {
+		body := e.buf[frameHeader:]
+		binary.LittleEndian.PutUint32(e.buf, uint32(len(body)))
+		binary.LittleEndian.PutUint32(e.buf[4:], crc32.Checksum(body, crc32c))
+		_, e.err = e.w.Write(e.buf)
 	}
-	body := e.buf[frameHeader:]
-	binary.LittleEndian.PutUint32(e.buf, uint32(len(body)))
-	binary.LittleEndian.PutUint32(e.buf[4:], crc32.Checksum(body, crc32c))
-	_, e.err = e.w.Write(e.buf)
 	e.buf = e.buf[:frameHeader]
 }
 

@@ -66,6 +66,49 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	}
 }
 
+// failingWriter takes ok writes, then fails every one.
+type failingWriter struct {
+	ok, writes int
+}
+
+var errWriteFailed = errors.New("the disk is full")
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	w.writes++
+	if w.writes > w.ok {
+		return 0, errWriteFailed
+	}
+	return len(p), nil
+}
+
+// A write that fails (a full disk, a snapshot abandoned as the node closes)
+// fails WriteSnapshot with its error, and the encoder writes nothing more:
+// it kept the bytes of the failed frame and grew past a frame, after which
+// a string's next piece had a negative length (a panic) or none (a loop that
+// never ended).
+func TestSnapshotWriteError(t *testing.T) {
+	f := &fixture{s: New(), now: 1_700_000_000_000}
+	// One hash of about 3 MB, many frames of strings of every length from
+	// 0 to 299 bytes, encoded after the failed write as before it.
+	hset := []string{"HSET", "big"}
+	for i := range 20000 {
+		hset = append(hset, "field:"+strconv.Itoa(i), strings.Repeat("v", i%300))
+	}
+	f.doArgs(hset...)
+	for ok := range 3 {
+		w := &failingWriter{ok: ok}
+		fr := f.s.Freeze()
+		err := fr.WriteSnapshot(w, []byte("meta"))
+		f.s.Release(fr)
+		if !errors.Is(err, errWriteFailed) {
+			t.Fatalf("after %d writes: WriteSnapshot returned %v, want the write's error", ok, err)
+		}
+		if w.writes != ok+1 {
+			t.Fatalf("after %d writes and a failed one, the encoder wrote %d times in all", ok, w.writes)
+		}
+	}
+}
+
 // TestSnapshotFrozenIgnoresLaterWrites freezes a store, then changes every
 // kind of value in place (packed and big hashes, lists, sets, sorted sets,
 // strings, deadlines, deletions, a new database): the frozen state must
