@@ -327,6 +327,18 @@ func TestFollowerBehindCatchesUpFromTheLog(t *testing.T) {
 	l = c.leader()
 	f := c.followers(l)[0]
 	c.eventually(f.id+" applies the first writes", func() bool { return same(localGet(f, "a99"), keyspace.Bulk("v")) })
+	// It holds the log up to every member's snapshot (an entry the leader
+	// appends after the writes, such as a sweep, may reach it later): the
+	// next compaction keeps the log from there, and it is not behind that.
+	c.eventually(f.id+" holds the log up to every member's snapshot", func() bool {
+		last, _ := f.store.LastIndex()
+		for _, n := range c.nodes {
+			if metas, _ := n.snaps.List(); n != f && len(metas) > 0 && metas[0].Index > last {
+				return false
+			}
+		}
+		return true
+	})
 	f.stop()
 	behind, _ := f.store.LastIndex()
 	// 100 entries more, then a snapshot on every running member: more than
