@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -256,5 +257,39 @@ func TestPlotIsWellFormedSVG(t *testing.T) {
 	}
 	if elements < 50 {
 		t.Errorf("chart has %d elements; expected lines, points and labels", elements)
+	}
+}
+
+// TestHandoffTimesFromTheFirstRelease works through a lock that its holder
+// takes back twice before a waiter gets it: one hand-off, timed from the
+// holder's first release, and two acquisitions that hand nothing off.
+func TestHandoffTimesFromTheFirstRelease(t *testing.T) {
+	var recording atomic.Bool
+	recording.Store(true)
+	m := &meter{recording: &recording, live: new(atomic.Int64)}
+	h := &handoff{}
+	h.acquired(m, 0) // the first holder: nothing was released before
+	first := time.Now()
+	h.releasing(0)
+	time.Sleep(20 * time.Millisecond)
+	h.acquired(m, 0) // client 0 takes it straight back
+	h.releasing(0)
+	h.acquired(m, 0)
+	h.releasing(0)
+	h.acquired(m, 1) // a waiter at last
+	took := time.Since(first)
+	if m.ops != 1 || h.retaken.Load() != 2 {
+		t.Fatalf("recorded %d hand-offs and %d retakes, want 1 and 2", m.ops, h.retaken.Load())
+	}
+	if got := m.hist.quantile(0.5); got < 20*time.Millisecond || got > took+took/64 {
+		t.Fatalf("the hand-off took %v, want it timed from the first release (at least 20ms, at most %v)", got, took)
+	}
+	if got, want := h.note(m.ops), "the releaser took the lock back in 67% of acquisitions (2), not hand-offs"; got != want {
+		t.Fatalf("note %q, want %q", got, want)
+	}
+	h.releasing(1)
+	h.acquired(m, 2)
+	if m.ops != 2 {
+		t.Fatalf("a plain hand-off from 1 to 2 was not recorded: %d hand-offs", m.ops)
 	}
 }

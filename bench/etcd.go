@@ -158,8 +158,8 @@ func etcdCycles(ctx context.Context, endpoints []string, prefix string, clients,
 				return fmt.Errorf("etcd mutex lock: %w", err)
 			}
 			if h != nil {
-				h.acquired(m)
-				h.releasing()
+				h.acquired(m, i)
+				h.releasing(i)
 			} else {
 				m.observe(start)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,18 +22,57 @@ var handoffClients = []int{16, 256}
 
 // handoff measures the time a lock takes to pass from one holder to the
 // next: a holder notes when it starts releasing, and the next holder, once
-// its acquisition returns, records the time since.
-type handoff struct{ released atomic.Int64 }
+// its acquisition returns, records the time since. The releaser taking the
+// lock straight back (what a lock without a queue lets it do, ahead of
+// waiters that poll) is no hand-off: the waiters are still waiting. It is
+// counted apart, in retaken, and the hand-off that eventually comes is timed
+// from the holder's first release, when the lock was first offered to them.
+type handoff struct {
+	mu       sync.Mutex
+	released time.Time // when the holder first released; zero once handed off
+	by       int       // the client that released
+	retaken  atomic.Int64
+}
 
-// acquired records the hand-off that ended in the acquisition just made.
-func (h *handoff) acquired(m *meter) {
-	if r := h.released.Swap(0); r != 0 {
-		m.record(time.Since(time.Unix(0, r)))
+// acquired records the hand-off that ended in client who's acquisition,
+// just made.
+func (h *handoff) acquired(m *meter, who int) {
+	h.mu.Lock()
+	r, by := h.released, h.by
+	if by != who {
+		h.released = time.Time{}
+	}
+	h.mu.Unlock()
+	switch {
+	case r.IsZero():
+	case by == who:
+		if m.recording.Load() {
+			h.retaken.Add(1)
+		}
+	default:
+		m.record(time.Since(r))
 	}
 }
 
-// releasing notes that the holder starts its release now.
-func (h *handoff) releasing() { h.released.Store(time.Now().UnixNano()) }
+// releasing notes that client who starts its release now, unless it
+// released before and took the lock back since.
+func (h *handoff) releasing(who int) {
+	h.mu.Lock()
+	if h.released.IsZero() || h.by != who {
+		h.released, h.by = time.Now(), who
+	}
+	h.mu.Unlock()
+}
+
+// note says how often the releaser took the lock back, of the acquisitions
+// measured.
+func (h *handoff) note(handOffs int64) string {
+	n := h.retaken.Load()
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the releaser took the lock back in %.0f%% of acquisitions (%d), not hand-offs", 100*float64(n)/float64(n+handOffs), n)
+}
 
 // lockBackend returns a lock Backend on the client's server: Do for direct
 // calls, go-redis otherwise.
@@ -112,10 +152,16 @@ func handoffPoints(name string, prepare handoffPrepare) func(b *bench) []point {
 		for _, clients := range handoffClients {
 			out = append(out, func(ctx context.Context, b *bench, sys system, inst *instance) row {
 				b.progress.step(fmt.Sprintf("%s %s c=%d", sys.name, name, clients))
+				var h *handoff
 				m := b.measure(ctx, inst, func(ctx context.Context) ([]stepFunc, func(), error) {
-					return prepare(b, ctx, inst, clients, &handoff{})
+					h = &handoff{}
+					return prepare(b, ctx, inst, clients, h)
 				})
-				return row{Workload: name, System: sys.name, Clients: clients}.fill(m, "acq/s", inst)
+				r := row{Workload: name, System: sys.name, Clients: clients}.fill(m, "hand-offs/s", inst)
+				if r.Status == "" && r.Note == "" && h != nil {
+					r.Note = h.note(m.ops)
+				}
+				return r
 			})
 		}
 		return out
@@ -142,8 +188,8 @@ func handoffSteps(clients int, h *handoff, locker func(i int) (lockFn func(conte
 					break
 				}
 			}
-			h.acquired(m)
-			h.releasing()
+			h.acquired(m, i)
+			h.releasing(i)
 			// The release must happen even when the run ends meanwhile, or
 			// the next run's holders would wait for the lease.
 			return unlockFn(context.WithoutCancel(ctx))

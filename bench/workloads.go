@@ -62,7 +62,7 @@ func workloads() []workload {
 			skip: redisBenchmarkSkip, points: redisBenchmarkPoints},
 		{name: "mutex", about: "(e) the Go lock package's Mutex (lock.Mutex: fencing token, lease watchdog, wait queue) lock + unlock cycles, one key per client; etcd3: its concurrency.Mutex; ops/s counts acquires and releases",
 			skip: mutexSkip, points: mutexPoints},
-		{name: "handoff-mutex", about: "(f) hot-lock hand-off: every client contends for one lock, taking it, releasing it at once, and asking again; latency is from the holder starting its release to the next holder's acquisition returning. The Go lock package's Mutex; etcd3: its concurrency.Mutex. acq/s",
+		{name: "handoff-mutex", about: "(f) hot-lock hand-off: every client contends for one lock, taking it, releasing it at once, and asking again; latency is from the holder starting its release to another client's acquisition returning (a releaser that takes the lock straight back, ahead of the waiters, hands nothing off: the hand-off is timed from its first release, and the row notes how often that happened). The Go lock package's Mutex; etcd3: its concurrency.Mutex. hand-offs/s",
 			skip: mutexSkip, points: handoffPoints("handoff-mutex", (*bench).mutexHandoff)},
 		{name: "handoff-redsync", about: "(f) as handoff-mutex, with redsync v4 (SET NX PX, its default retry delay of 50-250 ms)",
 			skip: goRedisSkip, points: handoffPoints("handoff-redsync", (*bench).redsyncHandoff)},
@@ -276,8 +276,8 @@ func (b *bench) redissonHot(ctx context.Context, inst *instance, prefix string, 
 				}
 			}
 			if h != nil {
-				h.acquired(m)
-				h.releasing()
+				h.acquired(m, i)
+				h.releasing(i)
 			} else {
 				m.observe(start)
 			}
