@@ -111,7 +111,7 @@ type ClusterOptions struct {
 	// HeartbeatTimeout and ElectionTimeout detect a failed leader: a member
 	// that hears from no leader for HeartbeatTimeout stands for election, a
 	// leader that hears from no majority for as long steps down, and an
-	// election not won within ElectionTimeout starts over. 0 means 500 ms
+	// election not won within ElectionTimeout starts over. 0 means 1 s
 	// each. A failover takes one to two of each; longer ones ride out pauses
 	// of a busy machine (a process starved of CPU for a moment) that would
 	// otherwise move the leader and fail the writes in flight.

@@ -83,7 +83,7 @@ type RaftOptions struct {
 	Hub    keyspace.Publisher
 	Logger *slog.Logger
 
-	// HeartbeatTimeout and ElectionTimeout default to 500 ms, CommitTimeout to 5 ms.
+	// HeartbeatTimeout and ElectionTimeout default to 1 s, CommitTimeout to 5 ms.
 	// A leader that hears from no majority for HeartbeatTimeout steps down.
 	HeartbeatTimeout, ElectionTimeout, CommitTimeout time.Duration
 	// A snapshot starts once the log written since the last one holds
@@ -138,8 +138,8 @@ func (o RaftOptions) withDefaults() RaftOptions {
 			*d = v
 		}
 	}
-	def(&o.HeartbeatTimeout, 500*time.Millisecond)
-	def(&o.ElectionTimeout, 500*time.Millisecond)
+	def(&o.HeartbeatTimeout, time.Second)
+	def(&o.ElectionTimeout, time.Second)
 	def(&o.CommitTimeout, 5*time.Millisecond)
 	def(&o.SnapshotInterval, 30*time.Second)
 	def(&o.CloseSnapshotTimeout, 5*time.Second)
