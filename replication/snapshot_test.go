@@ -2,6 +2,7 @@ package replication
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand"
@@ -302,6 +303,26 @@ func TestSnapshotBeforeCloseIsBounded(t *testing.T) {
 			t.Fatalf("restarted from its log, the node holds k%d = %v", i, got)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A snapshot pauses after each frame while the node serves (see pacer),
+// and no longer once it closes, and fails once the time Close gave it is up.
+func TestSnapshotWriterPacesUntilClose(t *testing.T) {
+	var by atomic.Int64
+	c := &counter{w: io.Discard, pace: new(pacer), by: &by}
+	frame := make([]byte, 64<<10)
+	if _, err := c.Write(frame); err != nil || c.pace.resumed.IsZero() {
+		t.Fatalf("a serving node's snapshot wrote a frame (%v) without pausing after it", err)
+	}
+	c.pace.resumed = time.Time{}
+	by.Store(time.Now().Add(time.Hour).UnixNano())
+	if _, err := c.Write(frame); err != nil || !c.pace.resumed.IsZero() {
+		t.Fatalf("a closing node's snapshot paused after a frame (err %v)", err)
+	}
+	by.Store(time.Now().Add(-time.Nanosecond).UnixNano())
+	if n, err := c.Write(frame); !errors.Is(err, errSnapshotAbandoned) || n != 0 || c.n != 2*uint64(len(frame)) {
+		t.Fatalf("a write past the close deadline wrote %d bytes (%d in all), err %v", n, c.n, err)
 	}
 }
 
