@@ -603,26 +603,9 @@ func fmtMB(rss [3]int64) string {
 
 // expireAt sets the deadline of the locks [0, n) of prefix to at.
 func expireAt(ctx context.Context, inst *instance, prefix string, n int, at time.Time) error {
-	c, ok := inst.client(4).(*goRedis)
-	if !ok {
-		return errors.New("expire locks: needs a go-redis client for pipelines")
-	}
-	defer c.close()
-	const batch = 1000
-	for i := 0; i < n; i += batch {
-		err := retried(ctx, func() error {
-			p := c.c.Pipeline()
-			for j := i; j < min(i+batch, n); j++ {
-				p.PExpireAt(ctx, fmt.Sprintf("%s:held:%08d", prefix, j), at)
-			}
-			_, err := p.Exec(ctx)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("expire locks: %w", err)
-		}
-	}
-	return nil
+	return inPipelines(ctx, inst, "expire locks", prefix, 0, n, func(p redis.Pipeliner, key string) {
+		p.PExpireAt(ctx, key, at)
+	})
 }
 
 // clusterStatus reads LOCKSERVER STATUS from the member at addr.

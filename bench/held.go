@@ -85,12 +85,38 @@ func settledMemory(ctx context.Context, inst *instance) (int64, string, error) {
 // HSET and PEXPIRE in pipelines, which leaves the same keys as the lock script
 // and loads a million in seconds on every system.
 func loadHeldLocks(ctx context.Context, inst *instance, owner, prefix string, from, to int) error {
+	return inPipelines(ctx, inst, "load held locks", prefix, from, to, func(p redis.Pipeliner, key string) {
+		p.HSet(ctx, key, owner, 1)
+		p.PExpire(ctx, key, heldLease)
+	})
+}
+
+// inPipelines sends the commands add queues for each held lock of prefix
+// numbered [from, to), batch by batch, over four connections at once, retrying a
+// batch that fails (see retried): the commands must bear repeating.
+func inPipelines(ctx context.Context, inst *instance, what, prefix string, from, to int, add func(p redis.Pipeliner, key string)) error {
 	const batch, writers = 500, 4
 	c, ok := inst.client(writers).(*goRedis)
 	if !ok {
-		return errors.New("load held locks: needs a go-redis client for pipelines")
+		return fmt.Errorf("%s: needs a go-redis client for pipelines", what)
 	}
 	defer c.close()
+	send := func(from, to int) error {
+		p := c.c.Pipeline()
+		for i := from; i < to; i++ {
+			add(p, fmt.Sprintf("%s:held:%08d", prefix, i))
+		}
+		cmds, err := p.Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		for _, cmd := range cmds {
+			if cmd.Err() != nil {
+				return fmt.Errorf("%s: %s: %w", what, cmd.Name(), cmd.Err())
+			}
+		}
+		return nil
+	}
 	next := make(chan int)
 	errs := make(chan error, writers)
 	var wg sync.WaitGroup
@@ -99,7 +125,7 @@ func loadHeldLocks(ctx context.Context, inst *instance, owner, prefix string, fr
 		go func() {
 			defer wg.Done()
 			for start := range next {
-				if err := retried(ctx, func() error { return loadBatch(ctx, c.c, owner, prefix, start, min(start+batch, to)) }); err != nil {
+				if err := retried(ctx, func() error { return send(start, min(start+batch, to)) }); err != nil {
 					errs <- err
 					return
 				}
@@ -132,23 +158,4 @@ func retried(ctx context.Context, fn func() error) error {
 		}
 	}
 	return err
-}
-
-func loadBatch(ctx context.Context, c *redis.Client, owner, prefix string, from, to int) error {
-	p := c.Pipeline()
-	for i := from; i < to; i++ {
-		key := fmt.Sprintf("%s:held:%08d", prefix, i)
-		p.HSet(ctx, key, owner, 1)
-		p.PExpire(ctx, key, heldLease)
-	}
-	cmds, err := p.Exec(ctx)
-	if err != nil {
-		return fmt.Errorf("load held locks: %w", err)
-	}
-	for _, cmd := range cmds {
-		if cmd.Err() != nil {
-			return fmt.Errorf("load held locks: %s: %w", cmd.Name(), cmd.Err())
-		}
-	}
-	return nil
 }
