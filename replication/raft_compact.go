@@ -76,13 +76,15 @@ func (r *Raft) snapshotBeforeClose() {
 }
 
 // pacer paces background work (a snapshot's frames, raft.db's batches):
-// after each piece, pause sleeps as long as the piece took since the last
-// pause, and at least backgroundPause, so that the work has at most half of
-// the node's time, and less while the rest of the node keeps it waiting for
-// the processor (a piece's time counts that wait). At 5M held locks a
-// leader that paused 100 µs after each 64 kB frame served 0.18x of its
-// usual rate while it wrote its snapshot (on one processor, as a node runs
-// on a small machine). The sleep also lets the scheduler poll the network
+// after each piece, pause sleeps twice as long as the piece took since the
+// last pause, and at least backgroundPause, so that the work has at most a
+// third of the node's time, and less while the rest of the node keeps it
+// waiting for the processor (a piece's time counts that wait). At 5M held
+// locks a leader that paused 100 µs after each 64 kB frame served 0.18x of
+// its usual rate while it wrote its snapshot (on one processor, as a node
+// runs on a small machine); one that paused as long as the frame took,
+// 0.39x; twice as long, 0.76x, its snapshot taking 13.1 s instead of 9.5 s
+// (bench/RESULTS.md, held-growth). The sleep also lets the scheduler poll the network
 // and run what it readied: a goroutine that only yields goes back to the
 // run queue ahead of the network, which a node on one processor then polls
 // every 10 ms only (a loopback round trip measured p50 22 ms beside such a
@@ -97,7 +99,7 @@ func (p *pacer) pause() {
 	if !p.resumed.IsZero() {
 		took = time.Since(p.resumed)
 	}
-	time.Sleep(max(backgroundPause, took))
+	time.Sleep(max(backgroundPause, 2*took))
 	p.resumed = time.Now()
 }
 

@@ -268,13 +268,13 @@ func (s *raftSnapshot) header() []byte {
 func (s *raftSnapshot) write(w io.Writer) error { return s.sm.write(w, s.header()) }
 
 // Persist writes the snapshot to raft's sink, beside Apply. It pauses
-// after each frame of the snapshot (64 kB, under a millisecond of work) as
-// long as the frame took (see pacer). A goroutine that never blocks keeps
+// after each frame of the snapshot (64 kB, under a millisecond of work)
+// twice as long as the frame took (see pacer). A goroutine that never blocks keeps
 // the processor for Go's whole time slice (10 ms), and every step of a
 // request (its connection, raft, the log writer, the state machine) would
 // wait that long behind it. A node on one processor (the default on a small
-// machine) so keeps at least half its time for its clients while it writes
-// a snapshot.
+// machine) so keeps at least two thirds of its time for its clients while
+// it writes a snapshot.
 func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
 	written := &counter{w: sink, pace: new(pacer), by: &s.r.closeBy}
 	if err := s.write(written); err != nil {
