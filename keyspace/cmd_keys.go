@@ -187,11 +187,9 @@ func cmdKeys(c *Call) Reply {
 	var keys []string
 	d := c.db()
 	c.Work += int64(d.count)
-	for _, shard := range d.shards {
-		for k, o := range shard.m {
-			if live(o.deadline, c.Now) && (all || globMatch(pattern, k)) {
-				keys = append(keys, k)
-			}
+	for k, o := range d.all() {
+		if live(o.deadline, c.Now) && (all || globMatch(pattern, k)) {
+			keys = append(keys, k)
 		}
 	}
 	if c.Script {
@@ -339,8 +337,8 @@ func cmdScan(c *Call) Reply {
 	next := cursor
 	for s := cursor >> shardShift; len(page) < opts.count; {
 		var candidates []hashed
-		c.Work += int64(len(d.shards[s].m))
-		for k, o := range d.shards[s].m {
+		c.Work += int64(d.shardLen(int(s)))
+		for k, o := range d.shardKeys(int(s)) {
 			if h := hashKey(k); h >= next && live(o.deadline, c.Now) {
 				candidates = append(candidates, hashed{h, k})
 			}
@@ -364,7 +362,7 @@ func cmdScan(c *Call) Reply {
 			continue
 		}
 		if opts.typeName != nil {
-			o := d.shards[e.h>>shardShift].m[e.key]
+			o := d.keys(e.h)[e.key]
 			if !eqFold(opts.typeName, o.typ.name()) {
 				continue
 			}
@@ -507,10 +505,8 @@ func parseSwapIndex(b []byte) (int64, bool) {
 
 // touchAll records a modification of every key of database i, for WATCH.
 func (s *Store) touchAll(i int) {
-	for _, shard := range s.dbs[i].shards {
-		for k := range shard.m {
-			s.touch(i, hashKey(k))
-		}
+	for k := range s.dbs[i].all() {
+		s.touch(i, hashKey(k))
 	}
 }
 
@@ -523,11 +519,9 @@ func cmdDBSize(c *Call) Reply {
 		return Int(int64(d.count))
 	}
 	var n int64
-	for _, shard := range d.shards {
-		for _, o := range shard.m {
-			if live(o.deadline, c.Now) {
-				n++
-			}
+	for _, o := range d.all() {
+		if live(o.deadline, c.Now) {
+			n++
 		}
 	}
 	return Int(n)

@@ -145,7 +145,7 @@ func TestKeysSweep(t *testing.T) {
 	// expired keys, counted here from the maps.
 	wantExamined, wantExpired, shards := 0, 0, 0
 	for ; wantExamined < 100; shards++ {
-		for _, o := range f.s.dbs[0].shards[3+shards].m {
+		for _, o := range f.s.dbs[0].shardKeys(3 + shards) {
 			wantExamined++
 			if o.deadline == f.now+1 {
 				wantExpired++

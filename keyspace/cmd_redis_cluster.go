@@ -92,11 +92,9 @@ var errInvalidSlot = Error("ERR Invalid slot")
 func forKeysInSlot(c *Call, slot int, fn func(key string)) {
 	d := &c.Store.dbs[0]
 	c.Work += int64(d.count)
-	for _, shard := range d.shards {
-		for k, o := range shard.m {
-			if live(o.deadline, c.Now) && KeySlot(k) == slot {
-				fn(k)
-			}
+	for k, o := range d.all() {
+		if live(o.deadline, c.Now) && KeySlot(k) == slot {
+			fn(k)
 		}
 	}
 }

@@ -74,15 +74,13 @@ func TestRandomCommands(t *testing.T) {
 	for i := range s.dbs {
 		d := &s.dbs[i]
 		keys, volatile := 0, 0
-		for _, shard := range d.shards {
-			for _, o := range shard.m {
-				keys++
-				if o.deadline != 0 {
-					volatile++
-				}
-				if o.typ != typeString && o.typ != typeHash && o.coll == nil {
-					t.Errorf("db %d: a %s without its collection", i, o.typ.name())
-				}
+		for _, o := range d.all() {
+			keys++
+			if o.deadline != 0 {
+				volatile++
+			}
+			if o.typ != typeString && o.typ != typeHash && o.coll == nil {
+				t.Errorf("db %d: a %s without its collection", i, o.typ.name())
 			}
 		}
 		if k, v := s.KeyCounts(i); k != keys || v != volatile {

@@ -126,14 +126,15 @@ func boolByte(b bool) byte {
 }
 
 // Frozen is a Store's state at one moment, taken by Freeze in constant time
-// (one pointer per shard of each non-empty database, and the WATCH
-// counters), to be written by WriteSnapshot beside later commands: they copy
-// a shard's map or an object before changing one that Frozen holds (see
-// Store.own), so that the store pays for a snapshot one shard and one
-// object at a time, and only for what changes while it is written.
+// (a copy of the shards' headers of each non-empty database, 32 kB, and of
+// the WATCH counters), to be written by WriteSnapshot beside later commands: they copy
+// a shard (its map pointers), a map of its keys or an object before changing
+// one that Frozen holds (see Store.writable and Store.own), so that the store
+// pays for a snapshot a few dozen keys and one object at a time, and only
+// for what changes while it is written.
 type Frozen struct {
 	versions []uint64
-	dbs      [NumDBs]*[numShards]map[string]*object // nil for an empty database
+	dbs      [NumDBs]*[numShards]shard // nil for an empty database
 }
 
 // frozenKey is a key of a shard being written, with its hash for the order.
@@ -153,11 +154,8 @@ func (s *Store) Freeze() *Frozen {
 		if d.count == 0 {
 			continue
 		}
-		maps := new([numShards]map[string]*object)
-		for j := range d.shards {
-			maps[j] = d.shards[j].m
-		}
-		f.dbs[i] = maps
+		shards := *d.shards
+		f.dbs[i] = &shards
 	}
 	s.frozen = s.gen
 	s.gen++
@@ -176,7 +174,8 @@ func (s *Store) Release(*Frozen) {
 // WriteSnapshot writes every database, every type, the deadlines, the WATCH
 // version counters and meta, the caller's own bytes, to w, in a compact
 // versioned encoding that depends only on the state, so that equal states
-// give equal bytes. It sorts one shard at a time, never the whole keyspace.
+// give equal bytes. It sorts one map of a shard's keys at a time, never the
+// whole keyspace: the maps of a shard are in the order of their keys' hashes.
 func (f *Frozen) WriteSnapshot(w io.Writer, meta []byte) error {
 	e := newEncoder(w)
 	e.buf = append(e.buf, snapshotMagic...)
@@ -203,27 +202,33 @@ func (f *Frozen) WriteSnapshot(w io.Writer, meta []byte) error {
 			continue
 		}
 		e.uvarint(uint64(i + 1))
-		for j, m := range shards {
-			if len(m) == 0 {
+		for j, sh := range shards {
+			n := 0
+			for _, sm := range sh.subs {
+				n += len(sm.m)
+			}
+			if n == 0 {
 				continue
 			}
-			keys = keys[:0]
-			for k, o := range m {
-				keys = append(keys, frozenKey{h: hashKey(k), key: k, obj: o})
-			}
-			slices.SortFunc(keys, func(a, b frozenKey) int {
-				if a.h != b.h {
-					return cmp.Compare(a.h, b.h)
-				}
-				return strings.Compare(a.key, b.key)
-			})
 			e.uvarint(uint64(j + 1))
-			e.uvarint(uint64(len(keys)))
-			for _, k := range keys {
-				e.str(k.key)
-				e.uvarint(uint64(k.obj.deadline))
-				e.byte(byte(k.obj.typ))
-				e.value(k.obj)
+			e.uvarint(uint64(n))
+			for _, sm := range sh.subs {
+				keys = keys[:0]
+				for k, o := range sm.m {
+					keys = append(keys, frozenKey{h: hashKey(k), key: k, obj: o})
+				}
+				slices.SortFunc(keys, func(a, b frozenKey) int {
+					if a.h != b.h {
+						return cmp.Compare(a.h, b.h)
+					}
+					return strings.Compare(a.key, b.key)
+				})
+				for _, k := range keys {
+					e.str(k.key)
+					e.uvarint(uint64(k.obj.deadline))
+					e.byte(byte(k.obj.typ))
+					e.value(k.obj)
+				}
 			}
 			if e.err != nil {
 				break
@@ -492,7 +497,12 @@ func (d *decoder) readDB(db *db, gen uint32) {
 			d.fail("empty shard %d", i)
 			return
 		}
-		m := make(map[string]*object, min(n, snapshotFrame))
+		if db.shards == nil {
+			db.shards = new([numShards]shard)
+		}
+		sh := &db.shards[i]
+		sh.bits = subBitsFor(n)
+		sh.subs, sh.gen = make([]subMap, 1<<sh.bits), gen
 		var prevH uint64
 		prev := ""
 		for k := 0; k < n && d.err == nil; k++ {
@@ -515,13 +525,17 @@ func (d *decoder) readDB(db *db, gen uint32) {
 			if d.err != nil {
 				return
 			}
-			m[key] = o
+			sm := &sh.subs[subIndex(h, sh.bits)]
+			if sm.m == nil {
+				*sm = subMap{m: make(map[string]*object), gen: gen}
+			}
+			sm.m[key] = o
+			sm.peak++
 			if o.deadline != 0 {
 				db.volatile++
 			}
 		}
-		db.shards[i] = shard{m: m, gen: gen, peak: uint32(len(m))}
-		db.count += len(m)
+		db.count += n
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"math/rand"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -288,4 +289,136 @@ func FuzzReadSnapshot(f *testing.F) {
 			t.Fatal("written again, the snapshot differs")
 		}
 	})
+}
+
+// keysInShard returns n keys, with prefix, whose hash falls in shard i.
+func keysInShard(prefix string, i, n int) []string {
+	var keys []string
+	for c := 0; len(keys) < n; c++ {
+		if k := prefix + strconv.Itoa(c); int(hashKey(k)>>shardShift) == i {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// TestSnapshotFrozenIgnoresWritesToEveryMap fills one shard until it is
+// split into several maps, and one of those maps to the most keys it holds
+// before the shard splits again, and freezes the store. Then a key added
+// to that map splits the shard while its other maps are still the frozen
+// ones; the shard grows; every one of the maps it had is written to (a value
+// changed in place, a key deleted, a key added); the shard's expired keys
+// are swept; and another database is emptied. The frozen state must still
+// write the bytes of a store that was never changed, and the store must hold
+// the writes.
+func TestSnapshotFrozenIgnoresWritesToEveryMap(t *testing.T) {
+	const shard = 5
+	keys := keysInShard("k:", shard, 2400)
+	old, rest := keys[:600], keys[600:]
+	var bits uint8
+	var full []string // the keys that fill map 0 of the shard
+	fill := func(f *fixture) {
+		for i, k := range old {
+			if i%2 == 0 {
+				f.do("SET " + k + " v PX 1000")
+			} else {
+				f.do("HSET " + k + " owner 1")
+			}
+		}
+		bits = f.s.dbs[0].shards[shard].bits
+		full = nil
+		for _, k := range rest {
+			if len(f.s.dbs[0].shards[shard].subs[0].m) == maxSubLen {
+				break
+			}
+			if subIndex(hashKey(k), bits) == 0 {
+				f.do("SET " + k + " v")
+				full = append(full, k)
+			}
+		}
+		f.do("SELECT 1")
+		f.do("SET other v")
+		f.do("SELECT 0")
+	}
+	f, same := newFixture(t), newFixture(t)
+	fill(f)
+	fill(same)
+	if bits < 2 {
+		t.Fatalf("600 keys in a shard split it into %d maps, want 4 or more", 1<<bits)
+	}
+	maps := 1 << bits
+	var split string
+	var grown, extra []string
+	for _, k := range rest {
+		switch {
+		case slices.Contains(full, k):
+		case split == "" && subIndex(hashKey(k), bits) == 0:
+			split = k
+		case len(grown) < 800:
+			grown = append(grown, k)
+		default:
+			extra = append(extra, k)
+		}
+	}
+	frozen := f.s.Freeze()
+	f.do("SET " + split + " new")
+	if sh := &f.s.dbs[0].shards[shard]; sh.bits != bits+1 {
+		t.Fatalf("a key added to a full map left the shard in %d maps, want %d", len(sh.subs), 2*maps)
+	}
+	for _, k := range grown {
+		f.do("SET " + k + " new")
+	}
+	// One key of each map the shard had: changed, deleted, and one added.
+	changed, deleted, added := make(map[int]string), make(map[int]string), make(map[int]string)
+	for _, k := range old {
+		j := subIndex(hashKey(k), bits)
+		switch {
+		case changed[j] == "":
+			changed[j] = k
+			f.do("SET " + k + " changed")
+		case deleted[j] == "":
+			deleted[j] = k
+			f.do("DEL " + k)
+		}
+	}
+	for _, k := range extra {
+		if j := subIndex(hashKey(k), bits); added[j] == "" {
+			added[j] = k
+			f.do("SET " + k + " new")
+		}
+	}
+	if len(changed) != maps || len(deleted) != maps || len(added) != maps {
+		t.Fatalf("wrote to %d, %d and %d of the shard's %d maps", len(changed), len(deleted), len(added), maps)
+	}
+	swept := f.s.Sweep(0, shard, 1, f.now+2000)
+	if swept == 0 {
+		t.Fatal("the sweep removed nothing")
+	}
+	f.do("SELECT 1")
+	f.do("FLUSHDB")
+	var got bytes.Buffer
+	if err := frozen.WriteSnapshot(&got, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.s.Release(frozen)
+	want := snapshot(t, same.s)
+	if !bytes.Equal(got.Bytes(), want) {
+		t.Error("the frozen state changed with the writes made after it was taken")
+	}
+	f.db = 0
+	for j := range maps {
+		f.expect("GET "+changed[j], `"changed"`, "EXISTS "+deleted[j], ":0", "GET "+added[j], `"new"`)
+	}
+	f.expect("DBSIZE", ":"+strconv.Itoa(len(old)+len(full)+1+len(grown)+maps-maps-swept), "SELECT 1", "+OK", "DBSIZE", ":0")
+
+	// A store laid out in other maps (read back from the snapshot, then
+	// split further) writes the same bytes.
+	g := newFixture(t)
+	if _, err := g.s.ReadSnapshot(bytes.NewReader(want)); err != nil {
+		t.Fatal(err)
+	}
+	g.s.split(&g.s.dbs[0].shards[shard])
+	if !bytes.Equal(snapshot(t, g.s), want) {
+		t.Error("the same keys in more maps write other bytes")
+	}
 }

@@ -11,7 +11,9 @@ package keyspace
 
 import (
 	"encoding/binary"
+	"iter"
 	"maps"
+	"slices"
 )
 
 // NumDBs is the number of databases, as in Redis's default configuration.
@@ -20,15 +22,25 @@ const NumDBs = 16
 // versionSlots is the number of WATCH version counters (see Store.Version).
 const versionSlots = 1 << 16
 
-// shardBits sets how many maps a database is split into, by the top bits of a
-// key's hash. The split lets SCAN resume from a hash position while looking at
-// one shard rather than the whole database; a snapshot copy-on-write one
-// shard at a time (see Freeze); and a sweep reclaim a shard at a time, in the
-// same way on every node.
+// shardBits sets how many shards a database is split into, by the top bits
+// of a key's hash. The split lets SCAN resume from a hash position while
+// looking at one shard rather than the whole database, and a sweep reclaim a
+// shard at a time, in the same way on every node: the shards are part of
+// what is replicated (a sweep's entry names them).
+//
+// Each shard is split again into maps by the next bits of the hash, as many
+// as keep each map under maxSubLen keys (up to 1<<maxSubBits maps). That is
+// how a node lays the store out in memory, not replicated state: a snapshot
+// copies on write one of those maps at a time (see Freeze), so that a write
+// after Freeze copies at most maxSubLen keys where it copied a whole
+// shard's, nearly 5,000 at 5M keys, and the copying spreads over the
+// snapshot instead of coming in a burst at its start.
 const (
 	shardBits  = 10
 	numShards  = 1 << shardBits
 	shardShift = 64 - shardBits
+	maxSubLen  = 128
+	maxSubBits = 8
 	// NumShards is how many shards Expired and Sweep count in.
 	NumShards = numShards
 )
@@ -50,20 +62,102 @@ type Store struct {
 
 // db is one numbered database.
 type db struct {
-	shards [numShards]shard
+	shards *[numShards]shard // nil until the first key
 	// count is the number of keys, expired ones not yet swept included (Redis's
 	// DBSIZE counts those too); volatile counts keys that have a deadline, so
 	// that a sweep of a database without any stops at once.
 	count, volatile int
 }
 
-// shard is one map of a database's keys.
+// shard is the keys of one shard of a database, in 1<<bits maps picked by
+// the bits of their hash after the shard's. gen is the generation subs was
+// made or copied in (see Store.gen): a Frozen view holds the subs of
+// generation frozen and older, which are therefore copied, without their
+// maps, before they change.
 type shard struct {
+	subs []subMap // nil until the first key
+	gen  uint32
+	bits uint8
+}
+
+// subMap is one map of a shard's keys.
+type subMap struct {
 	m map[string]*object // nil until the first key
 	// gen is the generation m was made in (see Store.gen); peak is the most
 	// keys m held since, for shrinking it once most are gone: a Go map never
 	// gives back its slots.
 	gen, peak uint32
+}
+
+// subIndex returns which of 1<<bits maps of its shard holds a key with hash h.
+// The shifts are by constants, or masked, so that they compile to shifts
+// alone.
+func subIndex(h uint64, bits uint8) int {
+	return int(h<<shardBits>>(64-maxSubBits)) >> ((maxSubBits - bits) & 63)
+}
+
+// subBitsFor returns how many bits of the hash split a shard of n keys into
+// maps of about maxSubLen*3/4 keys at most.
+func subBitsFor(n int) uint8 {
+	b := uint8(0)
+	for b < maxSubBits && n > maxSubLen*3/4<<b {
+		b++
+	}
+	return b
+}
+
+// keys returns the map of the keys whose hash is h, nil if there is none.
+func (d *db) keys(h uint64) map[string]*object {
+	if d.shards == nil {
+		return nil
+	}
+	sh := &d.shards[h>>shardShift]
+	if sh.subs == nil {
+		return nil
+	}
+	return sh.subs[subIndex(h, sh.bits)].m
+}
+
+// shardLen returns the number of keys in shard i of d.
+func (d *db) shardLen(i int) int {
+	n := 0
+	if d.shards != nil {
+		for _, sm := range d.shards[i].subs {
+			n += len(sm.m)
+		}
+	}
+	return n
+}
+
+// shardKeys yields the keys of shard i of d with their objects. The caller
+// may not change d meanwhile.
+func (d *db) shardKeys(i int) iter.Seq2[string, *object] {
+	return func(yield func(string, *object) bool) {
+		if d.shards == nil {
+			return
+		}
+		for _, sm := range d.shards[i].subs {
+			for k, o := range sm.m {
+				if !yield(k, o) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// all yields every key of d with its object. The caller may not change d
+// meanwhile.
+func (d *db) all() iter.Seq2[string, *object] {
+	return func(yield func(string, *object) bool) {
+		for i := range numShards {
+			for k, o := range d.shardKeys(i) {
+				if !yield(k, o) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // valueType is the Redis type of a key's value.
@@ -199,7 +293,7 @@ func (s *Store) touch(dbIndex int, h uint64) { s.versions[slot(dbIndex, h)]++ }
 
 // entry returns the object stored at key, live or not.
 func (d *db) entry(key []byte, h uint64) *object {
-	return d.shards[h>>shardShift].m[string(key)]
+	return d.keys(h)[string(key)]
 }
 
 // db returns the call's database.
@@ -230,22 +324,45 @@ func (c *Call) lookupType(key []byte, t valueType) (o *object, wrongType bool) {
 	return o, false
 }
 
-// writable returns sh's map, made or copied so that it may change: a map a
-// Frozen view holds is left to it.
-func (s *Store) writable(sh *shard) map[string]*object {
-	if sh.m == nil || sh.gen <= s.frozen {
-		s.ownShard(sh)
+// writable returns the map of d's keys whose hash is h, made or copied so
+// that it may change: a shard or a map a Frozen view holds is left to it.
+func (s *Store) writable(d *db, h uint64) *subMap {
+	if d.shards == nil {
+		d.shards = new([numShards]shard)
 	}
-	return sh.m
+	sh := &d.shards[h>>shardShift]
+	switch {
+	case sh.subs == nil:
+		*sh = shard{subs: make([]subMap, 1), gen: s.gen}
+	case sh.gen <= s.frozen:
+		sh.subs, sh.gen = slices.Clone(sh.subs), s.gen
+	}
+	sm := &sh.subs[subIndex(h, sh.bits)]
+	switch {
+	case sm.m == nil:
+		*sm = subMap{m: make(map[string]*object), gen: s.gen}
+	case sm.gen <= s.frozen:
+		sm.m, sm.gen = maps.Clone(sm.m), s.gen
+	}
+	return sm
 }
 
-// ownShard makes sh's map, or copies it from a Frozen view's.
-func (s *Store) ownShard(sh *shard) {
-	if sh.m == nil {
-		*sh = shard{m: make(map[string]*object), gen: s.gen}
-		return
+// split doubles the maps of sh, each key going to the one the next bit of
+// its hash picks. The maps are new: those a Frozen view holds are left to it.
+func (s *Store) split(sh *shard) {
+	bits := sh.bits + 1
+	subs := make([]subMap, 1<<bits)
+	for _, old := range sh.subs {
+		for k, o := range old.m {
+			sm := &subs[subIndex(hashKey(k), bits)]
+			if sm.m == nil {
+				sm.m, sm.gen = make(map[string]*object), s.gen
+			}
+			sm.m[k] = o
+			sm.peak++
+		}
 	}
-	sh.m, sh.gen = maps.Clone(sh.m), s.gen
+	sh.subs, sh.gen, sh.bits = subs, s.gen, bits
 }
 
 // shrunk returns a new map with the entries of m, sized for size entries.
@@ -263,7 +380,7 @@ func (s *Store) own(d *db, h uint64, key []byte, o *object) *object {
 	n := new(object)
 	*n = o.clone()
 	n.gen = s.gen
-	s.writable(&d.shards[h>>shardShift])[string(key)] = n
+	s.writable(d, h).m[string(key)] = n
 	return n
 }
 
@@ -289,16 +406,18 @@ func (c *Call) put(key []byte, v object) *object {
 		}
 		o = new(object)
 		*o = v
-		s.writable(&d.shards[h>>shardShift])[string(key)] = o
+		s.writable(d, h).m[string(key)] = o
 	default:
-		sh := &d.shards[h>>shardShift]
-		m := s.writable(sh)
+		sm := s.writable(d, h)
 		o = new(object)
 		*o = v
-		m[string(key)] = o
+		sm.m[string(key)] = o
 		d.count++
-		if uint32(len(m)) > sh.peak {
-			sh.peak = uint32(len(m))
+		if uint32(len(sm.m)) > sm.peak {
+			sm.peak = uint32(len(sm.m))
+		}
+		if sh := &d.shards[h>>shardShift]; len(sm.m) > maxSubLen && sh.bits < maxSubBits {
+			s.split(sh)
 		}
 	}
 	s.touch(c.DB, h)
@@ -326,7 +445,7 @@ func (c *Call) del(key []byte) bool {
 	if o == nil {
 		return false
 	}
-	c.Store.remove(d, h>>shardShift, string(key), o)
+	c.Store.remove(d, h, string(key), o)
 	if !live(o.deadline, c.Now) {
 		return false
 	}
@@ -334,26 +453,25 @@ func (c *Call) del(key []byte) bool {
 	return true
 }
 
-// remove deletes the entry of o at key from shard i of d and fixes the
-// counts. A map left with under a quarter of its peak is rebuilt smaller.
-func (s *Store) remove(d *db, i uint64, key string, o *object) {
+// remove deletes the entry of o at key, whose hash is h, from d and fixes
+// the counts. A map left with under a quarter of its peak is rebuilt smaller.
+func (s *Store) remove(d *db, h uint64, key string, o *object) {
 	if o.deadline != 0 {
 		d.volatile--
 	}
 	d.count--
-	sh := &d.shards[i]
-	m := s.writable(sh)
-	delete(m, key)
-	if sh.peak >= minShrink && uint32(len(m)) < sh.peak/4 {
-		sh.m = shrunk(m, len(m))
-		sh.peak = uint32(len(m))
+	sm := s.writable(d, h)
+	delete(sm.m, key)
+	if sm.peak >= minShrink && uint32(len(sm.m)) < sm.peak/4 {
+		sm.m = shrunk(sm.m, len(sm.m))
+		sm.peak = uint32(len(sm.m))
 	}
 }
 
 // minShrink is the smallest peak of a map that is rebuilt when it empties:
 // below it, a map's slots cost little, and a key taken and dropped over and
 // over must not rebuild its map each time.
-const minShrink = 64
+const minShrink = 16
 
 // modified records an in-place change of the value at key.
 func (c *Call) modified(key []byte) { c.Store.touch(c.DB, hashKey(key)) }
@@ -366,11 +484,12 @@ func (c *Call) modified(key []byte) { c.Store.touch(c.DB, hashKey(key)) }
 func (s *Store) Expired(dbIndex, from int, now int64, limit int) (shards, examined, expired int) {
 	d := &s.dbs[dbIndex]
 	for ; from+shards < numShards && examined < limit && d.volatile > 0; shards++ {
-		m := d.shards[from+shards].m
-		examined += len(m)
-		for _, o := range m {
-			if o.deadline != 0 && !live(o.deadline, now) {
-				expired++
+		for _, sm := range d.shards[from+shards].subs {
+			examined += len(sm.m)
+			for _, o := range sm.m {
+				if o.deadline != 0 && !live(o.deadline, now) {
+					expired++
+				}
 			}
 		}
 	}
@@ -387,17 +506,18 @@ func (s *Store) Expired(dbIndex, from int, now int64, limit int) (shards, examin
 // expired at such a time changes no outcome.
 func (s *Store) Sweep(dbIndex, from, n int, now int64) (removed int) {
 	d := &s.dbs[dbIndex]
-	var gone []string
+	var gone []*object
+	var keys []string
 	for j := 0; j < min(n, numShards) && d.volatile > 0; j++ {
-		i := uint64((from + j) % numShards)
-		gone = gone[:0]
-		for k, o := range d.shards[i].m {
+		i := (from + j) % numShards
+		gone, keys = gone[:0], keys[:0]
+		for k, o := range d.shardKeys(i) {
 			if o.deadline != 0 && !live(o.deadline, now) {
-				gone = append(gone, k)
+				gone, keys = append(gone, o), append(keys, k)
 			}
 		}
-		for _, k := range gone {
-			s.remove(d, i, k, d.shards[i].m[k])
+		for x, k := range keys {
+			s.remove(d, hashKey(k), k, gone[x])
 		}
 		removed += len(gone)
 	}
