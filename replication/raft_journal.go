@@ -510,17 +510,26 @@ func (j *journal) LastIndex() (uint64, error) {
 // DeleteRange deletes entries min to max, inclusive. Everything goes to the
 // store first and the journal starts over, so that reading it after a crash
 // cannot bring deleted entries back. A range that reaches the mark (raft's
-// tail, cut where it conflicts with a new leader's log) moves it down first.
+// tail, cut where it conflicts with a new leader's log) moves it down first
+// and is deleted before any write goes on. A head that a snapshot covers is
+// deleted after wmu is let go, in pieces (see deleteHead): writes go on
+// meanwhile.
 func (j *journal) DeleteRange(min, max uint64) error {
 	j.wmu.Lock()
-	defer j.wmu.Unlock()
 	if err := j.flushAll(); err != nil {
+		j.wmu.Unlock()
 		return err
 	}
 	if err := j.restart(); err != nil {
+		j.wmu.Unlock()
 		return err
 	}
-	if min <= j.mark.index && j.mark.index <= max {
+	if max < j.mark.index {
+		j.wmu.Unlock()
+		return deleteHead(j.LogStore, min, max)
+	}
+	defer j.wmu.Unlock()
+	if min <= j.mark.index {
 		below := uint64(0)
 		if min > 0 {
 			below = min - 1
@@ -530,6 +539,33 @@ func (j *journal) DeleteRange(min, max uint64) error {
 		}
 	}
 	return j.LogStore.DeleteRange(min, max)
+}
+
+// headPiece is how many entries one of deleteHead's transactions deletes.
+const headPiece = 8192
+
+// deleteHead deletes entries first to last, the oldest of the log, from s: one
+// bolt transaction per headPiece entries, paced (see pacer). Deleted whole,
+// the half million entries a snapshot at 5M held locks compacts took one
+// transaction of half a second, and every write to bolt (the journal's
+// flushes, and so the leader's log once the journal is full) waited behind
+// it. A crash between two pieces leaves the log whole from a later first
+// entry, still covered by the snapshot, which raft deletes again.
+func deleteHead(s raft.LogStore, first, last uint64) error {
+	var pace pacer
+	for from := first; from <= last; from += headPiece {
+		if from > first {
+			pace.pause()
+		}
+		to := min(last, from+headPiece-1)
+		if err := s.DeleteRange(from, to); err != nil {
+			return err
+		}
+		if to == last {
+			return nil
+		}
+	}
+	return nil
 }
 
 // Close stops the flusher, writes the pending entries to the store and

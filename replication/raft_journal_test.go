@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -350,6 +351,105 @@ func TestJournalDeletedEntriesDoNotComeBack(t *testing.T) {
 	}
 	d.store(11, 25, 2, 5, 64)
 	d.want(11, 25, 2, 64)
+}
+
+// slowDeletes is a log store whose deletions wait for release, each range
+// recorded.
+type slowDeletes struct {
+	raft.LogStore
+	mu      sync.Mutex
+	ranges  [][2]uint64
+	release chan struct{}
+}
+
+func (s *slowDeletes) DeleteRange(min, max uint64) error {
+	s.mu.Lock()
+	s.ranges = append(s.ranges, [2]uint64{min, max})
+	s.mu.Unlock()
+	<-s.release
+	return s.LogStore.DeleteRange(min, max)
+}
+
+func (s *slowDeletes) deletes() [][2]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.ranges)
+}
+
+// Deleting the head of the log that a snapshot covers (half a million
+// entries at 5M held locks, half a second of bolt) holds no write up, and
+// goes in pieces of headPiece entries; a cut of the tail is one deletion.
+func TestJournalWritesGoOnWhileAHeadIsDeleted(t *testing.T) {
+	dir := t.TempDir()
+	bolt, err := openCheckedStore(filepath.Join(dir, "raft.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &slowDeletes{LogStore: bolt, release: make(chan struct{})}
+	j, err := openJournal(filepath.Join(dir, "raft.journal"), store, 4<<20, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close(); bolt.Close() })
+	entries := func(from, to uint64) []*raft.Log {
+		var logs []*raft.Log
+		for i := from; i <= to; i++ {
+			logs = append(logs, &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: []byte(fmt.Sprint("entry ", i))})
+		}
+		return logs
+	}
+	for i := uint64(1); i <= 20000; i += 500 {
+		if err := j.StoreLogs(entries(i, i+499)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(store.release)
+		}
+	}
+	defer release()
+	deleted := make(chan error, 1)
+	go func() { deleted <- j.DeleteRange(1, 19000) }()
+	for len(store.deletes()) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	stored := make(chan error, 1)
+	go func() { stored <- j.StoreLogs(entries(20001, 20010)) }()
+	select {
+	case err := <-stored:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a write waited for the deletion of the log's head")
+	}
+	release()
+	if err := <-deleted; err != nil {
+		t.Fatal(err)
+	}
+	if got, want := store.deletes(), [][2]uint64{{1, 8192}, {8193, 16384}, {16385, 19000}}; !slices.Equal(got, want) {
+		t.Fatalf("the head was deleted as %v, want %v", got, want)
+	}
+	if err := j.DeleteRange(20006, 20010); err != nil {
+		t.Fatal(err)
+	}
+	if got := store.deletes()[3:]; !slices.Equal(got, [][2]uint64{{20006, 20010}}) {
+		t.Fatalf("the tail was deleted as %v, want one range", got)
+	}
+	first, _ := j.FirstIndex()
+	last, _ := j.LastIndex()
+	if first != 19001 || last != 20005 {
+		t.Fatalf("the log holds %d to %d, want 19001 to 20005", first, last)
+	}
+	var l raft.Log
+	for i := first; i <= last; i++ {
+		if err := j.GetLog(i, &l); err != nil || string(l.Data) != fmt.Sprint("entry ", i) {
+			t.Fatalf("entry %d: %q, %v", i, l.Data, err)
+		}
+	}
 }
 
 // The flusher writes entries to bolt in the background, and reads see every
