@@ -83,8 +83,8 @@ func (r *Raft) snapshotBeforeClose() {
 // locks a leader that paused 100 µs after each 64 kB frame served 0.18x of
 // its usual rate while it wrote its snapshot (on one processor, as a node
 // runs on a small machine); one that paused as long as the frame took,
-// 0.39x in one run; twice as long, 0.42x to 0.78x in four (the runs move
-// with the machine's load), its snapshot taking 12-20 s instead of 9.5 s
+// 0.39x in one run; twice as long, 0.42x to 0.78x in three (the runs move
+// with the machine's load), its snapshot taking 13-20 s instead of 9.5 s
 // (bench/RESULTS.md, held-growth). The sleep also lets the scheduler poll the network
 // and run what it readied: a goroutine that only yields goes back to the
 // run queue ahead of the network, which a node on one processor then polls
