@@ -568,8 +568,14 @@ func (r *Raft) raftConfig(hl *hcLogger) *raft.Config {
 	c.LeaderLeaseTimeout = o.HeartbeatTimeout
 	c.CommitTimeout = o.CommitTimeout
 	// Many concurrent proposals go to the log, and to the FSM, as one batch.
+	// MaxAppendEntries also sizes the slice raft makes for every
+	// AppendEntries it sends and every batch it commits: at 1024 (8 kB each)
+	// those two were 45% of what a leader allocated, 5.5 kB per Redisson lock
+	// operation at 16 clients, work for the garbage collector of a member
+	// holding millions of locks; at 256, 16% of 3.3 kB. 256 also ran 3-10%
+	// more lock cycles than 1024 on the bench's cluster, and 64 17% fewer.
 	c.BatchApplyCh = true
-	c.MaxAppendEntries = 1024
+	c.MaxAppendEntries = 256
 	c.SnapshotThreshold = o.SnapshotThreshold
 	c.TrailingLogs = o.TrailingLogs
 	c.SnapshotInterval = o.SnapshotInterval
