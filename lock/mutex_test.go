@@ -462,8 +462,13 @@ func TestMutexStaleHandOver(t *testing.T) {
 	if err := <-locked; err != nil {
 		t.Fatal(err)
 	}
-	if got := tg.rdb.HGet(ctx, "stale", id).Val(); got != "1" || waiter.Token() != token+1 {
-		t.Fatalf("the waiter holds with token %d and the server says %q; want token %d, held", waiter.Token(), got, token+1)
+	// The stale message may still wake the waiter into another attempt, which
+	// can find the lock already handed to it and take it again with a newer
+	// token: held once, with a token after the holder's and none the server
+	// did not issue (999 was never issued).
+	last, _ := tg.rdb.Get(ctx, "redisson_lock_token:{stale}").Uint64()
+	if got := tg.rdb.HGet(ctx, "stale", id).Val(); got != "1" || waiter.Token() <= token || waiter.Token() > last {
+		t.Fatalf("the waiter holds with token %d and the server says %q; want it held once, with a token after %d and at most the server's last, %d", waiter.Token(), got, token, last)
 	}
 	if err := waiter.Unlock(ctx); err != nil {
 		t.Fatal(err)
