@@ -325,14 +325,16 @@ func (c *counter) Read(p []byte) (int, error) {
 }
 
 func (c *counter) Write(p []byte) (int, error) {
+	var by int64
 	if c.by != nil {
-		if by := c.by.Load(); by != 0 && time.Now().UnixNano() > by {
-			return 0, errSnapshotAbandoned
-		}
+		by = c.by.Load()
+	}
+	if by != 0 && time.Now().UnixNano() > by {
+		return 0, errSnapshotAbandoned
 	}
 	n, err := c.w.Write(p)
 	c.n += uint64(n)
-	if c.pace != nil && (c.by == nil || c.by.Load() == 0) {
+	if c.pace != nil && by == 0 {
 		c.pace.pause()
 	}
 	return n, err

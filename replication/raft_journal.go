@@ -553,17 +553,12 @@ const headPiece = 8192
 // entry, still covered by the snapshot, which raft deletes again.
 func deleteHead(s raft.LogStore, first, last uint64) error {
 	var pace pacer
-	for from := first; from <= last; from += headPiece {
-		if from > first {
-			pace.pause()
-		}
+	for from := first; from <= last; pace.pause() {
 		to := min(last, from+headPiece-1)
-		if err := s.DeleteRange(from, to); err != nil {
+		if err := s.DeleteRange(from, to); err != nil || to == last {
 			return err
 		}
-		if to == last {
-			return nil
-		}
+		from = to + 1
 	}
 	return nil
 }
