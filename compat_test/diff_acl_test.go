@@ -490,13 +490,15 @@ func TestDiffACLPubSubRevoked(t *testing.T) {
 	pats.Read()
 	// news.1 stays allowed by a pattern, the pattern news.* no longer is as
 	// a pattern, alerts no longer is.
+	// Redis frees the closed subscribers before ACL SETUSER replies, so a
+	// message published at once counts only those kept.
 	p.Do("ACL", "SETUSER", "sub", "resetchannels", "&news.1")
+	p.Do("PUBLISH", "news.1", "m2")
+	chans.Read()
 	chans.Do("PING")
 	closedBoth(pats)
 	closedBoth(shard)
 	idle.Do("PING") // not a subscriber
-	p.Do("PUBLISH", "news.1", "m2")
-	chans.Read()
 }
 
 // TestDiffACLFile loads users from an ACL file at start, saves them with ACL

@@ -208,6 +208,11 @@ func (c *conn) names(k subKind) []string {
 func (h *Hub) unsubscribeAll(c *conn) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.drop(c)
+}
+
+// drop removes every subscription of c. Call with h.mu held.
+func (h *Hub) drop(c *conn) {
 	for _, k := range []subKind{kindChannel, kindPattern, kindShard} {
 		for _, n := range c.names(k) {
 			h.unsubscribe(c, k, n)
@@ -231,6 +236,12 @@ func subscribe(c *conn, k subKind, args [][]byte) {
 	for _, a := range args[1:] {
 		name := string(a)
 		h.mu.Lock()
+		if c.closing.Load() {
+			// Killed since its command was checked (its user's channels
+			// revoked): it must not subscribe after revoke dropped it.
+			h.mu.Unlock()
+			return
+		}
 		h.subscribe(c, k, name)
 		c.reply(subReply(k.name, keyspace.Bulk(name), c.subCount(k)))
 		h.mu.Unlock()
@@ -328,7 +339,8 @@ func (h *Hub) counts() (channels, patterns, shards int) {
 // now u, that are subscribed to a channel, pattern or shard channel u no
 // longer allows, as Redis's ACLKillPubsubClientsIfNeeded does. The engine
 // calls it as it applies the change, so no message published after the
-// change reaches them.
+// change reaches them or counts them: their subscriptions go here, not when
+// their connections get round to ending.
 func (h *Hub) revoke(slot *acl.Slot, u *acl.User) {
 	kill := map[*conn]bool{}
 	check := func(subs map[*conn]struct{}, name string, pattern bool) {
@@ -338,7 +350,8 @@ func (h *Hub) revoke(slot *acl.Slot, u *acl.User) {
 			}
 		}
 	}
-	h.mu.RLock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	for name, subs := range h.channels {
 		check(subs, name, false)
 	}
@@ -348,8 +361,8 @@ func (h *Hub) revoke(slot *acl.Slot, u *acl.User) {
 	for name, subs := range h.shards {
 		check(subs, name, false)
 	}
-	h.mu.RUnlock()
 	for c := range kill {
 		c.kill()
+		h.drop(c)
 	}
 }
