@@ -290,6 +290,70 @@ func openCheckedSnapshots(dataDir string, logger *hcLogger) (*checkedSnapshots, 
 	return s, nil
 }
 
+// snapshotFlushBytes is how much of a snapshot being written may wait for
+// the disk (twice it at most: see flushRange), as Redis's
+// rdb-save-incremental-fsync flushes its RDB every 4 MB.
+const snapshotFlushBytes = 4 << 20
+
+// Create creates a snapshot whose state is written to disk as it is
+// written, a piece at a time. The file store's sink syncs the whole file only
+// as it closes: hundreds of megabytes at a large state, which the kernel had
+// kept in memory (its dirty limits are a share of RAM), went to the disk in
+// one go, and the log's syncs of every write, on the same disk, waited behind
+// them.
+func (s *checkedSnapshots) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration, configurationIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
+	sink, err := s.SnapshotStore.Create(version, index, term, configuration, configurationIndex, trans)
+	if err != nil {
+		return nil, err
+	}
+	// The file store writes the state to <id>.tmp/state.bin until Close
+	// renames the directory; the same file, opened again, is flushed here.
+	f, err := os.OpenFile(filepath.Join(s.dir, sink.ID()+".tmp", "state.bin"), os.O_WRONLY, 0)
+	if err != nil {
+		sink.Cancel()
+		return nil, err
+	}
+	return &flushingSink{SnapshotSink: sink, f: f, flush: flushRange}, nil
+}
+
+// flushingSink is a snapshot sink whose file goes to disk every
+// snapshotFlushBytes (see checkedSnapshots.Create).
+type flushingSink struct {
+	raft.SnapshotSink
+	f              *os.File
+	written, ahead int64 // bytes written, and of them, not yet flushed
+	// flush is flushRange; tests see the ranges through it.
+	flush func(f *os.File, off, n int64) error
+}
+
+func (s *flushingSink) Write(p []byte) (int, error) {
+	n, err := s.SnapshotSink.Write(p)
+	s.written += int64(n)
+	s.ahead += int64(n)
+	// The sink buffers what it is given: what is flushed is what reached
+	// the file, a buffer behind at most.
+	if err == nil && s.ahead >= 2*snapshotFlushBytes {
+		err = s.flush(s.f, s.written-s.ahead, snapshotFlushBytes)
+		s.ahead -= snapshotFlushBytes
+	}
+	return n, err
+}
+
+func (s *flushingSink) Close() error { return errors.Join(s.SnapshotSink.Close(), s.closeFile()) }
+
+// Cancel cancels the snapshot; raft cancels one that failed again after
+// Persist did, which the sink ignores, and so does this.
+func (s *flushingSink) Cancel() error { return errors.Join(s.SnapshotSink.Cancel(), s.closeFile()) }
+
+func (s *flushingSink) closeFile() error {
+	if s.f == nil {
+		return nil
+	}
+	err := s.f.Close()
+	s.f = nil
+	return err
+}
+
 // List returns the newest snapshot alone, if there is one.
 func (s *checkedSnapshots) List() ([]*raft.SnapshotMeta, error) {
 	metas, err := s.SnapshotStore.List()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -449,4 +450,60 @@ func TestSnapshotWithBytesAfterItsEndIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantCorruption(t, d.start(), "state.bin", meta.Index)
+}
+
+// A snapshot goes to disk as it is written, a piece at a time, each piece
+// once it is in the file, so that its close has little left to sync: the
+// ranges flushed follow each other from the start, every one of them
+// written, and leave at most two pieces for the close.
+func TestSnapshotFlushedAsItIsWritten(t *testing.T) {
+	dir := t.TempDir()
+	s, err := openCheckedSnapshots(dir, newHCLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, err := s.Create(raft.SnapshotVersionMax, 7, 2, raft.Configuration{}, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := sink.(*flushingSink)
+	path := filepath.Join(dir, "snapshots", sink.ID()+".tmp", "state.bin")
+	var next int64
+	fs.flush = func(f *os.File, off, n int64) error {
+		info, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if off != next || off+n > info.Size() {
+			t.Fatalf("flushed [%d, %d) with %d bytes in the file, want the range from %d, written", off, off+n, info.Size(), next)
+		}
+		next = off + n
+		return flushRange(f, off, n)
+	}
+	state := make([]byte, 5*snapshotFlushBytes+12345)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range state {
+		state[i] = byte(rng.Uint32())
+	}
+	for rest := state; len(rest) > 0; {
+		n := min(len(rest), 100_000)
+		if _, err := sink.Write(rest[:n]); err != nil {
+			t.Fatal(err)
+		}
+		rest = rest[n:]
+	}
+	if left := int64(len(state)) - next; left > 2*snapshotFlushBytes {
+		t.Fatalf("%d bytes of %d were flushed as they were written, %d left for the close, want at most %d", next, len(state), left, 2*snapshotFlushBytes)
+	}
+	if err := sink.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, rc, err := s.Open(sink.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if got, err := io.ReadAll(rc); err != nil || !bytes.Equal(got, state) {
+		t.Fatalf("read back %d bytes, %v; want the %d written", len(got), err, len(state))
+	}
 }
