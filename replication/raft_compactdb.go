@@ -55,8 +55,16 @@ const (
 	boltAllocSlack = 16 << 20
 )
 
-// compactBatch bounds the entries copied in one bolt transaction.
-const compactBatch = 256
+// compactBatch and compactBatchBytes bound what one bolt transaction of a
+// rewrite copies: entries, and their bytes (an entry past the bound goes
+// alone). A bulk load's entries are large, and 256 of them made one
+// transaction of tens of megabytes: its commit kept the disk, and the log's
+// syncs on it, for up to 140 ms at a time, the leader's requests waiting in
+// waves for a second after the snapshot that set off the rewrite.
+const (
+	compactBatch      = 256
+	compactBatchBytes = 1 << 20
+)
 
 func newCompactingStore(s *checkedStore) *compactingStore {
 	os.Remove(s.path + ".compact") // a copy a crash cut short
@@ -192,7 +200,7 @@ func (c *compactingStore) rewrite() error {
 		return err
 	}
 	// Entries the log's head loses meanwhile are passed over.
-	if err := copyEntries(src, dst, first, last, true); err != nil {
+	if err := copyEntries(src, dst.BoltStore, first, last, true); err != nil {
 		return err
 	}
 	if c.copyDone != nil {
@@ -219,7 +227,7 @@ func (c *compactingStore) rewrite() error {
 		return err
 	}
 	if last2 > last {
-		if err := copyEntries(src, dst, max(last+1, first2), last2, false); err != nil {
+		if err := copyEntries(src, dst.BoltStore, max(last+1, first2), last2, false); err != nil {
 			return err
 		}
 	}
@@ -266,12 +274,20 @@ func (c *compactingStore) broken(src, dst *checkedStore, err error) error {
 	return err
 }
 
-// copyEntries copies the entries first to last of src to dst as stored,
-// checksums and all, a batch per bolt transaction, paced (see pacer). With head, entries missing at the start (the head was
-// deleted meanwhile) are passed over.
-func copyEntries(src, dst *checkedStore, first, last uint64, head bool) error {
+// copyEntries copies the entries first to last of src to dst as stored
+// (dst is the copy's bolt store: checksums and all), a batch per bolt
+// transaction (see compactBatch), paced (see pacer). With head, entries
+// missing at the start (the head was deleted meanwhile) are passed over.
+func copyEntries(src *checkedStore, dst interface{ StoreLogs([]*raft.Log) error }, first, last uint64, head bool) error {
 	batch := make([]*raft.Log, 0, compactBatch)
+	bytes := 0
 	var pace pacer
+	flush := func() error {
+		err := dst.StoreLogs(batch)
+		batch, bytes = batch[:0], 0
+		pace.pause()
+		return err
+	}
 	for i := first; i <= last && last > 0; i++ {
 		l := new(raft.Log)
 		if err := src.BoltStore.GetLog(i, l); err != nil {
@@ -281,12 +297,17 @@ func copyEntries(src, dst *checkedStore, first, last uint64, head bool) error {
 			return fmt.Errorf("copy entry %d: %w", i, err)
 		}
 		head = false
-		if batch = append(batch, l); len(batch) == compactBatch || i == last {
-			if err := dst.BoltStore.StoreLogs(batch); err != nil {
+		size := len(l.Data) + len(l.Extensions)
+		if len(batch) > 0 && bytes+size > compactBatchBytes {
+			if err := flush(); err != nil {
 				return err
 			}
-			batch = batch[:0]
-			pace.pause()
+		}
+		batch, bytes = append(batch, l), bytes+size
+		if len(batch) == compactBatch || i == last {
+			if err := flush(); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

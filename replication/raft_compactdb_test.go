@@ -180,3 +180,64 @@ func TestCompactingStoreLeavesWhatIsInUse(t *testing.T) {
 	checkEntries(t, c, 2901, 3000, 7)
 	c.Close()
 }
+
+// batchRecorder records the batches a rewrite stores.
+type batchRecorder struct{ batches [][]*raft.Log }
+
+func (r *batchRecorder) StoreLogs(logs []*raft.Log) error {
+	r.batches = append(r.batches, append([]*raft.Log(nil), logs...))
+	return nil
+}
+
+// A rewrite copies a bulk load's large entries a few at a time: no bolt
+// transaction holds more than compactBatch entries, nor more than
+// compactBatchBytes of them unless it holds one entry alone, and every entry
+// is copied once, in order, as stored.
+func TestCompactionCopiesInBoundedTransactions(t *testing.T) {
+	src := openTestDB(t, filepath.Join(t.TempDir(), "raft.db"))
+	defer src.Close()
+	// Small entries (10 kB, testEntry's), then a load's (300 kB), then one
+	// larger than a transaction's bytes, then small ones again.
+	size := func(i uint64) int {
+		switch {
+		case i <= 300 || i > 321:
+			return 0
+		case i == 321:
+			return 3 * compactBatchBytes / 2
+		}
+		return 300 << 10
+	}
+	entry := func(i uint64) *raft.Log {
+		l := testEntry(i)
+		if n := size(i); n > 0 {
+			l.Data = bytes.Repeat([]byte{byte(i)}, n)
+		}
+		return l
+	}
+	for i := uint64(1); i <= 700; i++ {
+		if err := src.StoreLogs([]*raft.Log{entry(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var rec batchRecorder
+	if err := copyEntries(src, &rec, 1, 700, true); err != nil {
+		t.Fatal(err)
+	}
+	next := uint64(1)
+	for _, b := range rec.batches {
+		n := 0
+		for _, l := range b {
+			if want := entry(next); l.Index != next || !bytes.Equal(l.Data, want.Data) {
+				t.Fatalf("copied entry %d (%d bytes), want entry %d as stored", l.Index, len(l.Data), next)
+			}
+			next++
+			n += len(l.Data)
+		}
+		if len(b) > compactBatch || (len(b) > 1 && n > compactBatchBytes) {
+			t.Fatalf("one transaction copied entries %d-%d, %d bytes; want at most %d entries and %d bytes, or one entry", b[0].Index, b[len(b)-1].Index, n, compactBatch, compactBatchBytes)
+		}
+	}
+	if next != 701 {
+		t.Fatalf("copied entries up to %d, want 700", next-1)
+	}
+}
