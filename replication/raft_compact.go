@@ -36,19 +36,36 @@ func (r *Raft) snapshot() {
 // TrailingLogs): a follower that fell behind by less than that catches up
 // from the log (the leader sends entries with the one before them, which
 // the follower checks against its own). LOCKSERVER SNAPSHOT takes one so
-// too. Raft counts the entries kept back from the last in the log, which
-// entries not yet applied may follow.
+// too.
 func (r *Raft) takeSnapshot() error {
+	r.keepLogSinceSnapshot()
+	return r.raft.Snapshot().Error()
+}
+
+// compactSlack is how many entries keepLogSinceSnapshot keeps beyond those it
+// counts, for the ones a leader appends before raft compacts.
+const compactSlack = 16
+
+// keepLogSinceSnapshot has raft's next compaction keep the entries since the
+// last snapshot, that one's last included. Raft counts the entries it keeps
+// back from the last in the log when it compacts, which is after the snapshot
+// has been written: counted before, a leader that went on writing meanwhile
+// had its log compacted past the last snapshot's index, up to the new one
+// (TestSnapshotWhileWritingKeepsTheLogSinceTheLast; TestSnapshotsByLogBytes
+// failed so under load), and a follower behind by a few entries needed the
+// whole snapshot. Persist calls it again once the snapshot is written, just
+// before raft compacts; the entries appended between the two fit in
+// compactSlack.
+func (r *Raft) keepLogSinceSnapshot() {
 	rc := r.raft.ReloadableConfig()
 	last, since := r.raft.LastIndex(), r.snapIndex.Load()
 	rc.TrailingLogs = r.opts.TrailingLogs
 	if last >= since {
-		rc.TrailingLogs = max(rc.TrailingLogs, last-since+1)
+		rc.TrailingLogs = max(rc.TrailingLogs, last-since+1+compactSlack)
 	}
 	if err := r.raft.ReloadConfig(rc); err != nil {
 		r.log.Warn("setting the log entries kept after a snapshot failed", "err", err)
 	}
-	return r.raft.Snapshot().Error()
 }
 
 // snapshotted records a snapshot taken, or restored, when logBytes of the

@@ -289,6 +289,7 @@ func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
 		return err
 	}
 	r := s.r
+	r.keepLogSinceSnapshot() // raft compacts next
 	r.snapshotted(s.logBytes, s.applied, written.n)
 	if !s.began.IsZero() {
 		took := time.Since(s.began)

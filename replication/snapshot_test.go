@@ -387,3 +387,48 @@ func TestFollowerBehindCatchesUpFromTheLog(t *testing.T) {
 		}
 	}
 }
+
+// A snapshot taken while a client goes on writing keeps in the log every
+// entry since the snapshot before, that one's included: raft compacts once
+// the snapshot is written, counting back from the log's last entry then, not
+// from the one there was when the snapshot began.
+func TestSnapshotWhileWritingKeepsTheLogSinceTheLast(t *testing.T) {
+	c := newTestClusterWith(t, 3, RaftOptions{SnapshotLogBytes: 1 << 30, TrailingLogs: 1})
+	l := c.leader()
+	value := strings.Repeat("v", 1000)
+	for i := range 100 { // 2 MB of state, whose snapshot takes a while
+		cmd := []string{"MSET"}
+		for j := range 20 {
+			cmd = append(cmd, fmt.Sprint("k", i, ":", j), value)
+		}
+		wantReply(t, "MSET", do(l, 0, cmd...), keyspace.OK)
+	}
+	if err := l.eng.takeSnapshot(); err != nil {
+		t.Fatal(err)
+	}
+	first := l.eng.snapIndex.Load()
+	for i := range 50 {
+		wantReply(t, "SET", do(l, 0, "SET", fmt.Sprint("before", i), "x"), keyspace.OK)
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+				do(l, 0, "SET", fmt.Sprint("during", i%100), "x")
+			}
+		}
+	}()
+	err := l.eng.takeSnapshot()
+	close(stop)
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lo, _ := l.store.FirstIndex(); lo > first {
+		t.Fatalf("the snapshot at %d, taken while writes went on, compacted the log to %d, past the snapshot before it at %d", l.eng.snapIndex.Load(), lo, first)
+	}
+}
