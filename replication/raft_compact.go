@@ -33,14 +33,11 @@ func (r *Raft) snapshot() {
 
 // takeSnapshot takes a snapshot, after which the log keeps the entries
 // written since the last one, that one's last entry included (and at least
-// TrailingLogs): a follower that fell behind by less than that catches up
-// from the log (the leader sends entries with the one before them, which
-// the follower checks against its own). LOCKSERVER SNAPSHOT takes one so
-// too.
-func (r *Raft) takeSnapshot() error {
-	r.keepLogSinceSnapshot()
-	return r.raft.Snapshot().Error()
-}
+// TrailingLogs; see keepLogSinceSnapshot): a follower that fell behind by
+// less than that catches up from the log (the leader sends entries with the
+// one before them, which the follower checks against its own). LOCKSERVER
+// SNAPSHOT takes one so too.
+func (r *Raft) takeSnapshot() error { return r.raft.Snapshot().Error() }
 
 // compactSlack is how many entries keepLogSinceSnapshot keeps beyond those it
 // counts, for the ones a leader appends before raft compacts.
@@ -53,7 +50,7 @@ const compactSlack = 16
 // had its log compacted past the last snapshot's index, up to the new one
 // (TestSnapshotWhileWritingKeepsTheLogSinceTheLast; TestSnapshotsByLogBytes
 // failed so under load), and a follower behind by a few entries needed the
-// whole snapshot. Persist calls it again once the snapshot is written, just
+// whole snapshot. Persist calls it once the snapshot is written, just
 // before raft compacts; the entries appended between the two fit in
 // compactSlack.
 func (r *Raft) keepLogSinceSnapshot() {
