@@ -66,7 +66,7 @@ func TestHashLeavesPackedForm(t *testing.T) {
 	for i := 128; i > 0; i-- {
 		f.do("HSET h f" + strconv.Itoa(i) + " v")
 	}
-	o := f.s.dbs[0].keys(hashKey("h"))["h"]
+	o := entry(&f.s.dbs[0], "h", hashKey("h"))
 	if o.hashMap() != nil {
 		t.Fatal("a hash of 128 short fields left the packed form")
 	}

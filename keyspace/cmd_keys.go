@@ -362,7 +362,7 @@ func cmdScan(c *Call) Reply {
 			continue
 		}
 		if opts.typeName != nil {
-			o := d.keys(e.h)[e.key]
+			o := entry(d, e.key, e.h)
 			if !eqFold(opts.typeName, o.typ.name()) {
 				continue
 			}

@@ -50,9 +50,13 @@ func cmdMemoryUsage(c *Call) Reply {
 // The sizes the estimate is made of. The Go types' sizes come from the
 // compiler, so that the estimate follows any change to them.
 const (
-	strHeader   = int64(unsafe.Sizeof(""))
-	pointerSize = int64(unsafe.Sizeof(uintptr(0)))
-	objectSize  = int64(unsafe.Sizeof(object{}))
+	strHeader  = int64(unsafe.Sizeof(""))
+	objectSize = int64(unsafe.Sizeof(object{}))
+	// keySlot is a slot of a shard's maps: a key and its object's index.
+	keySlot = int64(unsafe.Sizeof(struct {
+		key   string
+		index uint32
+	}{}))
 	// mapHeader is about what the runtime allocates for a Go map beside its
 	// slots: the map's header, its directory and its table's header.
 	mapHeader = 96
@@ -72,7 +76,7 @@ func mapEntry(slot int64) int64 { return (slot + 1) * 3 / 2 }
 // built (no capacity of a slice or map), so that every node, whatever its
 // history, gives a script the same figure.
 func usage(keyLen int, o *object) int64 {
-	n := mapEntry(strHeader+pointerSize) + int64(keyLen) + objectSize
+	n := mapEntry(keySlot) + int64(keyLen) + objectSize
 	switch o.typ {
 	case typeString:
 		n += int64(len(o.str))

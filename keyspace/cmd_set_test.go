@@ -32,11 +32,11 @@ func TestSetIntsetForm(t *testing.T) {
 	for i := 512; i > 0; i-- {
 		f.do("SADD s " + strconv.Itoa(i))
 	}
-	if !f.s.dbs[0].keys(hashKey("s"))["s"].asSet().intset {
+	if !entry(&f.s.dbs[0], "s", hashKey("s")).asSet().intset {
 		t.Fatal("512 integers left the intset form")
 	}
 	f.do("SADD s 513")
-	if f.s.dbs[0].keys(hashKey("s"))["s"].asSet().intset {
+	if entry(&f.s.dbs[0], "s", hashKey("s")).asSet().intset {
 		t.Fatal("513 integers kept the intset form")
 	}
 	f.expect("SADD u 1 x", ":2", "SMEMBERS u", `~["1" "x"]`)

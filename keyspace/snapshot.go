@@ -126,12 +126,13 @@ func boolByte(b bool) byte {
 }
 
 // Frozen is a Store's state at one moment, taken by Freeze in constant time
-// (a copy of the shards' headers of each non-empty database, 32 kB, and of
-// the WATCH counters), to be written by WriteSnapshot beside later commands: they copy
-// a shard (its map pointers), a map of its keys or an object before changing
-// one that Frozen holds (see Store.writable and Store.own), so that the store
-// pays for a snapshot a few dozen keys and one object at a time, and only
-// for what changes while it is written.
+// (a copy of the shards' headers of each non-empty database, 112 kB, and of
+// the WATCH counters), to be written by WriteSnapshot beside later commands:
+// they copy a shard (its map and chunk pointers), a map of its keys, a chunk
+// of its objects or an object's value before changing one that Frozen holds
+// (see Store.writable, Store.slot and Store.own), so that the store pays for
+// a snapshot a few dozen keys and objects at a time, and only for what
+// changes while it is written.
 type Frozen struct {
 	versions []uint64
 	dbs      [NumDBs]*[numShards]shard // nil for an empty database
@@ -214,8 +215,8 @@ func (f *Frozen) WriteSnapshot(w io.Writer, meta []byte) error {
 			e.uvarint(uint64(n))
 			for _, sm := range sh.subs {
 				keys = keys[:0]
-				for k, o := range sm.m {
-					keys = append(keys, frozenKey{h: hashKey(k), key: k, obj: o})
+				for k, x := range sm.m {
+					keys = append(keys, frozenKey{h: hashKey(k), key: k, obj: sh.obj(x)})
 				}
 				slices.SortFunc(keys, func(a, b frozenKey) int {
 					if a.h != b.h {
@@ -519,7 +520,10 @@ func (d *decoder) readDB(db *db, gen uint32) {
 			if deadline > math.MaxInt64 {
 				d.fail("deadline of %q out of range", key)
 			}
-			o := new(object)
+			if k&(chunkLen-1) == 0 {
+				sh.chunks, sh.chunkGen = append(sh.chunks, new([chunkLen]object)), append(sh.chunkGen, gen)
+			}
+			o := sh.obj(uint32(k))
 			*o = d.value(valueType(d.byte()))
 			o.deadline, o.gen = int64(deadline), gen
 			if d.err != nil {
@@ -527,9 +531,12 @@ func (d *decoder) readDB(db *db, gen uint32) {
 			}
 			sm := &sh.subs[subIndex(h, sh.bits)]
 			if sm.m == nil {
-				*sm = subMap{m: make(map[string]*object), gen: gen}
+				// Sized for the keys the count says, within what a map
+				// holds before its shard splits: the count is not trusted.
+				*sm = subMap{m: make(map[string]uint32, min(n>>sh.bits, maxSubLen)), gen: gen}
 			}
-			sm.m[key] = o
+			sm.m[key] = uint32(k)
+			sh.used++
 			sm.peak++
 			if o.deadline != 0 {
 				db.volatile++

@@ -236,6 +236,14 @@ func TestSnapshotCorrupt(t *testing.T) {
 	// A huge length fails without allocating what it claims.
 	check("huge frame", append([]byte{0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0}, data...))
 	check("huge string", frames([]byte("LSKS\x02\xff\xff\xff\xff\x03")))
+	// A huge key count, followed by one key of shard 0: the shard's maps are
+	// not made for what the count claims.
+	key := ""
+	for i := 0; key == "" || hashKey(key)>>shardShift != 0; i++ {
+		key = "k" + strconv.Itoa(i)
+	}
+	huge := binary.AppendUvarint([]byte("LSKS\x02\x00\x00\x01\x01"), 1<<40)
+	check("huge key count", frames(append(append(huge, byte(len(key))), key+"\x00\x00\x01v"...)))
 	if _, err := New().ReadSnapshot(bytes.NewReader(frames([]byte("LSKS\x02\x00\x00\x00")))); err != nil {
 		t.Errorf("the worked example of an empty snapshot: %v", err)
 	}
