@@ -56,7 +56,10 @@ type journal struct {
 	cap  int64  // the file's size
 	off  int64  // where the next record goes; under wmu
 	gen  uint64 // the current pass's generation; under wmu
-	buf  []byte // the record being written; under wmu
+	// passFirst is the first entry the current pass holds, 0 before it
+	// holds any; under wmu.
+	passFirst uint64
+	buf       []byte // the record being written; under wmu
 
 	mu       sync.Mutex
 	changed  *sync.Cond  // pending, flushing, err or closed changed
@@ -328,6 +331,9 @@ func (j *journal) StoreLogs(logs []*raft.Log) error {
 	if err := j.write(j.encode(logs)); err != nil {
 		return err
 	}
+	if j.passFirst == 0 {
+		j.passFirst = logs[0].Index
+	}
 	if err := j.mark.write(logs[len(logs)-1].Index); err != nil {
 		return err
 	}
@@ -356,7 +362,7 @@ func (j *journal) write(rec []byte) error {
 // entries, once every entry is in the store. wmu is held.
 func (j *journal) restart() error {
 	j.gen = randomUint64()
-	j.off = 0
+	j.off, j.passFirst = 0, 0
 	return j.write(j.encode(nil))
 }
 
@@ -509,13 +515,22 @@ func (j *journal) LastIndex() (uint64, error) {
 
 // DeleteRange deletes entries min to max, inclusive. Everything goes to the
 // store first and the journal starts over, so that reading it after a crash
-// cannot bring deleted entries back. A range that reaches the mark (raft's
-// tail, cut where it conflicts with a new leader's log) moves it down first
-// and is deleted before any write goes on. A head that a snapshot covers is
-// deleted after wmu is let go, in pieces (see deleteHead): writes go on
-// meanwhile.
+// cannot bring deleted entries back, unless the range is a head that ends
+// before the current pass's first entry. A range that reaches the mark
+// (raft's tail, cut where it conflicts with a new leader's log) moves it down
+// first and is deleted before any write goes on. A head that a snapshot
+// covers is deleted after wmu is let go, in pieces (see deleteHead): writes
+// go on meanwhile.
 func (j *journal) DeleteRange(min, max uint64) error {
 	j.wmu.Lock()
+	if max < j.mark.index && (j.passFirst == 0 || max < j.passFirst) {
+		// A head of which the current pass holds nothing, as after a
+		// snapshot, which keeps the log since the one before: a crash
+		// cannot write any of it back, so writes need not wait for a
+		// flush and a new pass (an fdatasync and bolt's two).
+		j.wmu.Unlock()
+		return deleteHead(j.LogStore, min, max)
+	}
 	if err := j.flushAll(); err != nil {
 		j.wmu.Unlock()
 		return err

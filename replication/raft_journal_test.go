@@ -353,6 +353,30 @@ func TestJournalDeletedEntriesDoNotComeBack(t *testing.T) {
 	d.want(11, 25, 2, 64)
 }
 
+// A head that ends before the journal's current pass, as raft deletes after
+// a snapshot, is deleted without a flush or a new pass, which writes would
+// wait for; one that the pass holds entries of is flushed first. Either
+// way, the deleted entries do not come back after a crash.
+func TestJournalHeadBeforeThePassIsDeletedWithoutAFlush(t *testing.T) {
+	d := newJournalDir(t, 1<<20, 1<<20) // the flusher never starts on its own
+	d.store(1, 30, 1, 5, 64)
+	if err := d.j.DeleteRange(1, 10); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(d.j.pending); n != 0 {
+		t.Fatalf("deleting a head the pass holds left %d entries pending, want them flushed", n)
+	}
+	d.store(31, 40, 1, 5, 64)
+	gen := d.j.gen
+	if err := d.j.DeleteRange(11, 20); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(d.j.pending); n != 10 || d.j.gen != gen {
+		t.Fatalf("deleting a head before the pass flushed (%d entries left pending of 10) or began a pass (%v)", n, d.j.gen != gen)
+	}
+	d.want(21, 40, 1, 64)
+}
+
 // slowDeletes is a log store whose deletions wait for release, each range
 // recorded.
 type slowDeletes struct {
