@@ -436,10 +436,11 @@ func (s *Store) split(sh *shard) {
 	sh.subs, sh.gen, sh.bits = subs, s.gen, bits
 }
 
-// index returns the index of the object of key, whose hash is h, in its
-// shard sh, which holds it.
-func (sh *shard) index(key []byte, h uint64) uint32 {
-	return sh.subs[subIndex(h, sh.bits)].m[string(key)]
+// place returns the object of key, whose hash is h, which d holds, in a
+// chunk that may change: copied first if a Frozen view holds it.
+func (s *Store) place(d *db, h uint64, key []byte) *object {
+	sh := s.writable(d, h)
+	return s.slot(sh, sh.subs[subIndex(h, sh.bits)].m[string(key)])
 }
 
 // shrunk returns a new map with the entries of m, sized for size entries.
@@ -454,8 +455,7 @@ func shrunk(m map[string]uint32, size int) map[string]uint32 {
 // own replaces the object at key that a Frozen view holds by a copy that may
 // change, in the same place, and returns it.
 func (s *Store) own(d *db, h uint64, key []byte) *object {
-	sh := s.writable(d, h)
-	o := s.slot(sh, sh.index(key, h))
+	o := s.place(d, h, key)
 	*o = o.clone()
 	o.gen = s.gen
 	return o
@@ -476,8 +476,7 @@ func (c *Call) put(key []byte, v object) *object {
 			d.volatile--
 		}
 		if o.gen <= s.frozen {
-			sh := s.writable(d, h)
-			o = s.slot(sh, sh.index(key, h))
+			o = s.place(d, h, key)
 		}
 		*o = v
 	} else {
