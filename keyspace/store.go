@@ -530,8 +530,8 @@ func (c *Call) del(key []byte) bool {
 
 // remove deletes key, whose hash is h and whose object has this deadline,
 // from d, empties its object and fixes the counts: a command may not use the
-// object of a key after removing it, which may be a new key's by then. A map left with under a
-// quarter of its peak is rebuilt smaller.
+// object of a key after removing it, which may be a new key's by then. A map
+// left with under a quarter of its peak is rebuilt smaller.
 func (s *Store) remove(d *db, h uint64, key string, deadline int64) {
 	if deadline != 0 {
 		d.volatile--
@@ -586,20 +586,20 @@ func (s *Store) Expired(dbIndex, from int, now int64, limit int) (shards, examin
 // expired at such a time changes no outcome.
 func (s *Store) Sweep(dbIndex, from, n int, now int64) (removed int) {
 	d := &s.dbs[dbIndex]
-	var gone []int64
+	var deadlines []int64
 	var keys []string
 	for j := 0; j < min(n, numShards) && d.volatile > 0; j++ {
 		i := (from + j) % numShards
-		gone, keys = gone[:0], keys[:0]
+		deadlines, keys = deadlines[:0], keys[:0]
 		for k, o := range d.shardKeys(i) {
 			if o.deadline != 0 && !live(o.deadline, now) {
-				gone, keys = append(gone, o.deadline), append(keys, k)
+				deadlines, keys = append(deadlines, o.deadline), append(keys, k)
 			}
 		}
 		for x, k := range keys {
-			s.remove(d, hashKey(k), k, gone[x])
+			s.remove(d, hashKey(k), k, deadlines[x])
 		}
-		removed += len(gone)
+		removed += len(keys)
 	}
 	return removed
 }
