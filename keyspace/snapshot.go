@@ -520,10 +520,8 @@ func (d *decoder) readDB(db *db, gen uint32) {
 			if deadline > math.MaxInt64 {
 				d.fail("deadline of %q out of range", key)
 			}
-			if k&(chunkLen-1) == 0 {
-				sh.chunks, sh.chunkGen = append(sh.chunks, new([chunkLen]object)), append(sh.chunkGen, gen)
-			}
-			o := sh.obj(uint32(k))
+			x := sh.grow(gen)
+			o := sh.obj(x)
 			*o = d.value(valueType(d.byte()))
 			o.deadline, o.gen = int64(deadline), gen
 			if d.err != nil {
@@ -535,8 +533,7 @@ func (d *decoder) readDB(db *db, gen uint32) {
 				// holds before its shard splits: the count is not trusted.
 				*sm = subMap{m: make(map[string]uint32, min(n>>sh.bits, maxSubLen)), gen: gen}
 			}
-			sm.m[key] = uint32(k)
-			sh.used++
+			sm.m[key] = x
 			sm.peak++
 			if o.deadline != 0 {
 				db.volatile++

@@ -402,8 +402,14 @@ func (s *Store) alloc(sh *shard) uint32 {
 		sh.free = sh.free[:n-1]
 		return i
 	}
+	return sh.grow(s.gen)
+}
+
+// grow returns the index after every one sh has handed out, adding a chunk
+// of generation gen when the last is full.
+func (sh *shard) grow(gen uint32) uint32 {
 	if sh.used>>chunkBits == uint32(len(sh.chunks)) {
-		sh.chunks, sh.chunkGen = append(sh.chunks, new([chunkLen]object)), append(sh.chunkGen, s.gen)
+		sh.chunks, sh.chunkGen = append(sh.chunks, new([chunkLen]object)), append(sh.chunkGen, gen)
 	}
 	sh.used++
 	return sh.used - 1
