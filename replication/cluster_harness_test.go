@@ -233,6 +233,8 @@ func (c *testCluster) leader() *testNode {
 	return found
 }
 
+// isolated reports whether n is cut off from every other node; a node alone
+// in its cluster is not.
 func (c *testCluster) isolated(n *testNode) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -241,7 +243,7 @@ func (c *testCluster) isolated(n *testNode) bool {
 			return false
 		}
 	}
-	return true
+	return len(c.nodes) > 1
 }
 
 // registered waits until every node knows every member's client address: a

@@ -124,6 +124,10 @@ type RaftOptions struct {
 	// the process's own.
 	Mono func() time.Duration
 	Wall func() time.Time
+	// firstStand, when set, replaces the wait of standUnheard, so that a
+	// test can tell a member that stands early from one that waits for
+	// raft's own timer.
+	firstStand time.Duration
 }
 
 // Peer is one voter of a new cluster.
@@ -267,6 +271,10 @@ type Raft struct {
 	// committed is when the FSM was handed the batch it applies now: the
 	// commit of this node's proposals in it. Written by the FSM only.
 	committed time.Time
+
+	// reloadMu serialises the changes to raft's reloadable configuration,
+	// each of which reads it whole and writes it back.
+	reloadMu sync.Mutex
 
 	closed   atomic.Bool
 	failOnce sync.Once  // logFailed
@@ -414,7 +422,7 @@ func NewRaft(opts RaftOptions) (*Raft, error) {
 		r.closeStores()
 		return nil, fmt.Errorf("replication: open node %s: %w", opts.NodeID, err)
 	}
-	for _, loop := range []func(){r.waitLoop, r.verifyLoop, r.fwd.loop, r.leadershipLoop, r.expireLoop, r.snapshotLoop, r.registerLoop, r.promoteLoop, r.replicaLoop} {
+	for _, loop := range []func(){r.standUnheard, r.waitLoop, r.verifyLoop, r.fwd.loop, r.leadershipLoop, r.expireLoop, r.snapshotLoop, r.registerLoop, r.promoteLoop, r.replicaLoop} {
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
@@ -563,6 +571,11 @@ func (r *Raft) raftConfig(hl *hcLogger) *raft.Config {
 	c.LocalID = raft.ServerID(o.NodeID)
 	c.HeartbeatTimeout = o.HeartbeatTimeout
 	c.ElectionTimeout = o.ElectionTimeout
+	if r.standsEarly() {
+		// standUnheard lowers them to what was asked (see there).
+		c.HeartbeatTimeout += standSlack
+		c.ElectionTimeout += standSlack
+	}
 	// As long as allowed: a leader starved of CPU for a moment on a busy
 	// machine should not step down and fail the writes in flight.
 	c.LeaderLeaseTimeout = o.HeartbeatTimeout

@@ -54,6 +54,8 @@ const compactSlack = 16
 // before raft compacts; the entries appended between the two fit in
 // compactSlack.
 func (r *Raft) keepLogSinceSnapshot() {
+	r.reloadMu.Lock()
+	defer r.reloadMu.Unlock()
 	rc := r.raft.ReloadableConfig()
 	last, since := r.raft.LastIndex(), r.snapIndex.Load()
 	rc.TrailingLogs = r.opts.TrailingLogs

@@ -3,11 +3,14 @@ package replication
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/lockserver/lockserver/internal/testlog"
+	"github.com/lockserver/lockserver/keyspace"
 )
 
 // startAlone opens a node with in-memory stores on a transport of its own.
@@ -101,5 +104,55 @@ func TestJoinGivesUp(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second): // well short of adminTimeout, the bound of one call
 		t.Fatal("a join with a 200ms timeout was still trying after 20s")
+	}
+}
+
+// A member that hears from no leader after it starts stands for election
+// soon, not after raft's one to two heartbeat timeouts: a one-member cluster
+// whose timeouts are an hour leads again soon after each start.
+func TestMemberStandsSoonAfterStart(t *testing.T) {
+	c := newTestClusterWith(t, 1, RaftOptions{HeartbeatTimeout: time.Hour, ElectionTimeout: time.Hour, firstStand: time.Millisecond})
+	n := c.leader()
+	if r := c.set(n, 0, "k", "v"); r.IsError() {
+		t.Fatal(r.Str)
+	}
+	n.stop()
+	n.restart()
+	n = c.leader()
+	if r := c.do(n, 0, "GET", "k"); !same(r, keyspace.Bulk("v")) {
+		t.Errorf("GET k after the restart: %v", r)
+	}
+}
+
+// Standing early does not unseat a leader. A follower restarts cut off from
+// the leader, so that it hears from none and stands; the other follower,
+// which has a leader, refuses its pre-vote. Once the cut heals the follower
+// catches up under the same leader, in the same term.
+func TestMemberStandingAtStartLeavesTheLeader(t *testing.T) {
+	opts := RaftOptions{HeartbeatTimeout: 10 * time.Second, ElectionTimeout: 10 * time.Second}
+	c := newTestClusterWith(t, 3, opts)
+	l := c.leader()
+	f := c.followers(l)[0]
+	f.stop()
+	if r := c.set(l, 0, "k", "v"); r.IsError() {
+		t.Fatal(r.Str)
+	}
+	term := c.term()
+	c.cutPair(l, f)
+	logs := &testlog.Buffer{}
+	opts.firstStand, opts.Logger = time.Nanosecond, slog.New(slog.NewJSONHandler(logs, nil))
+	f.start(opts)
+	c.eventually("the restarted follower standing for election", func() bool {
+		return strings.Contains(logs.String(), "entering candidate state")
+	})
+	c.heal()
+	c.eventually("the restarted follower holding the write made while it was down", func() bool {
+		return same(localGet(f, "k"), keyspace.Bulk("v"))
+	})
+	if got := c.term(); got != term {
+		t.Errorf("the term went from %d to %d", term, got)
+	}
+	if now := c.leader(); now != l {
+		t.Errorf("%s leads, not %s", now.id, l.id)
 	}
 }
