@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -505,5 +506,74 @@ func TestSnapshotFlushedAsItIsWritten(t *testing.T) {
 	defer rc.Close()
 	if got, err := io.ReadAll(rc); err != nil || !bytes.Equal(got, state) {
 		t.Fatalf("read back %d bytes, %v; want the %d written", len(got), err, len(state))
+	}
+}
+
+// A node keeps its two newest snapshots, and removes an older one only
+// after cutting its file down a piece at a time, each piece synced, so that
+// no one commit of the file system frees the whole file (see reap).
+func TestOldSnapshotsCutDownBeforeRemoval(t *testing.T) {
+	dir := t.TempDir()
+	s, err := openCheckedSnapshots(dir, newHCLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cuts []int64
+	s.cut = func(f *os.File, size int64) error {
+		info, err := f.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Size()-size > reapPiece {
+			t.Errorf("cut %s from %d bytes to %d at once, want %d at most", f.Name(), info.Size(), size, reapPiece)
+		}
+		cuts = append(cuts, size)
+		return cutFile(f, size)
+	}
+	size := reapPiece + 1000
+	states := map[string][]byte{}
+	var ids []string // oldest first
+	for i := range 4 {
+		sink, err := s.Create(raft.SnapshotVersionMax, uint64(10*(i+1)), 2, raft.Configuration{}, 1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		state := bytes.Repeat([]byte{byte('a' + i)}, size)
+		if _, err := sink.Write(state); err != nil {
+			t.Fatal(err)
+		}
+		cuts = nil
+		if err := sink.Close(); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, sink.ID())
+		states[sink.ID()] = state
+		if i >= snapshotsKept && !slices.Equal(cuts, []int64{1000, 0}) {
+			t.Errorf("snapshot %d: the oldest's file was cut to %v, want [1000 0]", i+1, cuts)
+		}
+		entries, err := os.ReadDir(filepath.Join(dir, "snapshots"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kept []string
+		for _, e := range entries {
+			kept = append(kept, e.Name())
+		}
+		want := ids[max(0, len(ids)-snapshotsKept):]
+		slices.Sort(kept)
+		if want = slices.Sorted(slices.Values(want)); !slices.Equal(kept, want) {
+			t.Fatalf("after snapshot %d the store holds %v, want %v", i+1, kept, want)
+		}
+	}
+	for _, id := range ids[len(ids)-snapshotsKept:] {
+		_, rc, err := s.Open(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil || !bytes.Equal(got, states[id]) {
+			t.Errorf("snapshot %s read back %d bytes, %v; want the %d written", id, len(got), err, len(states[id]))
+		}
 	}
 }
