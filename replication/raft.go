@@ -272,9 +272,7 @@ type Raft struct {
 	// commit of this node's proposals in it. Written by the FSM only.
 	committed time.Time
 
-	// reloadMu serialises the changes to raft's reloadable configuration,
-	// each of which reads it whole and writes it back.
-	reloadMu sync.Mutex
+	reloadMu sync.Mutex // see reloadConfig
 
 	closed   atomic.Bool
 	failOnce sync.Once  // logFailed

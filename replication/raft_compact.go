@@ -54,16 +54,25 @@ const compactSlack = 16
 // before raft compacts; the entries appended between the two fit in
 // compactSlack.
 func (r *Raft) keepLogSinceSnapshot() {
+	r.reloadConfig("the log entries kept after a snapshot", func(rc *raft.ReloadableConfig) {
+		last, since := r.raft.LastIndex(), r.snapIndex.Load()
+		rc.TrailingLogs = r.opts.TrailingLogs
+		if last >= since {
+			rc.TrailingLogs = max(rc.TrailingLogs, last-since+1+compactSlack)
+		}
+	})
+}
+
+// reloadConfig applies change to raft's reloadable configuration, one
+// change at a time: each reads the configuration whole and writes it back.
+// What failed to change is logged by what.
+func (r *Raft) reloadConfig(what string, change func(*raft.ReloadableConfig)) {
 	r.reloadMu.Lock()
 	defer r.reloadMu.Unlock()
 	rc := r.raft.ReloadableConfig()
-	last, since := r.raft.LastIndex(), r.snapIndex.Load()
-	rc.TrailingLogs = r.opts.TrailingLogs
-	if last >= since {
-		rc.TrailingLogs = max(rc.TrailingLogs, last-since+1+compactSlack)
-	}
+	change(&rc)
 	if err := r.raft.ReloadConfig(rc); err != nil {
-		r.log.Warn("setting the log entries kept after a snapshot failed", "err", err)
+		r.log.Warn("setting "+what+" failed", "err", err)
 	}
 }
 

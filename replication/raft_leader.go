@@ -131,13 +131,9 @@ func (r *Raft) standUnheard() {
 		return
 	case <-time.After(wait):
 	}
-	r.reloadMu.Lock()
-	defer r.reloadMu.Unlock()
-	rc := r.raft.ReloadableConfig()
-	rc.HeartbeatTimeout, rc.ElectionTimeout = r.opts.HeartbeatTimeout, r.opts.ElectionTimeout
-	if err := r.raft.ReloadConfig(rc); err != nil {
-		r.log.Warn("setting the heartbeat and election timeouts failed", "err", err)
-	}
+	r.reloadConfig("the heartbeat and election timeouts", func(rc *raft.ReloadableConfig) {
+		rc.HeartbeatTimeout, rc.ElectionTimeout = r.opts.HeartbeatTimeout, r.opts.ElectionTimeout
+	})
 }
 
 // standsEarly says whether the transport carries pre-vote requests, without
