@@ -389,11 +389,7 @@ func TestSnapshotFollowedByAGapIsRefused(t *testing.T) {
 // corrupt while the node runs (read to send to a lagging follower) fails the
 // read that reaches its end and reports the fault, which stops the node.
 func TestCheckedSnapshotsReportCorruptionFoundWhileRunning(t *testing.T) {
-	dir := t.TempDir()
-	s, err := openCheckedSnapshots(dir, newHCLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, dir := tempSnapshots(t)
 	var faults []error
 	s.fault = func(err error) { faults = append(faults, err) }
 	const state = "a snapshot of owner-A"
@@ -458,11 +454,7 @@ func TestSnapshotWithBytesAfterItsEndIsRefused(t *testing.T) {
 // ranges flushed follow each other from the start, every one of them
 // written, and leave at most two pieces for the close.
 func TestSnapshotFlushedAsItIsWritten(t *testing.T) {
-	dir := t.TempDir()
-	s, err := openCheckedSnapshots(dir, newHCLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, dir := tempSnapshots(t)
 	sink, err := s.Create(raft.SnapshotVersionMax, 7, 2, raft.Configuration{}, 1, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -513,11 +505,7 @@ func TestSnapshotFlushedAsItIsWritten(t *testing.T) {
 // after cutting its file down a piece at a time, each piece synced, so that
 // no one commit of the file system frees the whole file (see reap).
 func TestOldSnapshotsCutDownBeforeRemoval(t *testing.T) {
-	dir := t.TempDir()
-	s, err := openCheckedSnapshots(dir, newHCLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, dir := tempSnapshots(t)
 	var cuts []int64
 	s.cut = func(f *os.File, size int64) error {
 		info, err := f.Stat()
@@ -576,4 +564,16 @@ func TestOldSnapshotsCutDownBeforeRemoval(t *testing.T) {
 			t.Errorf("snapshot %s read back %d bytes, %v; want the %d written", id, len(got), err, len(states[id]))
 		}
 	}
+}
+
+// tempSnapshots opens a checked snapshot store in a new temporary directory,
+// which it returns too.
+func tempSnapshots(t *testing.T) (*checkedSnapshots, string) {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := openCheckedSnapshots(dir, newHCLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, dir
 }
