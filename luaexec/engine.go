@@ -27,7 +27,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/lockserver/lockserver/acl"
+	"github.com/lockserver/lockserver/internal/acl"
 	"github.com/lockserver/lockserver/keyspace"
 )
 

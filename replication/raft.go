@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/lockserver/lockserver/acl"
+	"github.com/lockserver/lockserver/internal/acl"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
 	"go.etcd.io/bbolt"

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/lockserver/lockserver/acl"
+	"github.com/lockserver/lockserver/internal/acl"
 	"github.com/lockserver/lockserver/internal/wire"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"

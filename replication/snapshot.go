@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/lockserver/lockserver/acl"
+	"github.com/lockserver/lockserver/internal/acl"
 	"github.com/lockserver/lockserver/internal/wire"
 	"github.com/lockserver/lockserver/keyspace"
 )

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockserver/lockserver/acl"
+	"github.com/lockserver/lockserver/internal/acl"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/replication"
 )

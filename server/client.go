@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lockserver/lockserver/acl"
+	"github.com/lockserver/lockserver/internal/acl"
 	"github.com/lockserver/lockserver/keyspace"
 )
 

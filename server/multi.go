@@ -1,7 +1,7 @@
 package server
 
 import (
-	"github.com/lockserver/lockserver/acl"
+	"github.com/lockserver/lockserver/internal/acl"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/replication"
 )
