@@ -52,7 +52,7 @@
 // that matters.
 //
 // Lease timing assumes the holder's clock and the server's run at about the
-// same rate: lockserver's log clock runs at most replication.SlewRate off
+// same rate: lockserver's log clock runs at most logclock.SlewRate off
 // real time, and a holder counts its lease that much short.
 //
 // # Redisson

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lockserver/lockserver/replication"
+	"github.com/lockserver/lockserver/internal/logclock"
 )
 
 // A lease is the holder's side of one holding: until when it can be sure
@@ -15,7 +15,7 @@ import (
 // The holder counts a lease from the moment it sent the command that began
 // or renewed it, on this process's monotonic clock: the server starts the
 // lease when it runs the command, which is later. lockserver's log clock may
-// run up to replication.SlewRate fast while it converges on the wall clock,
+// run up to logclock.SlewRate fast while it converges on the wall clock,
 // so a lease is taken to end that fraction early.
 type lease struct {
 	lost     chan struct{}
@@ -34,7 +34,7 @@ type lease struct {
 // leaseEnd is when a lease of ttl that a command sent at sent began can be
 // relied on until.
 func leaseEnd(sent time.Time, ttl time.Duration) time.Time {
-	return sent.Add(ttl - time.Duration(float64(ttl)*replication.SlewRate))
+	return sent.Add(ttl - time.Duration(float64(ttl)*logclock.SlewRate))
 }
 
 // newLease starts the holder's lease, renewed to ttl: the server set it to

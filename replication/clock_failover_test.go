@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockserver/lockserver/internal/logclock"
 	"github.com/lockserver/lockserver/keyspace"
 )
 
@@ -26,12 +27,12 @@ func pttlOn(t testing.TB, c *testCluster, n *testNode, key string) int64 {
 
 // leaseBounds checks that a lock taken with lease ms at real time since has
 // as much left as it may: at least the lease less the real time since, the
-// 1% by which the log clock may run fast (SlewRate) and a tolerance for
+// 1% by which the log clock may run fast (logclock.SlewRate) and a tolerance for
 // scheduling; at most the lease.
 func leaseBounds(t testing.TB, what string, pttl, lease int64, since time.Time) {
 	t.Helper()
 	elapsed := time.Since(since).Milliseconds()
-	floor := lease - elapsed - int64(float64(elapsed)*SlewRate) - 250
+	floor := lease - elapsed - int64(float64(elapsed)*logclock.SlewRate) - 250
 	if pttl < floor || pttl > lease {
 		t.Fatalf("%s: PTTL %d ms, %d ms after a lock with a %d ms lease was taken: want %d..%d",
 			what, pttl, elapsed, lease, floor, lease)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/lockserver/lockserver/internal/acl"
+	"github.com/lockserver/lockserver/internal/logclock"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
 	"go.etcd.io/bbolt"
@@ -120,7 +121,7 @@ type RaftOptions struct {
 	// Peers carries internal commands to other members; nil means go-redis
 	// over the member link.
 	Peers PeerClient
-	// Mono and Wall are the clocks the log clock reads (see Clock); nil means
+	// Mono and Wall are the clocks the log clock reads (see logclock.Clock); nil means
 	// the process's own.
 	Mono func() time.Duration
 	Wall func() time.Time
@@ -203,7 +204,7 @@ type Raft struct {
 	cluster ClusterID
 	closer  []io.Closer // what NewRaft opened: the bolt store, the TCP transport
 	peers   PeerClient
-	clock   *Clock
+	clock   *logclock.Clock
 	origin  uint64 // tags this process's proposals in the log
 	// pub delivers the messages of the entries this node applies live: the
 	// Hub, Replicated (nil without a Hub).
@@ -393,7 +394,7 @@ func NewRaft(opts RaftOptions) (*Raft, error) {
 	r := &Raft{
 		opts:     opts,
 		log:      opts.Logger.With("node", opts.NodeID),
-		clock:    newClock(0, opts.Mono, opts.Wall),
+		clock:    logclock.New(0, opts.Mono, opts.Wall),
 		origin:   randomUint64(),
 		waiter:   newQueue[*logBatch](),
 		verifier: newQueue[*readOp](),

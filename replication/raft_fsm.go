@@ -52,9 +52,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 // applyLog applies the entries of one Raft log entry, a batch that one node
 // proposed, and moves the log clock along their stamps. Another node's
 // stamps (another process's, this node's before a restart among them) set
-// the clock (Clock.Follow), so that every node, a new leader too, continues
+// the clock (logclock.Clock.Follow), so that every node, a new leader too, continues
 // the log's time line rather than its own wall clock's; this node's own only
-// raise it (Clock.Observe): it may have stamped later batches since.
+// raise it (logclock.Clock.Observe): it may have stamped later batches since.
 func (r *Raft) applyLog(l *raft.Log) {
 	entries, err := decodeBatch(l.Data)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver/internal/acl"
+	"github.com/lockserver/lockserver/internal/logclock"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
 )
@@ -57,7 +58,7 @@ type Standalone struct {
 	// applied counts the entries applied; guarded by mu. It is each entry's
 	// seed (see StateMachine.Apply): the first is 0.
 	applied uint64
-	clock   *Clock
+	clock   *logclock.Clock
 	hub     keyspace.Publisher
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -85,7 +86,7 @@ const runBudget = 256
 func NewStandalone(opts StandaloneOptions) *Standalone {
 	s := &Standalone{
 		sm:    newStateMachine(opts.Lua, opts.Users),
-		clock: NewClock(0),
+		clock: logclock.New(0, nil, nil),
 		hub:   opts.Hub,
 		stop:  make(chan struct{}),
 	}

@@ -1,4 +1,4 @@
-package replication
+package logclock
 
 import (
 	"testing"
@@ -15,7 +15,7 @@ type fakeClocks struct {
 func (f *fakeClocks) advance(d time.Duration) { f.mono += d; f.wall = f.wall.Add(d) }
 
 func (f *fakeClocks) clock(floor int64) *Clock {
-	return newClock(floor, func() time.Duration { return f.mono }, func() time.Time { return f.wall })
+	return New(floor, func() time.Duration { return f.mono }, func() time.Time { return f.wall })
 }
 
 // A step of the wall clock by minutes moves the log clock by at most SlewRate

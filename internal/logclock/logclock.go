@@ -1,4 +1,10 @@
-package replication
+// Package logclock is the log clock: the millisecond time that a cluster's
+// leader stamps its log entries with, and that every member runs them at.
+//
+// Its contract, which the lock package's leases rely on: it never goes
+// backwards, it does not jump on a failover or a step of the wall clock, and
+// it runs at most SlewRate faster or slower than real time.
+package logclock
 
 import (
 	"sync"
@@ -32,18 +38,14 @@ const SlewRate = 0.01
 // msNanos is a millisecond in nanoseconds.
 const msNanos = int64(time.Millisecond)
 
-// NewClock returns a clock starting at the wall clock's time, never below floor.
-func NewClock(floor int64) *Clock {
-	return newClock(floor, nil, nil)
-}
-
 // processStart is the origin of the real monotonic clock.
 var processStart = time.Now()
 
-// newClock returns a clock that measures elapsed time with mono and converges
-// on wall; nil means the process's own clocks. Tests inject them to step the
-// wall clock without moving the monotonic one, as an NTP step does.
-func newClock(floor int64, mono func() time.Duration, wall func() time.Time) *Clock {
+// New returns a clock starting at the wall clock's time, never below floor,
+// that measures elapsed time with mono and converges on wall; nil means the
+// process's own clocks. Tests give their own to step the wall clock without
+// moving the monotonic one, as an NTP step does.
+func New(floor int64, mono func() time.Duration, wall func() time.Time) *Clock {
 	if mono == nil {
 		mono = func() time.Duration { return time.Since(processStart) }
 	}
