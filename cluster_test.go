@@ -14,7 +14,6 @@ import (
 	"github.com/lockserver/lockserver"
 	"github.com/lockserver/lockserver/internal/attempt"
 	"github.com/lockserver/lockserver/internal/freeport"
-	"github.com/lockserver/lockserver/replication"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -61,11 +60,11 @@ const (
 // with their logs on disk. In an attempt (package attempt), the attempt
 // watches their term.
 func startMembers(t testing.TB, password string) []*member {
-	var peers []replication.Peer
+	var peers []lockserver.Peer
 	var ms []*member
 	for i := range 3 {
 		id := fmt.Sprint("m", i+1)
-		peers = append(peers, replication.Peer{ID: id, RaftAddr: freeport.MustAddr(t)})
+		peers = append(peers, lockserver.Peer{ID: id, RaftAddr: freeport.MustAddr(t)})
 		ms = append(ms, &member{opts: lockserver.Options{
 			Addr: freeport.MustAddr(t), Password: password,
 			Cluster: lockserver.ClusterOptions{NodeID: id, RaftAddr: peers[i].RaftAddr, DataDir: t.TempDir(), Secret: memberSecret,

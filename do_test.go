@@ -129,3 +129,33 @@ func TestDoAfterClose(t *testing.T) {
 		t.Fatalf("SET after Close = %v, %v; want ErrClosed", v, err)
 	}
 }
+
+// An error reply from Do is a go-redis redis.Error, as the same reply read
+// by go-redis is, and keeps the server's text; a null is not an error
+// reply.
+func TestDoErrorReplyIsARedisError(t *testing.T) {
+	s, err := lockserver.Open(lockserver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	defer rdb.Close()
+	if err := rdb.LPush(ctx, "list", "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Do(ctx, "GET", "list")
+	overTCP := rdb.Get(ctx, "list").Err()
+	var direct, remote redis.Error
+	if !errors.As(err, &direct) || !errors.As(overTCP, &remote) {
+		t.Fatalf("GET on a list: Do's %T %v and go-redis's %T %v; want both redis.Error", err, err, overTCP, overTCP)
+	}
+	if direct.Error() != remote.Error() {
+		t.Fatalf("Do's reply %q, go-redis's %q", direct.Error(), remote.Error())
+	}
+	_, err = s.Do(ctx, "GET", "missing")
+	if errors.As(err, &direct) || !errors.Is(err, lockserver.ErrNil) {
+		t.Fatalf("GET of a missing key: %v; want ErrNil, no error reply", err)
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver/internal/acl"
+	"github.com/lockserver/lockserver/internal/direct"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
 	"github.com/lockserver/lockserver/replication"
@@ -59,7 +60,7 @@ type Options struct {
 	// OOM error while the live heap is above it (maxmemory, noeviction).
 	MaxMemory int64
 	// Limits bound request sizes (bulk length, arguments, inline length).
-	Limits server.Limits
+	Limits Limits
 	// ScriptBudget is how many steps a script may take (luaexec.Options.Budget:
 	// operations, and 16 bytes of strings built or scanned); 0 means
 	// luaexec.DefaultBudget, about a second of one core at worst.
@@ -73,7 +74,7 @@ type Options struct {
 	DisableProtectedMode bool
 	// SentinelMaster is the master name the SENTINEL commands answer to, so
 	// that clients configured for Redis Sentinel find the leader; empty means
-	// "mymaster" (server.DefaultSentinelMaster).
+	// "mymaster", Redis Sentinel's example name.
 	SentinelMaster string
 	// Cluster, when its NodeID is set, makes this server a member of a Raft
 	// cluster instead of a standalone server.
@@ -100,7 +101,7 @@ type ClusterOptions struct {
 	// RaftAdvertiseAddr or else RaftAddr (Open refuses a list that is not), used only when DataDir holds
 	// no state. Never bootstrap a member whose data was lost: start it with
 	// Join.
-	Bootstrap []replication.Peer
+	Bootstrap []Peer
 	// Join is the Raft address of any member of an existing cluster, asked
 	// to add this one when DataDir holds no state. With neither Bootstrap nor
 	// Join, a member with no state starts a cluster of its own.
@@ -137,12 +138,54 @@ type ClusterOptions struct {
 	// match TLS.Names. A member whose RaftAddr is not a loopback address
 	// refuses to start with neither, unless Insecure.
 	Secret   string
-	TLS      *replication.MemberTLS
+	TLS      *MemberTLS
 	Insecure bool
 	// Token goes into the cluster's identity, which members bootstrapped
 	// with the same Bootstrap list and Token share, and a member refuses
 	// the links of another cluster's. Give each cluster its own.
 	Token string
+}
+
+// Limits bound what one request may hold, as Redis's settings of the same
+// meaning do; a zero field means its default.
+type Limits struct {
+	// MaxBulk is the largest bulk string a client may send (Redis's
+	// proto-max-bulk-len); 0 means 512 MB.
+	MaxBulk int64
+	// MaxMultibulk is the largest number of arguments of one command; 0
+	// means 1M (Redis allows 2^31-1, but every argument costs memory before
+	// the command runs).
+	MaxMultibulk int64
+	// MaxInline is the longest inline command line, and the longest RESP
+	// header line; 0 means 64 kB.
+	MaxInline int
+	// MaxQuery is the most bytes one command may take (Redis's
+	// client-query-buffer-limit); a client that sends more is disconnected,
+	// as Redis does. 0 means 1 GB.
+	MaxQuery int64
+}
+
+// Peer is one voter of a new cluster: its NodeID and the Raft address the
+// other members reach it at.
+type Peer struct {
+	ID       string
+	RaftAddr string
+}
+
+// MemberTLS secures the links between members with mutual TLS.
+type MemberTLS struct {
+	// Config returns the settings for a new link: this member's certificate,
+	// Certificates[0], which it presents to both ends of a link (so it must
+	// allow both server and client authentication), and the cluster's CA,
+	// RootCAs, against which it verifies the peer's. MinVersion, MaxVersion
+	// and CipherSuites are used too; nothing else. It is called for each new
+	// link, so that renewed certificates take effect on the next link while
+	// the others go on.
+	Config func() (*tls.Config, error)
+	// Names is a pattern in path.Match's syntax ("*.members.example") that
+	// one of a peer certificate's DNS names, or its common name, must match:
+	// a certificate that the same CA issued to a client is no member's.
+	Names string
 }
 
 // Server is a running lockserver.
@@ -214,7 +257,7 @@ func Open(opts Options) (_ *Server, err error) {
 		ACLFile:    opts.ACLFile,
 		MaxClients: opts.MaxClients,
 		MaxMemory:  opts.MaxMemory,
-		Limits:     opts.Limits,
+		Limits:     server.Limits(opts.Limits),
 		Logger:     opts.Logger,
 
 		SentinelMaster:       opts.SentinelMaster,
@@ -311,17 +354,21 @@ func openMember(opts Options, listenAddr string, lua luaexec.Options, users *acl
 		}
 		advertise = listenAddr
 	}
+	var peers []replication.Peer
+	for _, p := range c.Bootstrap {
+		peers = append(peers, replication.Peer(p))
+	}
 	return replication.NewRaft(replication.RaftOptions{
 		NodeID:          c.NodeID,
 		RaftAddr:        c.RaftAddr,
 		RaftAdvertise:   c.RaftAdvertiseAddr,
 		ClientAddr:      advertise,
 		DataDir:         c.DataDir,
-		Bootstrap:       c.Bootstrap,
+		Bootstrap:       peers,
 		Join:            c.Join,
 		JoinTimeout:     c.JoinTimeout,
 		ClusterSecret:   c.Secret,
-		TLS:             c.TLS,
+		TLS:             (*replication.MemberTLS)(c.TLS),
 		InsecureCluster: c.Insecure,
 		ClusterToken:    c.Token,
 		Lua:             lua,
@@ -370,11 +417,11 @@ func (s *Server) Dialer() func(ctx context.Context, network, addr string) (net.C
 
 // ErrClosed is returned by Do once Close has begun: the server runs no more
 // commands, as a stopped process would not.
-var ErrClosed = errors.New("lockserver: server closed")
+var ErrClosed = direct.ErrClosed
 
 // ErrNil is returned by Do when the reply is a null (a missing key, a failed SET NX),
 // as go-redis returns redis.Nil.
-var ErrNil = errors.New("lockserver: nil")
+var ErrNil = direct.ErrNil
 
 // Do runs one command in database 0 with no RESP at all and returns its reply as
 // go-redis would: string for bulk and status replies, int64, []any, map[any]any
@@ -466,9 +513,15 @@ func appendArg(b []byte, a any) ([]byte, error) {
 }
 
 // ReplyError is an error reply from the server, such as "WRONGTYPE ...".
+// It satisfies go-redis's redis.Error, so that code which tells a server's
+// error replies from other errors (a lost connection, a timeout) treats a
+// direct call's as go-redis's.
 type ReplyError string
 
 func (e ReplyError) Error() string { return string(e) }
+
+// RedisError marks e as an error reply, as go-redis's redis.Error asks.
+func (e ReplyError) RedisError() {}
 
 func fromReply(r keyspace.Reply) (any, error) {
 	switch r.Kind {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/lockserver/lockserver"
 	"github.com/lockserver/lockserver/internal/freeport"
-	"github.com/lockserver/lockserver/server"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -183,10 +182,10 @@ func TestOpenRefusesNegativeOptions(t *testing.T) {
 		"MaxClients":               {MaxClients: -1},
 		"MaxMemory":                {MaxMemory: -1},
 		"ScriptBudget":             {ScriptBudget: -10},
-		"Limits.MaxBulk":           {Limits: server.Limits{MaxBulk: -1}},
-		"Limits.MaxMultibulk":      {Limits: server.Limits{MaxMultibulk: -1}},
-		"Limits.MaxInline":         {Limits: server.Limits{MaxInline: -1}},
-		"Limits.MaxQuery":          {Limits: server.Limits{MaxQuery: -1}},
+		"Limits.MaxBulk":           {Limits: lockserver.Limits{MaxBulk: -1}},
+		"Limits.MaxMultibulk":      {Limits: lockserver.Limits{MaxMultibulk: -1}},
+		"Limits.MaxInline":         {Limits: lockserver.Limits{MaxInline: -1}},
+		"Limits.MaxQuery":          {Limits: lockserver.Limits{MaxQuery: -1}},
 		"Cluster.JoinTimeout":      {Cluster: lockserver.ClusterOptions{NodeID: "a", RaftAddr: "127.0.0.1:1", JoinTimeout: -time.Second}},
 		"Cluster.HeartbeatTimeout": {Cluster: lockserver.ClusterOptions{NodeID: "a", RaftAddr: "127.0.0.1:1", HeartbeatTimeout: -time.Second}},
 		"Cluster.ElectionTimeout":  {Cluster: lockserver.ClusterOptions{NodeID: "a", RaftAddr: "127.0.0.1:1", ElectionTimeout: -time.Second}},

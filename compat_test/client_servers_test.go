@@ -10,7 +10,6 @@ import (
 	"github.com/lockserver/lockserver"
 	"github.com/lockserver/lockserver/internal/attempt"
 	"github.com/lockserver/lockserver/internal/freeport"
-	"github.com/lockserver/lockserver/replication"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -101,11 +100,11 @@ func startCluster(t testing.TB) *cluster { return startClusterWith(t, nil) }
 // startClusterWith is startCluster with member i's options changed by opts.
 func startClusterWith(t testing.TB, opts func(i int, o *lockserver.Options)) *cluster {
 	t.Helper()
-	var peers []replication.Peer
+	var peers []lockserver.Peer
 	addrs := make([]string, 3)
 	for i := range 3 {
 		addrs[i] = freeport.MustAddr(t)
-		peers = append(peers, replication.Peer{ID: fmt.Sprint("c", i+1), RaftAddr: freeport.MustAddr(t)})
+		peers = append(peers, lockserver.Peer{ID: fmt.Sprint("c", i+1), RaftAddr: freeport.MustAddr(t)})
 	}
 	c := &cluster{leader: -1}
 	for i := range 3 {

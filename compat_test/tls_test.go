@@ -14,7 +14,6 @@ import (
 	"github.com/lockserver/lockserver/internal/freeport"
 	"github.com/lockserver/lockserver/internal/testcerts"
 	"github.com/lockserver/lockserver/internal/testlog"
-	"github.com/lockserver/lockserver/replication"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -157,9 +156,9 @@ func TestTLSClientsOnCluster(t *testing.T) {
 		t.Skip("starts a three-member cluster")
 	}
 	ts := newTLSSetup(t)
-	members := func(i int) *replication.MemberTLS {
+	members := func(i int) *lockserver.MemberTLS {
 		leaf := ts.ca.Issue(t, testcerts.Options{DNSNames: []string{fmt.Sprintf("m%d.members.test", i)}})
-		return &replication.MemberTLS{Names: "*.members.test", Config: func() (*tls.Config, error) {
+		return &lockserver.MemberTLS{Names: "*.members.test", Config: func() (*tls.Config, error) {
 			return &tls.Config{Certificates: []tls.Certificate{leaf.TLS}, RootCAs: ts.ca.Pool()}, nil
 		}}
 	}

@@ -6,13 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"math/rand/v2"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/internal/direct"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -34,15 +35,26 @@ type Backend struct {
 	n          *notifier
 }
 
+// EmbeddedServer is a lockserver running in this process: a
+// *lockserver.Server. The lock package asks no more of it, so that a
+// service that locks only through go-redis compiles in none of the server.
+type EmbeddedServer interface {
+	// Do runs one command with no RESP and no socket; a null reply is
+	// lockserver.ErrNil.
+	Do(ctx context.Context, args ...any) (any, error)
+	// Dialer connects go-redis to the server in memory.
+	Dialer() func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
 // Embedded is a Backend on a server embedded in this process. Commands run
-// through Server.Do, with no RESP and no socket. Waiters are woken by a
-// subscription over Server.Dialer, one in-memory connection, which needs the
+// through its Do, with no RESP and no socket. Waiters are woken by a
+// subscription over its Dialer, one in-memory connection, which needs the
 // server's password when it has one.
-func Embedded(srv *lockserver.Server, password string) *Backend {
+func Embedded(srv EmbeddedServer, password string) *Backend {
 	ps := redis.NewClient(&redis.Options{Dialer: srv.Dialer(), Password: password, MaxRetries: -1})
 	return newBackend(func(ctx context.Context, args ...any) (any, error) {
 		v, err := srv.Do(ctx, args...)
-		if errors.Is(err, lockserver.ErrNil) {
+		if errors.Is(err, direct.ErrNil) {
 			return nil, nil
 		}
 		return v, err
@@ -122,7 +134,7 @@ func (b *Backend) evalRetry(ctx context.Context, s *script, keys []string, args 
 		switch {
 		case ctx.Err() != nil:
 			return nil, true, ctx.Err()
-		case errors.Is(err, lockserver.ErrClosed), errors.Is(err, redis.ErrClosed):
+		case errors.Is(err, direct.ErrClosed), errors.Is(err, redis.ErrClosed):
 			// Closed for good on this side: nothing to wait for.
 			return nil, uncertain, err
 		case refused(err):
@@ -140,10 +152,7 @@ func (b *Backend) evalRetry(ctx context.Context, s *script, keys []string, args 
 
 // replyError returns the text of an error reply from either backend.
 func replyError(err error) (string, bool) {
-	var le lockserver.ReplyError
-	if errors.As(err, &le) {
-		return string(le), true
-	}
+	// lockserver.ReplyError is a redis.Error too.
 	var re redis.Error
 	if errors.As(err, &re) {
 		return re.Error(), true

@@ -12,7 +12,6 @@ import (
 	"github.com/lockserver/lockserver"
 	"github.com/lockserver/lockserver/internal/freeport"
 	"github.com/lockserver/lockserver/lock"
-	"github.com/lockserver/lockserver/replication"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -109,11 +108,11 @@ func (m *member) stop() {
 
 // startCluster opens three members on loopback with their logs on disk.
 func startCluster(t *testing.T) []*member {
-	var peers []replication.Peer
+	var peers []lockserver.Peer
 	var ms []*member
 	for i := range 3 {
 		id := fmt.Sprint("m", i+1)
-		peers = append(peers, replication.Peer{ID: id, RaftAddr: freeport.MustAddr(t)})
+		peers = append(peers, lockserver.Peer{ID: id, RaftAddr: freeport.MustAddr(t)})
 		ms = append(ms, &member{opts: lockserver.Options{
 			Addr: freeport.MustAddr(t),
 			// Failure detection that holds under -race on a busy machine

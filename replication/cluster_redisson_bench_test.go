@@ -103,11 +103,11 @@ func benchRedissonCycles(b *testing.B, rdb *redis.Client, lock, unlock *redis.Sc
 // returns the client addresses of the leader and of a follower, once a write
 // through each member has succeeded.
 func startRedissonCluster(b *testing.B) (leader, follower string) {
-	var peers []replication.Peer
+	var peers []lockserver.Peer
 	var opts []lockserver.Options
 	for i := range 3 {
 		id := fmt.Sprint("m", i+1)
-		peers = append(peers, replication.Peer{ID: id, RaftAddr: freeport.MustAddr(b)})
+		peers = append(peers, lockserver.Peer{ID: id, RaftAddr: freeport.MustAddr(b)})
 		opts = append(opts, lockserver.Options{Addr: freeport.MustAddr(b), Cluster: lockserver.ClusterOptions{
 			NodeID: id, RaftAddr: peers[i].RaftAddr, DataDir: b.TempDir(),
 		}})

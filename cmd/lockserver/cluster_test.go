@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockserver/lockserver"
 	"github.com/lockserver/lockserver/internal/freeport"
-	"github.com/lockserver/lockserver/replication"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -25,7 +25,7 @@ func TestParseClusterFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := cfg.opts.Cluster
-	want := []replication.Peer{{ID: "a", RaftAddr: "10.0.0.1:7000"}, {ID: "b", RaftAddr: "192.0.2.2:17000"}}
+	want := []lockserver.Peer{{ID: "a", RaftAddr: "10.0.0.1:7000"}, {ID: "b", RaftAddr: "192.0.2.2:17000"}}
 	if c.NodeID != "b" || c.DataDir != "/var/lib/lockserver" || c.RaftAddr != "10.0.0.2:7000" || c.RaftAdvertiseAddr != "192.0.2.2:17000" || !reflect.DeepEqual(c.Bootstrap, want) ||
 		c.HeartbeatTimeout != 1500*time.Millisecond || c.ElectionTimeout != 2*time.Second {
 		t.Fatalf("cluster options = %+v", c)

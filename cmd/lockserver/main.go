@@ -23,8 +23,6 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver"
-	"github.com/lockserver/lockserver/replication"
-	"github.com/lockserver/lockserver/server"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -61,8 +59,7 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	fs.StringVar(&o.Addr, "addr", "127.0.0.1:6379", "client `address` to listen on (RESP); empty for none (TLS clients only, with --tls-port)")
 	fs.StringVar(&o.Password, "password", "", "require AUTH with this `password` (Redis's requirepass: the default user's password)")
 	fs.StringVar(&o.ACLFile, "aclfile", "", "load the ACL users from this `file`, in Redis's format, which ACL LOAD and ACL SAVE read and write (--password is then ignored); a cluster's users are the cluster's, seeded by its first leader")
-	o.MaxClients = server.DefaultMaxClients
-	fs.Var(natural[int]{&o.MaxClients}, "max-clients", "most concurrent client connections")
+	fs.Var(natural[int]{&o.MaxClients}, "max-clients", "most concurrent client connections (0: 10000, Redis's default)")
 	fs.Func("maxmemory", "refuse writes with OOM above this much live memory, e.g. 4gb (0: no limit)", sizeFlag(&o.MaxMemory))
 	fs.Func("proto-max-bulk-len", "largest bulk string a client may send, e.g. 512mb", sizeFlag(&o.Limits.MaxBulk))
 	fs.Func("protected-mode", "`yes` or no: with no password, answer clients from non-loopback addresses only with Redis's DENIED error (default yes)", func(v string) error {
@@ -77,7 +74,7 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 		return nil
 	})
 	fs.Var(natural[int64]{&o.ScriptBudget}, "script-budget", "steps a script may take: operations, or 16 bytes built or scanned (0: the default, 2000000, about a second of one core at worst)")
-	fs.StringVar(&o.SentinelMaster, "sentinel-master", server.DefaultSentinelMaster, "master `name` the SENTINEL commands answer to, for clients configured for Redis Sentinel")
+	fs.StringVar(&o.SentinelMaster, "sentinel-master", "", "master `name` the SENTINEL commands answer to, for clients configured for Redis Sentinel (empty: mymaster)")
 	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn, error")
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log `format`: text or json")
 	fs.StringVar(&cfg.metricsAddr, "metrics-addr", "", "HTTP `address` serving Prometheus metrics (/metrics), /healthz and /readyz, e.g. 127.0.0.1:9121 (empty: none)")
@@ -250,15 +247,15 @@ func checkHostPort(addr string) error {
 }
 
 // peersFlag parses a list of cluster voters: id=host:port,id=host:port.
-func peersFlag(dst *[]replication.Peer) func(string) error {
+func peersFlag(dst *[]lockserver.Peer) func(string) error {
 	return func(s string) error {
-		var peers []replication.Peer
+		var peers []lockserver.Peer
 		for _, item := range strings.Split(s, ",") {
 			id, addr, ok := strings.Cut(strings.TrimSpace(item), "=")
 			if !ok || id == "" || checkHostPort(addr) != nil {
 				return fmt.Errorf("want id=host:port, got %q", item)
 			}
-			peers = append(peers, replication.Peer{ID: id, RaftAddr: addr})
+			peers = append(peers, lockserver.Peer{ID: id, RaftAddr: addr})
 		}
 		*dst = peers
 		return nil

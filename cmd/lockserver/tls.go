@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lockserver/lockserver/replication"
+	"github.com/lockserver/lockserver"
 )
 
 // tlsFlags are Redis's TLS settings, as flags: the files of this server's
@@ -266,8 +266,8 @@ func (c *certFiles) clientConfig() *tls.Config {
 
 // memberTLS is the member links' TLS: the same certificate, presented to
 // both ends, and the CAs as the cluster's.
-func (c *certFiles) memberTLS() *replication.MemberTLS {
-	return &replication.MemberTLS{
+func (c *certFiles) memberTLS() *lockserver.MemberTLS {
+	return &lockserver.MemberTLS{
 		Names: c.f.clusterNames,
 		Config: func() (*tls.Config, error) {
 			set := c.current()
