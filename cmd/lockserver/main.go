@@ -314,15 +314,13 @@ func parseSize(s string) (int64, error) {
 // time under the state machine's lock, as on Redis's one thread, so a second P
 // only adds parallel reads and writes of connections; on two CPUs shared with
 // clients, it takes a core from them and wakes a second thread for each burst
-// of ready connections: redis-benchmark -P 1 measured 1.2x to 1.6x faster
-// on one (README, bench/RESULTS.md). On more CPUs the spare ones pay.
+// of ready connections, and redis-benchmark measured one faster (see
+// bench/RESULTS.md). On more CPUs the spare ones pay.
 //
 // A cluster member on one P pays for it at each fsync of its log: the
 // runtime's sysmon takes the P back from the syscall, hands it on and polls
-// every 20us meanwhile, about a fifth of each member's CPU under 50 lock
-// clients (perf record on the three members). Two Ps measured slower all the
-// same: 22.0k-22.3k against 23.8k-23.9k lock ops/s on the bench's 3-node
-// cluster, and 22.4k against 23.1k-23.5k with two Ps on followers only.
+// meanwhile. Two Ps measured slower on the bench's cluster all the same,
+// on every member and on followers only.
 func procs(flag int, envSet bool, runtimeDefault int) int {
 	switch {
 	case flag > 0:
