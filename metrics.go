@@ -13,7 +13,7 @@ import (
 // Collector returns the server's metrics as a Prometheus collector, for the
 // caller to register in a registry of its own: commands, errors, latency,
 // connections, pub/sub, keys, memory and scripts, and a cluster member's Raft
-// figures (README lists them all). Nothing is registered globally, and every
+// figures (docs/operations.md lists them all). Nothing is registered globally, and every
 // Server has its own figures: two servers can share a registry when one is
 // registered through prometheus.WrapRegistererWith with a label of its own.
 // Figures are read when the registry collects them; serving commands costs

@@ -78,7 +78,7 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn, error")
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log `format`: text or json")
 	fs.StringVar(&cfg.metricsAddr, "metrics-addr", "", "HTTP `address` serving Prometheus metrics (/metrics), /healthz and /readyz, e.g. 127.0.0.1:9121 (empty: none)")
-	fs.Var(natural[int]{&cfg.procs}, "procs", "CPUs that run the server's code at once (0: one on a machine of two CPUs or fewer, else all; see README)")
+	fs.Var(natural[int]{&cfg.procs}, "procs", "CPUs that run the server's code at once (0: one on a machine of two CPUs or fewer, else all; see docs/operations.md)")
 	c := &o.Cluster
 	fs.StringVar(&c.NodeID, "node-id", "", "run as the Raft cluster member with this `id` (unset: a single standalone node)")
 	fs.StringVar(&c.RaftAddr, "raft-addr", "", "`host:port` of this member's Raft transport, which the other members reach")
