@@ -7,7 +7,7 @@ import (
 
 func init() {
 	w, ro := Write, ReadOnly
-	register(
+	addRows(
 		&Command{Name: "del", Arity: -2, Flags: w, FirstKey: 1, LastKey: -1, KeyStep: 1, Run: cmdDel},
 		&Command{Name: "unlink", Arity: -2, Flags: w | Fast, FirstKey: 1, LastKey: -1, KeyStep: 1, Run: cmdDel},
 		&Command{Name: "exists", Arity: -2, Flags: ro | Fast, FirstKey: 1, LastKey: -1, KeyStep: 1, Run: cmdExists},

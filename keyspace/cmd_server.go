@@ -2,17 +2,18 @@ package keyspace
 
 import "strings"
 
-// The rows of the command table for commands that the layers above serve. They
+// The rows of the command table for commands that the layers above run. They
 // are here so that there is one table: the server, the script engine and COMMAND
-// all read arity, flags and key positions from it. The few that scripts may call
-// (PING, ECHO, TIME, SELECT) also have a Run for that use.
+// all read arity, flags and key positions from it, and each layer registers
+// the executors of its rows (Register). The few that scripts may call (PING,
+// ECHO, TIME, SELECT) also have a Run for that use.
 //
 // A container command's subcommands are rows of their own, named as Redis
 // names them ("client|setname"), so that errors and COMMAND INFO use that name.
 func init() {
 	conn := Connection | NoScript
 	admin := conn | Admin
-	register(
+	addRows(runBy(ServerLayer,
 		&Command{Name: "ping", Arity: -1, Flags: Connection | Fast, Run: cmdPing},
 		&Command{Name: "echo", Arity: 2, Flags: Connection | Fast, Run: cmdEcho},
 		&Command{Name: "time", Arity: 1, Flags: Connection | Fast, Run: cmdTime},
@@ -26,7 +27,7 @@ func init() {
 		// server from the users it holds.
 		&Command{Name: "acl", Arity: -2, Flags: conn, Subcommands: subcommands("acl",
 			&Command{Name: "cat", Arity: -2, Flags: conn},
-			&Command{Name: "deluser", Arity: -3, Flags: admin | Users},
+			&Command{Name: "deluser", Arity: -3, Flags: admin | Users, Layer: UsersLayer},
 			&Command{Name: "dryrun", Arity: -4, Flags: admin},
 			&Command{Name: "genpass", Arity: -2, Flags: conn},
 			&Command{Name: "getuser", Arity: 3, Flags: admin},
@@ -118,7 +119,8 @@ func init() {
 			&Command{Name: "shardchannels", Arity: -2, Flags: PubSub},
 			&Command{Name: "shardnumsub", Arity: -2, Flags: PubSub},
 		)},
-
+	)...)
+	addRows(runBy(ScriptingLayer,
 		&Command{Name: "eval", Arity: -3, Flags: Scripting | NoScript, FirstKey: 0},
 		&Command{Name: "evalsha", Arity: -3, Flags: Scripting | NoScript},
 		&Command{Name: "eval_ro", Arity: -3, Flags: Scripting | NoScript | ReadOnly},
@@ -133,7 +135,7 @@ func init() {
 			&Command{Name: "kill", Arity: 2, Flags: Scripting | NoScript},
 			&Command{Name: "load", Arity: 3, Flags: Scripting | NoScript},
 		)},
-	)
+	)...)
 }
 
 // subcommands indexes a container's subcommand rows by their own name and

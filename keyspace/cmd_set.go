@@ -2,7 +2,7 @@ package keyspace
 
 func init() {
 	rw, w, ro := Write|DenyOOM, Write, ReadOnly
-	register(
+	addRows(
 		&Command{Name: "sadd", Arity: -3, Flags: rw | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdSAdd},
 		&Command{Name: "srem", Arity: -3, Flags: w | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdSRem},
 		&Command{Name: "smembers", Arity: 2, Flags: ro | Random, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdSMembers},

@@ -7,7 +7,7 @@ import (
 
 func init() {
 	rw, w, ro := Write|DenyOOM, Write, ReadOnly
-	register(
+	addRows(
 		&Command{Name: "get", Arity: 2, Flags: ro | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdGet},
 		&Command{Name: "set", Arity: -3, Flags: rw, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdSet},
 		&Command{Name: "setnx", Arity: 3, Flags: rw | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdSetNX},

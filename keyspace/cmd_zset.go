@@ -4,7 +4,7 @@ import "math"
 
 func init() {
 	rw, w, ro := Write|DenyOOM, Write, ReadOnly
-	register(
+	addRows(
 		&Command{Name: "zadd", Arity: -4, Flags: rw | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdZAdd},
 		&Command{Name: "zincrby", Arity: 4, Flags: rw | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdZIncrBy},
 		&Command{Name: "zscore", Arity: 3, Flags: ro | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdZScore},
