@@ -11,13 +11,24 @@ import (
 	"github.com/lockserver/lockserver/replication"
 )
 
-// handlers serve the commands of the table that the connection layer owns, by
-// table name (a subcommand's full name, "client|id", for container commands).
-// Every other command goes to the engine.
-var handlers map[string]func(c *conn, args [][]byte)
+// handler runs a command of the server's layer (keyspace.ServerLayer) on a
+// connection: the executor the server registers for each of its rows of the
+// command table. Every other command goes to the engine.
+type handler func(c *conn, args [][]byte)
+
+// registerHandlers registers the server's executors of the rows named (a
+// subcommand by its full name, "client|id").
+func registerHandlers(handlers map[string]handler) {
+	for name, h := range handlers {
+		keyspace.Register(keyspace.ServerLayer, name, h)
+	}
+}
+
+// handlerOf returns the executor of cmd, a row of the server's layer.
+func handlerOf(cmd *keyspace.Command) handler { return cmd.Executor().(handler) }
 
 func init() {
-	handlers = map[string]func(c *conn, args [][]byte){
+	registerHandlers(map[string]handler{
 		"ping":    cmdPing,
 		"echo":    cmdLocal,
 		"time":    cmdLocal,
@@ -60,36 +71,12 @@ func init() {
 			"    sampled up to <count> times (default: 5, 0 means sample all)."),
 		"memory|purge": cmdMemoryPurge,
 		"monitor":      cmdMonitor,
-	}
-	for name, h := range aclHandlers {
-		handlers[name] = h
-	}
-	for name, h := range clientHandlers {
-		handlers[name] = h
-	}
-	for name, h := range configHandlers {
-		handlers[name] = h
-	}
-	for name, h := range commandHandlers {
-		handlers[name] = h
-	}
-	for name, h := range sentinelHandlers {
-		handlers[name] = h
-	}
-	for name, h := range clusterHandlers {
-		handlers[name] = h
-	}
-	for name, h := range slowlogHandlers {
-		handlers[name] = h
-	}
-	for name, h := range latencyHandlers {
-		handlers[name] = h
-	}
+	})
 }
 
 // help returns a HELP subcommand listing what a container command offers, in
 // Redis's format.
-func help(container string, lines ...string) func(c *conn, args [][]byte) {
+func help(container string, lines ...string) handler {
 	all := append([]string{container + " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"}, lines...)
 	all = append(all, "HELP", "    Prints this help.")
 	elems := make([]keyspace.Reply, len(all))

@@ -510,8 +510,8 @@ func (c *conn) exec(args [][]byte) {
 		c.srv.hub.monitors.feed(c.db, c.addr, cmd, args)
 		c.cur.fed = true
 	}
-	if h := handlers[cmd.Name]; h != nil {
-		h(c, args)
+	if cmd.Layer == keyspace.ServerLayer {
+		handlerOf(cmd)(c, args)
 		if c.cur.cmd != nil {
 			c.record(&c.cur, c.cur.failed)
 			c.cur.cmd = nil

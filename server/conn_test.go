@@ -98,9 +98,11 @@ func TestPanicEndsOneConnection(t *testing.T) {
 	if got := a.do(t, "PING"); got != "+PONG\r\n" {
 		t.Fatalf("PING = %q", got)
 	}
-	echo := handlers["echo"]
-	handlers["echo"] = func(*conn, [][]byte) { panic("a bug in a command") }
-	defer func() { handlers["echo"] = echo }()
+	// The server runs ECHO with the row's Run (runLocal).
+	row := keyspace.Lookup([]byte("echo"))
+	echo := row.Run
+	row.Run = func(*keyspace.Call) keyspace.Reply { panic("a bug in a command") }
+	defer func() { row.Run = echo }()
 
 	if got := a.do(t, "ECHO boom"); !strings.HasPrefix(got, "error: ") {
 		t.Errorf("the panicking connection answered %q", got)

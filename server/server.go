@@ -413,7 +413,7 @@ func (s *Server) Do(ctx context.Context, db int, args [][]byte) keyspace.Reply {
 	if cmd.Has(keyspace.Member) { // Do is no member (see conn.member)
 		return keyspace.Error(acl.Verdict{Reason: acl.DeniedCommand}.Error(cmd))
 	}
-	if !engineCommand(cmd) || handlers[cmd.Name] != nil {
+	if !engineCommand(cmd) || cmd.Layer == keyspace.ServerLayer {
 		return keyspace.Error("ERR '" + cmd.Name + "' needs a connection; use Dialer or Addr")
 	}
 	// The request and its one command in one allocation.
