@@ -1,6 +1,7 @@
 package keyspace
 
 import (
+	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -136,6 +137,26 @@ func (r Reply) IsError() bool { return r.Kind == KindError }
 // Counted reports whether r is an error reply already counted (see
 // CountedError).
 func (r Reply) Counted() bool { return r.Kind == KindError && r.Int != 0 }
+
+// Err returns the error reply r as a Go error, for a function that returns
+// errors to a caller that answers a client with them (an engine's WAIT, a
+// call to another member): ReplyOf gives r back.
+func (r Reply) Err() error { return replyError{r} }
+
+// replyError carries an error reply through Go's error returns.
+type replyError struct{ reply Reply }
+
+func (e replyError) Error() string { return e.reply.Str }
+
+// ReplyOf returns the error reply that err carries (see Reply.Err), if one
+// in its chain does.
+func ReplyOf(err error) (Reply, bool) {
+	var e replyError
+	if errors.As(err, &e) {
+		return e.reply, true
+	}
+	return Reply{}, false
+}
 
 // FormatDouble formats f as Redis 7 does when a double travels as a string
 // (RESP2 doubles, scores passed to Lua, INCRBYFLOAT's stored value aside):

@@ -299,19 +299,33 @@ func (c *conn) waitReplicas(n int64, timeout time.Duration, reply func(count int
 			err = context.Cause(ctx)
 		}
 	})
-	var rerr replication.ReplyError
+	errReply, isReply := errorReply(err)
 	switch {
 	case err == nil, errors.Is(err, errUnblockTimeout):
 		return reply(count)
 	case errors.Is(err, errUnblockError):
 		return keyspace.Error(err.Error())
-	case errors.As(err, &rerr):
-		return keyspace.Error(string(rerr))
+	case isReply:
+		return errReply
 	case errors.Is(err, context.Canceled):
 		// The connection ends: killed, or the server shuts down.
 		return keyspace.Error("ERR the connection is closing")
 	}
 	return keyspace.Error("ERR " + err.Error())
+}
+
+// errorReply returns the error reply that err, from the engine, carries
+// for the client, if it carries one: the engine's own, or another member's.
+// The engine's other errors are the server's to word.
+func errorReply(err error) (keyspace.Reply, bool) {
+	if r, ok := keyspace.ReplyOf(err); ok {
+		return r, true
+	}
+	var rerr replication.ReplyError
+	if errors.As(err, &rerr) {
+		return keyspace.Error(string(rerr)), true
+	}
+	return keyspace.Reply{}, false
 }
 
 // parseTimeout reads a blocking timeout in milliseconds as Redis's

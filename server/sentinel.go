@@ -468,7 +468,7 @@ func cmdSentinelFailover(c *conn, args [][]byte) {
 	ctx, cancel := context.WithTimeout(c.srv.ctx, failoverTimeout)
 	defer cancel()
 	err := cluster.TransferLeadership(ctx, args)
-	var rerr replication.ReplyError
+	errReply, isReply := errorReply(err)
 	switch {
 	case err == nil:
 		c.reply(keyspace.OK)
@@ -476,8 +476,8 @@ func cmdSentinelFailover(c *conn, args [][]byte) {
 		c.reply(errNoGoodReplica)
 	case errors.Is(err, replication.ErrTransferInProgress):
 		c.reply(keyspace.Error("INPROG Failover already in progress"))
-	case errors.As(err, &rerr):
-		c.reply(keyspace.Error(string(rerr))) // the leader's own reply
+	case isReply:
+		c.reply(errReply) // the leader's own reply
 	default:
 		c.reply(keyspace.Error("ERR failover: " + err.Error()))
 	}
