@@ -9,7 +9,7 @@ package keyspace
 // The subcommands flagged Member are the calls members make to each other:
 // only a connection that came through the member link may send them.
 func init() {
-	admin := Admin | NoScript | NoMulti
+	admin := Admin | NoScript | noMulti
 	member := admin | Member
 	addRows(runBy(ClusterLayer, &Command{Name: "lockserver", Arity: -2, Flags: admin, Run: runSubcommand, Subcommands: subcommands("lockserver",
 		&Command{Name: "status", Arity: 2, Flags: admin, Run: cmdLockserver},

@@ -98,10 +98,10 @@ func init() {
 		)},
 		&Command{Name: "monitor", Arity: 1, Flags: admin},
 
-		&Command{Name: "multi", Arity: 1, Flags: Transaction | NoScript | NoMulti | Fast},
-		&Command{Name: "exec", Arity: 1, Flags: Transaction | NoScript | NoMulti},
-		&Command{Name: "discard", Arity: 1, Flags: Transaction | NoScript | NoMulti | Fast},
-		&Command{Name: "watch", Arity: -2, Flags: Transaction | NoScript | NoMulti | Fast, FirstKey: 1, LastKey: -1, KeyStep: 1},
+		&Command{Name: "multi", Arity: 1, Flags: Transaction | NoScript | noMulti | Fast},
+		&Command{Name: "exec", Arity: 1, Flags: Transaction | NoScript | noMulti},
+		&Command{Name: "discard", Arity: 1, Flags: Transaction | NoScript | noMulti | Fast},
+		&Command{Name: "watch", Arity: -2, Flags: Transaction | NoScript | noMulti | Fast, FirstKey: 1, LastKey: -1, KeyStep: 1},
 		// UNWATCH is queued inside MULTI, as in Redis.
 		&Command{Name: "unwatch", Arity: 1, Flags: Transaction | NoScript | Fast},
 
@@ -178,7 +178,7 @@ func cmdEcho(c *Call) Reply { return BulkBytes(c.Args[1]) }
 
 // cmdTime replies the call's time: inside a script, the entry's frozen time.
 func cmdTime(c *Call) Reply {
-	return Array(Bulk(FormatInt(c.Now/1000)), Bulk(FormatInt(c.Now%1000*1000)))
+	return Array(Bulk(formatInt(c.Now/1000)), Bulk(formatInt(c.Now%1000*1000)))
 }
 
 // cmdSelect changes the database of the call; the connection layer keeps its own.
@@ -188,7 +188,7 @@ func cmdSelect(c *Call) Reply {
 		return ErrNotInteger
 	}
 	if n < 0 || n >= NumDBs {
-		return ErrInvalidDB
+		return errInvalidDB
 	}
 	c.DB = int(n)
 	return OK

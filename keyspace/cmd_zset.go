@@ -25,7 +25,7 @@ func init() {
 		&Command{Name: "zremrangebylex", Arity: 4, Flags: w, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdZRemRange},
 		&Command{Name: "zpopmin", Arity: -2, Flags: w | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdZPop},
 		&Command{Name: "zpopmax", Arity: -2, Flags: w | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdZPop},
-		&Command{Name: "zscan", Arity: -3, Flags: ro | Random, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdZScan},
+		&Command{Name: "zscan", Arity: -3, Flags: ro | unordered, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdZScan},
 	)
 }
 
@@ -100,16 +100,16 @@ func (c *Call) zadd(flags int, pairs [][]byte) Reply {
 	}
 	scores := make([]float64, len(pairs)/2)
 	for j := range scores {
-		s, ok := ParseFloat(pairs[2*j])
+		s, ok := parseFloat(pairs[2*j])
 		if !ok {
-			return ErrNotFloat
+			return errNotFloat
 		}
 		scores[j] = s
 	}
 	key := c.Args[1]
 	z, ok := c.readZSet(key)
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	var added, updated, processed int64
 	var score float64
@@ -161,7 +161,7 @@ func (c *Call) zadd(flags int, pairs [][]byte) Reply {
 func cmdZScore(c *Call) Reply {
 	z, ok := c.readZSet(c.Args[1])
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if z == nil {
 		return Null
@@ -175,7 +175,7 @@ func cmdZScore(c *Call) Reply {
 func cmdZMScore(c *Call) Reply {
 	z, ok := c.readZSet(c.Args[1])
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	elems := make([]Reply, len(c.Args)-2)
 	for i, m := range c.Args[2:] {
@@ -193,7 +193,7 @@ func cmdZRem(c *Call) Reply {
 	key := c.Args[1]
 	z, ok := c.readZSet(key)
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if z == nil {
 		return Zero
@@ -213,7 +213,7 @@ func cmdZRem(c *Call) Reply {
 func cmdZCard(c *Call) Reply {
 	z, ok := c.readZSet(c.Args[1])
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if z == nil {
 		return Zero
@@ -272,7 +272,7 @@ func parseZRange(min, max []byte, lex bool) (zrange, Reply, bool) {
 	r.min, ok1 = parseScoreBound(min)
 	r.max, ok2 = parseScoreBound(max)
 	if !ok1 || !ok2 {
-		return r, ErrMinMaxFloat, false
+		return r, errMinMaxFloat, false
 	}
 	return r, Reply{}, true
 }
@@ -285,7 +285,7 @@ func cmdZCount(c *Call) Reply {
 	}
 	z, ok := c.readZSet(c.Args[1])
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if z == nil {
 		return Zero
@@ -302,7 +302,7 @@ func cmdZCount(c *Call) Reply {
 func cmdZRank(c *Call) Reply {
 	z, ok := c.readZSet(c.Args[1])
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if z == nil {
 		return Null
@@ -402,7 +402,7 @@ func cmdZRange(c *Call) Reply {
 	}
 	z, ok := c.readZSet(c.Args[1])
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	out := rangeOutput{withScores: withScores}
 	if z == nil {
@@ -505,7 +505,7 @@ func cmdZRemRange(c *Call) Reply {
 	}
 	z, ok := c.readZSet(key)
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if z == nil {
 		return Zero
@@ -541,7 +541,7 @@ func cmdZPop(c *Call) Reply {
 	fromMax := c.Args[0][5]|0x20 == 'a' // zpopmax
 	count := int64(-1)
 	if len(c.Args) == 3 {
-		n, err, ok := parsePositive(c.Args[2], ErrNotPositive)
+		n, err, ok := parsePositive(c.Args[2], errNotPositive)
 		if !ok {
 			return err
 		}
@@ -549,10 +549,10 @@ func cmdZPop(c *Call) Reply {
 	}
 	z, ok := c.readZSet(key)
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if z == nil || count == 0 {
-		return EmptyArr
+		return emptyArray
 	}
 	n := min(max1(count), int64(z.length))
 	out := rangeOutput{withScores: true}
@@ -583,7 +583,7 @@ func max1(n int64) int64 {
 // listpack: integral values within int64 as integers, others as %.17g.
 func formatPackedScore(f float64) string {
 	if f > -0x1p63 && f < 0x1p63 && f == math.Trunc(f) {
-		return FormatInt(int64(f))
+		return formatInt(int64(f))
 	}
 	return FormatDouble(f)
 }
@@ -593,11 +593,11 @@ func formatPackedScore(f float64) string {
 func cmdZScan(c *Call) Reply {
 	cursor, ok := parseCursor(c.Args[2])
 	if !ok {
-		return ErrInvalidCursor
+		return errInvalidCursor
 	}
 	z, ok := c.readZSet(c.Args[1])
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if z == nil {
 		return scanCursorReply(0, nil)

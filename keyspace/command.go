@@ -37,10 +37,10 @@ const (
 	Scripting
 	// Transaction marks MULTI, EXEC, DISCARD, WATCH and UNWATCH.
 	Transaction
-	// NoMulti marks a command that cannot be queued inside MULTI.
-	NoMulti
-	// Random marks a command whose reply is unordered (sorted when called from a script).
-	Random
+	// noMulti marks a command that cannot be queued inside MULTI.
+	noMulti
+	// unordered marks a command whose reply is unordered (sorted when called from a script).
+	unordered
 	// NoAuth marks a command a client may send before it authenticates
 	// (AUTH, HELLO, QUIT, RESET); ACL rules do not restrict it either.
 	NoAuth

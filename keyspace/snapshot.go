@@ -46,9 +46,9 @@ const (
 // a command can build.
 const maxSnapshotString = maxStringLength
 
-// ErrCorruptSnapshot is wrapped by every error ReadSnapshot returns for input
+// errCorruptSnapshot is wrapped by every error ReadSnapshot returns for input
 // that is not a snapshot this version wrote.
-var ErrCorruptSnapshot = errors.New("corrupt keyspace snapshot")
+var errCorruptSnapshot = errors.New("corrupt keyspace snapshot")
 
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
@@ -307,7 +307,7 @@ type decoder struct {
 // fail records the first error.
 func (d *decoder) fail(format string, args ...any) {
 	if d.err == nil {
-		d.err = fmt.Errorf("%w: %s", ErrCorruptSnapshot, fmt.Sprintf(format, args...))
+		d.err = fmt.Errorf("%w: %s", errCorruptSnapshot, fmt.Sprintf(format, args...))
 	}
 }
 
@@ -429,7 +429,7 @@ func (d *decoder) str() string {
 // WriteSnapshot, and returns the meta bytes written with it. It reads r once,
 // from start to end, and keeps no more of it than a frame. On any error
 // (corrupt, truncated, or an unknown version) it returns an error wrapping
-// ErrCorruptSnapshot or the reader's error, and the keyspace is left as it was.
+// errCorruptSnapshot or the reader's error, and the keyspace is left as it was.
 func (s *Store) ReadSnapshot(r io.Reader) ([]byte, error) {
 	d := &decoder{r: r}
 	if magic := d.read(len(snapshotMagic)); d.err == nil && string(magic) != snapshotMagic {
