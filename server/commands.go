@@ -200,7 +200,7 @@ func cmdHello(c *conn, args [][]byte) {
 	info := c.srv.engine.Info()
 	c.reply(keyspace.Map(
 		keyspace.Bulk("server"), keyspace.Bulk("redis"),
-		keyspace.Bulk("version"), keyspace.Bulk(RedisVersion),
+		keyspace.Bulk("version"), keyspace.Bulk(redisVersion),
 		keyspace.Bulk("proto"), keyspace.Int(int64(proto)),
 		keyspace.Bulk("id"), keyspace.Int(c.id),
 		keyspace.Bulk("mode"), keyspace.Bulk("standalone"),
@@ -347,9 +347,9 @@ func parseTimeout(b []byte) (time.Duration, *keyspace.Reply) {
 	return time.Duration(n) * time.Millisecond, nil
 }
 
-// RedisVersion is the Redis version lockserver presents to clients: the one
+// redisVersion is the Redis version lockserver presents to clients: the one
 // whose behaviour it reproduces.
-const RedisVersion = "7.0.15"
+const redisVersion = "7.0.15"
 
 // cmdMemoryPurge serves MEMORY PURGE as the Go runtime can: a full collection
 // that returns the memory it frees to the OS. INFO's used_memory, the live

@@ -88,7 +88,7 @@ func (s *Server) infoServer(b *infoBuilder) {
 	now := time.Now()
 	uptime := int64(now.Sub(s.started) / time.Second)
 	exe, _ := os.Executable()
-	b.line("redis_version", RedisVersion)
+	b.line("redis_version", redisVersion)
 	b.line("redis_mode", "standalone")
 	b.line("os", runtime.GOOS+" "+runtime.GOARCH)
 	b.line("arch_bits", strconv.IntSize)

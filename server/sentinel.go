@@ -24,11 +24,11 @@ import (
 // master name. A standalone node is the master of itself, with no replicas and
 // no other Sentinels.
 
-// DefaultSentinelMaster is the master name SENTINEL answers to unless
+// defaultSentinelMaster is the master name SENTINEL answers to unless
 // configured otherwise: the name in Redis's sample sentinel.conf and in the
 // Sentinel examples of go-redis and Redisson, so that clients set up for a
 // stock Sentinel need no change.
-const DefaultSentinelMaster = "mymaster"
+const defaultSentinelMaster = "mymaster"
 
 // clusterEngine is what a cluster member's engine (replication.Raft) offers
 // the SENTINEL commands beyond Engine; a standalone engine has none of it.
@@ -61,7 +61,7 @@ type sentinelState struct {
 // follows the leader.
 func (s *Server) startSentinel(name string) {
 	if name == "" {
-		name = DefaultSentinelMaster
+		name = defaultSentinelMaster
 	}
 	st := &s.sentinel
 	st.name, st.since = name, s.started

@@ -37,14 +37,15 @@ type Config struct {
 	// ACLFile is the ACL file that ACL LOAD reads and ACL SAVE writes; empty
 	// refuses both, as Redis does without aclfile.
 	ACLFile string
-	// MaxClients bounds the number of connections (maxclients); 0 means 10000.
+	// MaxClients bounds the number of connections (maxclients); 0 means
+	// Redis's 10000.
 	MaxClients int
 	// MaxMemory, when positive, refuses commands that add data (Redis's
 	// DenyOOM commands) with an OOM error while the live heap is above it
 	// (maxmemory with the noeviction policy).
 	MaxMemory int64
 	// SentinelMaster is the master name the SENTINEL commands answer to;
-	// empty means DefaultSentinelMaster.
+	// empty means Sentinel's usual "mymaster".
 	SentinelMaster string
 	// DisableProtectedMode turns Redis's protected mode off. On (the
 	// default), a server whose default user has no password answers a client
@@ -125,13 +126,13 @@ type stats struct {
 	aclDenied [acl.DeniedChannel + 1]atomic.Int64
 }
 
-// DefaultMaxClients is Redis's default maxclients.
-const DefaultMaxClients = 10000
+// defaultMaxClients is Redis's default maxclients.
+const defaultMaxClients = 10000
 
 // New returns a server that is not yet serving.
 func New(cfg Config) *Server {
 	if cfg.MaxClients <= 0 {
-		cfg.MaxClients = DefaultMaxClients
+		cfg.MaxClients = defaultMaxClients
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -189,10 +190,11 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// ErrServerClosed is returned by Serve after Close.
-var ErrServerClosed = errors.New("server: closed")
+// errServerClosed is what Serve returns after Close.
+var errServerClosed = errors.New("server: closed")
 
-// Serve accepts connections on ln until Close. It backs off on accept errors
+// Serve accepts connections on ln until Close, and returns an error then.
+// It backs off on accept errors
 // (EMFILE, ...) rather than spinning. A TLS listener's connections finish
 // their handshake first, in their own goroutines; a client refused there
 // (no certificate, or one that does not verify) is logged.
@@ -209,7 +211,7 @@ func (s *Server) serve(ln net.Listener, members bool) error {
 	if s.closed {
 		s.mu.Unlock()
 		ln.Close()
-		return ErrServerClosed
+		return errServerClosed
 	}
 	s.listeners[ln] = struct{}{}
 	s.mu.Unlock()
@@ -222,7 +224,7 @@ func (s *Server) serve(ln net.Listener, members bool) error {
 			closed := s.closed
 			s.mu.Unlock()
 			if closed {
-				return ErrServerClosed
+				return errServerClosed
 			}
 			if errors.Is(err, net.ErrClosed) {
 				return err
