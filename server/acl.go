@@ -232,7 +232,7 @@ func ReadACLFile(path string) ([]*acl.User, error) {
 		// C's strerror words, as Go's are but for the capital.
 		why := errors.Unwrap(err).Error()
 		why = strings.ToUpper(why[:1]) + why[1:]
-		return nil, fmt.Errorf("Error loading ACLs, opening file '%s': %s", path, why)
+		return nil, fmt.Errorf("Error loading ACLs, opening file '%s': %s", path, why) //lint:ignore ST1005 Redis's text
 	}
 	return acl.ParseFile(text, path)
 }

@@ -64,11 +64,11 @@ func init() {
 				return nil
 			}},
 		{name: "proto-max-bulk-len",
-			get: func(s *Server) string { return strconv.FormatInt(s.limits.maxBulk.Load(), 10) },
-			set: func(s *Server, v string) error { return setMemoryAtLeast(&s.limits.maxBulk, v, 1<<20) }},
+			get: func(s *Server) string { return strconv.FormatInt(s.limits.MaxBulk.Load(), 10) },
+			set: func(s *Server, v string) error { return setMemoryAtLeast(&s.limits.MaxBulk, v, 1<<20) }},
 		{name: "client-query-buffer-limit",
-			get: func(s *Server) string { return strconv.FormatInt(s.limits.maxQuery.Load(), 10) },
-			set: func(s *Server, v string) error { return setMemoryAtLeast(&s.limits.maxQuery, v, 1<<20) }},
+			get: func(s *Server) string { return strconv.FormatInt(s.limits.MaxQuery.Load(), 10) },
+			set: func(s *Server, v string) error { return setMemoryAtLeast(&s.limits.MaxQuery, v, 1<<20) }},
 		{name: "client-output-buffer-limit",
 			get: func(s *Server) string { return s.outputLimits.Load().String() },
 			set: func(s *Server, v string) error {

@@ -14,6 +14,7 @@ import (
 	"github.com/lockserver/lockserver/internal/acl"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/replication"
+	"github.com/lockserver/lockserver/server/internal/resp"
 )
 
 // conn is one client connection. One goroutine serves it: it reads a batch of
@@ -22,7 +23,7 @@ import (
 type conn struct {
 	srv     *Server
 	nc      net.Conn
-	rd      *reader
+	rd      *resp.Reader
 	id      int64
 	addr    string
 	laddr   string
@@ -165,7 +166,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c.info.multi = -1
 	c.lastActive.Store(c.created.UnixNano())
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
-	c.rd = newReader(connSource{c}, s.limits, func() bool { return c.authed || !s.authRequired() })
+	c.rd = resp.NewReader(connSource{c}, s.limits, func() bool { return c.authed || !s.authRequired() })
 	return c
 }
 
@@ -212,8 +213,8 @@ func (c *conn) block(wait func(ctx context.Context)) {
 		for {
 			n, err := c.nc.Read(buf)
 			c.ahead = append(c.ahead, buf[:n]...)
-			if err == nil && int64(len(c.ahead)) > c.srv.limits.maxQuery.Load() {
-				err = errQueryTooBig
+			if err == nil && int64(len(c.ahead)) > c.srv.limits.MaxQuery.Load() {
+				err = resp.ErrQueryTooBig
 			}
 			if err != nil {
 				// The deadline that stops this goroutine is no error of the client's.
@@ -246,7 +247,7 @@ func (c *conn) serve() {
 		c.close()
 	}()
 	for c.runBuffered() {
-		if err := c.rd.fill(); err != nil {
+		if err := c.rd.Fill(); err != nil {
 			c.readFailed(err)
 			return
 		}
@@ -264,7 +265,7 @@ func (c *conn) failed(r any) {
 func (c *conn) runBuffered() bool {
 	first := true
 	for !c.quit {
-		args, err := c.rd.next()
+		args, err := c.rd.Next()
 		if err != nil {
 			c.finish()
 			c.readFailed(err)
@@ -307,7 +308,7 @@ func (c *conn) feed(b []byte, deadline time.Time) error {
 	// Capped, so that what block appends cannot reach into the caller's array.
 	c.ahead = b[:len(b):len(b)]
 	for len(c.ahead) > 0 || c.aheadErr != nil {
-		if err := c.rd.fill(); err != nil {
+		if err := c.rd.Fill(); err != nil {
 			c.readFailed(err)
 			c.end()
 			return nil
@@ -344,14 +345,14 @@ func (c *conn) end() {
 // readFailed answers a protocol error as Redis does (an error reply, then the
 // connection closes) and ends quietly on EOF or shutdown.
 func (c *conn) readFailed(err error) {
-	var pe protocolError
+	var pe resp.ProtocolError
 	switch {
 	case errors.As(err, &pe):
 		c.dropped("protocol_error", "err", pe.Error())
 		c.srv.countError(nil, "ERR", c.addr)
-		c.write(appendReply(nil, keyspace.Error("ERR "+pe.Error()), int(c.proto.Load())))
+		c.write(resp.AppendReply(nil, keyspace.Error("ERR "+pe.Error()), int(c.proto.Load())))
 		c.flush()
-	case errors.Is(err, errQueryTooBig):
+	case errors.Is(err, resp.ErrQueryTooBig):
 		c.dropped("query_buffer_limit")
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, os.ErrDeadlineExceeded), c.closing.Load():
 	default:
@@ -688,7 +689,7 @@ func (c *conn) write1(r keyspace.Reply) int {
 		c.omu.Unlock()
 		return 0
 	}
-	c.out = appendReply(c.out, r, int(c.proto.Load()))
+	c.out = resp.AppendReply(c.out, r, int(c.proto.Load()))
 	n := len(c.out)
 	over := c.limited() && c.overLimit(c.outputUsed(), time.Now())
 	c.omu.Unlock()
@@ -717,7 +718,7 @@ func (c *conn) deliver(msg keyspace.Reply) {
 		c.omu.Unlock()
 		return
 	}
-	c.out = appendReply(c.out, msg, int(c.proto.Load()))
+	c.out = resp.AppendReply(c.out, msg, int(c.proto.Load()))
 	over := c.limited() && c.overLimit(c.outputUsed(), time.Now())
 	c.omu.Unlock()
 	if over {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/replication"
+	"github.com/lockserver/lockserver/server/internal/resp"
 )
 
 // newTestServer starts a server over a standalone engine on a loopback port.
@@ -230,8 +231,8 @@ func FuzzServe(f *testing.F) {
 		if log.count() > 0 {
 			t.Fatalf("input %q panicked", data)
 		}
-		if len(c.rd.buf) > 2*(4<<10)+readBufSize {
-			t.Fatalf("read buffer of %d bytes", len(c.rd.buf))
+		if c.rd.BufferSize() > 2*(4<<10)+resp.ReadBufSize {
+			t.Fatalf("read buffer of %d bytes", c.rd.BufferSize())
 		}
 	})
 }

@@ -1,5 +1,5 @@
 // Package server serves lockserver over RESP: it owns the accept loop and the
-// connections, frames commands with Redis's limits (reader.go), keeps
+// connections, frames commands with Redis's limits (internal/resp), keeps
 // per-connection state (protocol, database, auth, transactions, subscriptions)
 // and hands data commands to a replication.Engine.
 package server
@@ -19,6 +19,7 @@ import (
 	"github.com/lockserver/lockserver/internal/acl"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/replication"
+	"github.com/lockserver/lockserver/server/internal/resp"
 )
 
 // Config configures a Server. Engine and Hub are required; the zero value of
@@ -55,6 +56,20 @@ type Config struct {
 	Logger               *slog.Logger
 }
 
+// Limits bound what one client may send, as Redis's limits do. The zero value of
+// a field means its default.
+type Limits struct {
+	// MaxBulk is the largest bulk string a client may send (proto-max-bulk-len).
+	MaxBulk int64
+	// MaxMultibulk is the largest number of arguments of one command.
+	MaxMultibulk int64
+	// MaxInline is the longest inline command line, and the longest RESP header line.
+	MaxInline int
+	// MaxQuery is the most bytes one command may take (client-query-buffer-limit);
+	// a client that sends more is disconnected, as Redis does.
+	MaxQuery int64
+}
+
 // Server is a RESP server.
 type Server struct {
 	engine replication.Engine
@@ -70,8 +85,8 @@ type Server struct {
 	// Settings that CONFIG SET changes while clients are connected.
 	password   atomic.Pointer[string]
 	maxClients atomic.Int64
-	protected  atomic.Bool // protected-mode
-	limits     *liveLimits
+	protected  atomic.Bool  // protected-mode
+	limits     *resp.Limits // in force; CONFIG SET changes them
 	// outputLimits are the client-output-buffer-limit of each class.
 	outputLimits atomic.Pointer[outputLimits]
 	mem          memory
@@ -150,7 +165,7 @@ func New(cfg Config) *Server {
 		log:       cfg.Logger,
 		ctx:       ctx,
 		cancel:    cancel,
-		limits:    newLiveLimits(cfg.Limits),
+		limits:    resp.NewLimits(cfg.Limits.MaxBulk, cfg.Limits.MaxMultibulk, int64(cfg.Limits.MaxInline), cfg.Limits.MaxQuery),
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
 		started:   time.Now(),
@@ -366,9 +381,9 @@ func (s *Server) forget(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.stats.commands.Add(c.commands.Load())
-	s.stats.netIn.Add(c.rd.total.Load())
+	s.stats.netIn.Add(c.rd.Total.Load())
 	s.stats.netOut.Add(c.written.Load())
-	s.stats.reads.Add(c.rd.reads.Load())
+	s.stats.reads.Add(c.rd.Reads.Load())
 	s.stats.writes.Add(c.writes.Load())
 	s.mu.Unlock()
 	s.wg.Done()
