@@ -3,6 +3,8 @@ package keyspace
 import (
 	"math"
 	"sort"
+
+	"github.com/lockserver/lockserver/keyspace/internal/glob"
 )
 
 func init() {
@@ -188,7 +190,7 @@ func cmdKeys(c *Call) Reply {
 	d := c.db()
 	c.Work += int64(d.count)
 	for k, o := range d.all() {
-		if live(o.deadline, c.Now) && (all || globMatch(pattern, k)) {
+		if live(o.deadline, c.Now) && (all || glob.Match(pattern, k)) {
 			keys = append(keys, k)
 		}
 	}
@@ -269,7 +271,7 @@ func parseScanOptions(args [][]byte, withType bool) (scanOptions, Reply, bool) {
 
 // matches reports whether an element passes the MATCH filter.
 func (o *scanOptions) matches(s string) bool {
-	return o.match == nil || globMatch(o.match, s)
+	return o.match == nil || glob.Match(o.match, s)
 }
 
 // hashed is a key or field with its hash, for cursor order.

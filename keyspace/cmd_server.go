@@ -1,7 +1,5 @@
 package keyspace
 
-import "strings"
-
 // The rows of the command table for commands that the layers above run. They
 // are here so that there is one table: the server, the script engine and COMMAND
 // all read arity, flags and key positions from it, and each layer registers
@@ -149,21 +147,6 @@ func subcommands(container string, rows ...*Command) map[string]*Command {
 	return m
 }
 
-// GlobMatch reports whether s matches pattern as Redis's stringmatchlen does:
-// the server matches PSUBSCRIBE patterns, PUBSUB CHANNELS and CONFIG GET with
-// it. On an empty s Redis's loop never runs, so only an empty pattern matches.
-func GlobMatch(pattern []byte, s string) bool {
-	if s == "" {
-		return len(pattern) == 0
-	}
-	return globMatch(pattern, s)
-}
-
-// FoldGlobMatch is GlobMatch ignoring ASCII case, as CONFIG GET matches.
-func FoldGlobMatch(pattern []byte, s string) bool {
-	return GlobMatch([]byte(strings.ToLower(string(pattern))), strings.ToLower(s))
-}
-
 func cmdPing(c *Call) Reply {
 	switch len(c.Args) {
 	case 1:
@@ -192,13 +175,4 @@ func cmdSelect(c *Call) Reply {
 	}
 	c.DB = int(n)
 	return OK
-}
-
-// GlobMatchBytes is GlobMatch on a byte string: ACL key and channel patterns
-// match command arguments with it.
-func GlobMatchBytes(pattern, s []byte) bool {
-	if len(s) == 0 {
-		return len(pattern) == 0
-	}
-	return globMatch(pattern, s)
 }
