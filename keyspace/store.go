@@ -1,12 +1,3 @@
-// Package keyspace is lockserver's data store: 16 numbered databases of strings,
-// hashes, lists, sets and sorted sets with per-key expiry, and every data command.
-//
-// The package is pure and deterministic. Every command takes "now" (milliseconds
-// since the Unix epoch) from its Call; the package reads no clock, starts no
-// goroutine and does no I/O. The same calls in the same order give the same
-// replies and the same state, which is what lets Raft replicate commands rather
-// than their effects. A Store is not safe for concurrent use: its owner
-// (replication's state machine) serialises access.
 package keyspace
 
 import (

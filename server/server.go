@@ -1,7 +1,19 @@
-// Package server serves lockserver over RESP: it owns the accept loop and the
-// connections, frames commands with Redis's limits (internal/resp), keeps
-// per-connection state (protocol, database, auth, transactions, subscriptions)
-// and hands data commands to a replication.Engine.
+// Package server serves lockserver over RESP. New makes a Server of an
+// engine (replication.Engine), which runs the commands the server does not,
+// and of a Hub, which delivers what the engine publishes to subscribers.
+// Serve, ServeMembers and ServeInline serve connections, Do runs a data
+// command for an in-process caller, Collector reports the server's metrics,
+// and Close ends the connections.
+//
+// The server serves a connection as Redis serves a client. It frames the
+// commands the client sends within Redis's limits (internal/resp), checks
+// each in Redis's order (lookup and arity, authentication, ACL, transaction
+// state, memory, subscribed mode), and has it run by the layer its row of
+// the command table names: the server's own rows (connection state,
+// transactions, subscriptions, introspection, ACL, CLIENT, CONFIG,
+// SENTINEL, CLUSTER's view) by the handlers it registers for them, every
+// other by the engine. The replies of a batch of pipelined commands are
+// written in order, together.
 package server
 
 import (
