@@ -4,7 +4,7 @@ import "strconv"
 
 func init() {
 	rw, w, ro := Write|DenyOOM, Write, ReadOnly
-	register(
+	addRows(
 		&Command{Name: "hset", Arity: -4, Flags: rw | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdHSet},
 		&Command{Name: "hmset", Arity: -4, Flags: rw | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdHSet},
 		&Command{Name: "hsetnx", Arity: 4, Flags: rw | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdHSetNX},
@@ -14,12 +14,12 @@ func init() {
 		&Command{Name: "hexists", Arity: 3, Flags: ro | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdHExists},
 		&Command{Name: "hlen", Arity: 2, Flags: ro | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdHLen},
 		&Command{Name: "hstrlen", Arity: 3, Flags: ro | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdHStrlen},
-		&Command{Name: "hkeys", Arity: 2, Flags: ro | Random, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdHGetAll},
-		&Command{Name: "hvals", Arity: 2, Flags: ro | Random, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdHGetAll},
-		&Command{Name: "hgetall", Arity: 2, Flags: ro | Random, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdHGetAll},
+		&Command{Name: "hkeys", Arity: 2, Flags: ro | unordered, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdHGetAll},
+		&Command{Name: "hvals", Arity: 2, Flags: ro | unordered, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdHGetAll},
+		&Command{Name: "hgetall", Arity: 2, Flags: ro | unordered, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdHGetAll},
 		&Command{Name: "hincrby", Arity: 4, Flags: rw | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdHIncrBy},
 		&Command{Name: "hincrbyfloat", Arity: 4, Flags: rw | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdHIncrByFloat},
-		&Command{Name: "hscan", Arity: -3, Flags: ro | Random, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdHScan},
+		&Command{Name: "hscan", Arity: -3, Flags: ro | unordered, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdHScan},
 	)
 }
 
@@ -42,7 +42,7 @@ func cmdHSet(c *Call) Reply {
 	key := c.Args[1]
 	o, wrong := c.hashForWrite(key)
 	if wrong {
-		return ErrWrongType
+		return errWrongType
 	}
 	o.hashFit(c.Args[2:]...)
 	var added int64
@@ -62,7 +62,7 @@ func cmdHSetNX(c *Call) Reply {
 	key := c.Args[1]
 	o, wrong := c.hashForWrite(key)
 	if wrong {
-		return ErrWrongType
+		return errWrongType
 	}
 	o.hashFit(c.Args[2:]...)
 	if _, exists := o.hashGet(c.Args[2]); exists {
@@ -82,7 +82,7 @@ func (c *Call) readHash(key []byte) (*object, bool) {
 func cmdHGet(c *Call) Reply {
 	o, ok := c.readHash(c.Args[1])
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if o == nil {
 		return Null
@@ -96,7 +96,7 @@ func cmdHGet(c *Call) Reply {
 func cmdHMGet(c *Call) Reply {
 	o, ok := c.readHash(c.Args[1])
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	elems := make([]Reply, len(c.Args)-2)
 	if o != nil {
@@ -113,7 +113,7 @@ func cmdHDel(c *Call) Reply {
 	key := c.Args[1]
 	o, ok := c.readHash(key)
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if o == nil {
 		return Zero
@@ -143,7 +143,7 @@ func (c *Call) modifiedOrEmpty(key []byte, empty bool) {
 func cmdHExists(c *Call) Reply {
 	o, ok := c.readHash(c.Args[1])
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if o == nil {
 		return Zero
@@ -155,7 +155,7 @@ func cmdHExists(c *Call) Reply {
 func cmdHLen(c *Call) Reply {
 	o, ok := c.readHash(c.Args[1])
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if o == nil {
 		return Zero
@@ -166,7 +166,7 @@ func cmdHLen(c *Call) Reply {
 func cmdHStrlen(c *Call) Reply {
 	o, ok := c.readHash(c.Args[1])
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if o == nil {
 		return Zero
@@ -180,7 +180,7 @@ func cmdHStrlen(c *Call) Reply {
 func cmdHGetAll(c *Call) Reply {
 	o, ok := c.readHash(c.Args[1])
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	name := c.Args[0]
 	all := name[1]|0x20 == 'g'
@@ -189,7 +189,7 @@ func cmdHGetAll(c *Call) Reply {
 		if all {
 			return Map()
 		}
-		return EmptyArr
+		return emptyArray
 	}
 	n := o.hashLen()
 	if all {
@@ -221,16 +221,16 @@ func cmdHIncrBy(c *Call) Reply {
 	key, field := c.Args[1], c.Args[2]
 	o, wrong := c.hashForWrite(key)
 	if wrong {
-		return ErrWrongType
+		return errWrongType
 	}
 	var v int64
 	if cur, found := o.hashGet(field); found {
 		if v, ok = parseIntString(cur); !ok {
-			return ErrHashNotInt
+			return errHashNotInt
 		}
 	}
 	if (incr < 0 && v < 0 && incr < minInt64-v) || (incr > 0 && v > 0 && incr > maxInt64-v) {
-		return ErrOverflow
+		return errOverflow
 	}
 	v += incr
 	var buf [20]byte
@@ -248,7 +248,7 @@ const (
 func cmdHIncrByFloat(c *Call) Reply {
 	incr, ok := parseLongDouble(c.Args[3])
 	if !ok {
-		return ErrNotFloat
+		return errNotFloat
 	}
 	if incr.IsInf() {
 		return Error("ERR value is NaN or Infinity")
@@ -256,17 +256,17 @@ func cmdHIncrByFloat(c *Call) Reply {
 	key, field := c.Args[1], c.Args[2]
 	o, wrong := c.hashForWrite(key)
 	if wrong {
-		return ErrWrongType
+		return errWrongType
 	}
 	v, _ := parseLongDouble("0")
 	if cur, found := o.hashGet(field); found {
 		if v, ok = parseLongDouble(cur); !ok {
-			return ErrHashNotFloat
+			return errHashNotFloat
 		}
 	}
 	sum, ok := addLongDouble(v, incr)
 	if !ok {
-		return ErrNaNOrInfinity
+		return errNaNOrInfinity
 	}
 	s := formatLongDouble(sum)
 	o.hashSet(field, []byte(s))
@@ -279,11 +279,11 @@ func cmdHIncrByFloat(c *Call) Reply {
 func cmdHScan(c *Call) Reply {
 	cursor, ok := parseCursor(c.Args[2])
 	if !ok {
-		return ErrInvalidCursor
+		return errInvalidCursor
 	}
 	o, ok := c.readHash(c.Args[1])
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if o == nil {
 		return scanCursorReply(0, nil)

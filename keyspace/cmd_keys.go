@@ -3,11 +3,13 @@ package keyspace
 import (
 	"math"
 	"sort"
+
+	"github.com/lockserver/lockserver/keyspace/internal/glob"
 )
 
 func init() {
 	w, ro := Write, ReadOnly
-	register(
+	addRows(
 		&Command{Name: "del", Arity: -2, Flags: w, FirstKey: 1, LastKey: -1, KeyStep: 1, Run: cmdDel},
 		&Command{Name: "unlink", Arity: -2, Flags: w | Fast, FirstKey: 1, LastKey: -1, KeyStep: 1, Run: cmdDel},
 		&Command{Name: "exists", Arity: -2, Flags: ro | Fast, FirstKey: 1, LastKey: -1, KeyStep: 1, Run: cmdExists},
@@ -22,8 +24,8 @@ func init() {
 		&Command{Name: "pexpiretime", Arity: 2, Flags: ro | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdTTL},
 		&Command{Name: "persist", Arity: 2, Flags: w | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdPersist},
 		&Command{Name: "type", Arity: 2, Flags: ro | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdType},
-		&Command{Name: "keys", Arity: 2, Flags: ro | Random, Run: cmdKeys},
-		&Command{Name: "scan", Arity: -2, Flags: ro | Random, Run: cmdScan},
+		&Command{Name: "keys", Arity: 2, Flags: ro | unordered, Run: cmdKeys},
+		&Command{Name: "scan", Arity: -2, Flags: ro | unordered, Run: cmdScan},
 		&Command{Name: "rename", Arity: 3, Flags: w, FirstKey: 1, LastKey: 2, KeyStep: 1, Run: cmdRename},
 		&Command{Name: "renamenx", Arity: 3, Flags: w | Fast, FirstKey: 1, LastKey: 2, KeyStep: 1, Run: cmdRename},
 		&Command{Name: "copy", Arity: -3, Flags: w | DenyOOM, FirstKey: 1, LastKey: 2, KeyStep: 1, Run: cmdCopy},
@@ -35,8 +37,8 @@ func init() {
 	)
 }
 
-// ErrSameObject is Redis's reply when a command's source and destination coincide.
-var ErrSameObject = Error("ERR source and destination objects are the same")
+// errSameObject is Redis's reply when a command's source and destination coincide.
+var errSameObject = Error("ERR source and destination objects are the same")
 
 // DEL key..., UNLINK key...
 func cmdDel(c *Call) Reply {
@@ -188,7 +190,7 @@ func cmdKeys(c *Call) Reply {
 	d := c.db()
 	c.Work += int64(d.count)
 	for k, o := range d.all() {
-		if live(o.deadline, c.Now) && (all || globMatch(pattern, k)) {
+		if live(o.deadline, c.Now) && (all || glob.Match(pattern, k)) {
 			keys = append(keys, k)
 		}
 	}
@@ -269,7 +271,7 @@ func parseScanOptions(args [][]byte, withType bool) (scanOptions, Reply, bool) {
 
 // matches reports whether an element passes the MATCH filter.
 func (o *scanOptions) matches(s string) bool {
-	return o.match == nil || globMatch(o.match, s)
+	return o.match == nil || glob.Match(o.match, s)
 }
 
 // hashed is a key or field with its hash, for cursor order.
@@ -326,7 +328,7 @@ func formatUint(v uint64) string {
 func cmdScan(c *Call) Reply {
 	cursor, ok := parseCursor(c.Args[1])
 	if !ok {
-		return ErrInvalidCursor
+		return errInvalidCursor
 	}
 	opts, err, ok := parseScanOptions(c.Args[2:], true)
 	if !ok {
@@ -378,7 +380,7 @@ func cmdRename(c *Call) Reply {
 	src, dst := c.Args[1], c.Args[2]
 	o := c.lookup(src)
 	if o == nil {
-		return ErrNoSuchKey
+		return errNoSuchKey
 	}
 	if string(src) == string(dst) {
 		if nx {
@@ -434,7 +436,7 @@ func cmdCopy(c *Call) Reply {
 	}
 	src, dst := c.Args[1], c.Args[2]
 	if dstDB == c.DB && string(src) == string(dst) {
-		return ErrSameObject
+		return errSameObject
 	}
 	o := c.lookup(src)
 	if o == nil {
@@ -457,7 +459,7 @@ func cmdMove(c *Call) Reply {
 		return err
 	}
 	if dstDB == c.DB {
-		return ErrSameObject
+		return errSameObject
 	}
 	key := c.Args[1]
 	o := c.lookup(key)

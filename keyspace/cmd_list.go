@@ -2,7 +2,7 @@ package keyspace
 
 func init() {
 	rw, w, ro := Write|DenyOOM, Write, ReadOnly
-	register(
+	addRows(
 		&Command{Name: "lpush", Arity: -3, Flags: rw | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdPush},
 		&Command{Name: "rpush", Arity: -3, Flags: rw | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdPush},
 		&Command{Name: "lpushx", Arity: -3, Flags: rw | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdPush},
@@ -38,7 +38,7 @@ func cmdPush(c *Call) Reply {
 	onlyExisting := len(name) == 6
 	l, ok := c.readList(key)
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if l == nil {
 		if onlyExisting {
@@ -66,7 +66,7 @@ func cmdPop(c *Call) Reply {
 	head := c.Args[0][0]|0x20 == 'l'
 	count := int64(-1)
 	if len(c.Args) == 3 {
-		n, err, ok := parsePositive(c.Args[2], ErrNotPositive)
+		n, err, ok := parsePositive(c.Args[2], errNotPositive)
 		if !ok {
 			return err
 		}
@@ -74,7 +74,7 @@ func cmdPop(c *Call) Reply {
 	}
 	l, ok := c.readList(key)
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if l == nil {
 		if count >= 0 {
@@ -83,7 +83,7 @@ func cmdPop(c *Call) Reply {
 		return Null
 	}
 	if count == 0 {
-		return EmptyArr
+		return emptyArray
 	}
 	pop := l.popBack
 	if head {
@@ -117,7 +117,7 @@ func parsePositive(b []byte, errNeg Reply) (int64, Reply, bool) {
 func cmdLLen(c *Call) Reply {
 	l, ok := c.readList(c.Args[1])
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if l == nil {
 		return Zero
@@ -129,7 +129,7 @@ func cmdLLen(c *Call) Reply {
 func cmdLIndex(c *Call) Reply {
 	l, ok := c.readList(c.Args[1])
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if l == nil {
 		return Null
@@ -172,10 +172,10 @@ func cmdLRange(c *Call) Reply {
 	}
 	l, ok := c.readList(c.Args[1])
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if l == nil {
-		return EmptyArr
+		return emptyArray
 	}
 	items := l.items()
 	from, to := clampRange(start, end, int64(len(items)))
@@ -191,7 +191,7 @@ func cmdLRem(c *Call) Reply {
 	}
 	l, ok := c.readList(key)
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if l == nil {
 		return Zero
@@ -232,10 +232,10 @@ func cmdLSet(c *Call) Reply {
 	key := c.Args[1]
 	l, ok := c.readList(key)
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if l == nil {
-		return ErrNoSuchKey
+		return errNoSuchKey
 	}
 	i, ok := ParseInt(c.Args[2])
 	if !ok {
@@ -246,7 +246,7 @@ func cmdLSet(c *Call) Reply {
 		i += int64(len(items))
 	}
 	if i < 0 || i >= int64(len(items)) {
-		return ErrOutOfRange
+		return errOutOfRange
 	}
 	items[i] = string(c.Args[3])
 	c.modified(key)
@@ -263,7 +263,7 @@ func cmdLTrim(c *Call) Reply {
 	}
 	l, ok := c.readList(key)
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if l == nil {
 		return OK
@@ -289,7 +289,7 @@ func cmdLInsert(c *Call) Reply {
 	}
 	l, ok := c.readList(key)
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if l == nil {
 		return Zero
@@ -352,11 +352,11 @@ func cmdLPos(c *Call) Reply {
 	}
 	l, ok := c.readList(c.Args[1])
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if l == nil {
 		if count != -1 {
-			return EmptyArr
+			return emptyArray
 		}
 		return Null
 	}
@@ -424,14 +424,14 @@ func (c *Call) move(fromLeft, toLeft bool) Reply {
 	srcKey, dstKey := c.Args[1], c.Args[2]
 	src, ok := c.readList(srcKey)
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if src == nil {
 		return Null
 	}
 	dst, ok := c.readList(dstKey)
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	var v string
 	if fromLeft {

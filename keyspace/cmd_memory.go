@@ -11,10 +11,10 @@ import (
 // MALLOC-STATS) report on its allocator and have no rows: they get Redis's
 // unknown-subcommand error. Arities and flags are Redis 7.0's.
 func init() {
-	register(
+	addRows(
 		&Command{Name: "memory", Arity: -2, Run: runSubcommand, Subcommands: subcommands("memory",
-			&Command{Name: "help", Arity: 2},
-			&Command{Name: "purge", Arity: 2},
+			&Command{Name: "help", Arity: 2, Layer: ServerLayer},
+			&Command{Name: "purge", Arity: 2, Layer: ServerLayer},
 			&Command{Name: "usage", Arity: -3, Flags: ReadOnly, FirstKey: 2, LastKey: 2, KeyStep: 1, Run: cmdMemoryUsage},
 		)},
 	)

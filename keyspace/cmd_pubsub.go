@@ -1,7 +1,7 @@
 package keyspace
 
 func init() {
-	register(
+	addRows(
 		&Command{Name: "publish", Arity: 3, Flags: PubSub | Fast, Run: cmdPublish},
 		&Command{Name: "spublish", Arity: 3, Flags: PubSub | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdPublish},
 	)

@@ -14,22 +14,24 @@ import (
 // COUNTKEYSINSLOT and GETKEYSINSLOT read the keyspace, so they run here, in
 // the engine; the others describe the layout and run in the server.
 func init() {
-	register(
+	addRows(
 		&Command{Name: "cluster", Arity: -2, Run: runSubcommand, Subcommands: subcommands("cluster",
 			&Command{Name: "countkeysinslot", Arity: 3, Run: cmdClusterCountKeysInSlot},
 			&Command{Name: "getkeysinslot", Arity: 4, Run: cmdClusterGetKeysInSlot},
-			&Command{Name: "help", Arity: 2},
-			&Command{Name: "info", Arity: 2},
-			&Command{Name: "keyslot", Arity: 3},
-			&Command{Name: "myid", Arity: 2},
-			&Command{Name: "nodes", Arity: 2},
-			&Command{Name: "shards", Arity: 2},
-			&Command{Name: "slots", Arity: 2},
+			&Command{Name: "help", Arity: 2, Layer: ServerLayer},
+			&Command{Name: "info", Arity: 2, Layer: ServerLayer},
+			&Command{Name: "keyslot", Arity: 3, Layer: ServerLayer},
+			&Command{Name: "myid", Arity: 2, Layer: ServerLayer},
+			&Command{Name: "nodes", Arity: 2, Layer: ServerLayer},
+			&Command{Name: "shards", Arity: 2, Layer: ServerLayer},
+			&Command{Name: "slots", Arity: 2, Layer: ServerLayer},
 		)},
+	)
+	addRows(runBy(ServerLayer,
 		&Command{Name: "readonly", Arity: 1, Flags: Connection | Fast},
 		&Command{Name: "readwrite", Arity: 1, Flags: Connection | Fast},
 		&Command{Name: "asking", Arity: 1, Flags: Connection | Fast},
-	)
+	)...)
 }
 
 // ClusterSlots is the number of hash slots of a Redis Cluster.

@@ -8,7 +8,7 @@ package keyspace
 // the kind to change, and they get Redis's unknown-subcommand error.
 func init() {
 	admin := Admin | NoScript
-	register(
+	addRows(runBy(ServerLayer,
 		&Command{Name: "role", Arity: 1, Flags: NoScript | Fast},
 		&Command{Name: "sentinel", Arity: -2, Flags: admin, Subcommands: subcommands("sentinel",
 			&Command{Name: "ckquorum", Arity: 3, Flags: admin},
@@ -22,5 +22,5 @@ func init() {
 			&Command{Name: "sentinels", Arity: 3, Flags: admin},
 			&Command{Name: "slaves", Arity: 3, Flags: admin},
 		)},
-	)
+	)...)
 }

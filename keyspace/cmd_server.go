@@ -1,18 +1,17 @@
 package keyspace
 
-import "strings"
-
-// The rows of the command table for commands that the layers above serve. They
+// The rows of the command table for commands that the layers above run. They
 // are here so that there is one table: the server, the script engine and COMMAND
-// all read arity, flags and key positions from it. The few that scripts may call
-// (PING, ECHO, TIME, SELECT) also have a Run for that use.
+// all read arity, flags and key positions from it, and each layer registers
+// the executors of its rows (Register). The few that scripts may call (PING,
+// ECHO, TIME, SELECT) also have a Run for that use.
 //
 // A container command's subcommands are rows of their own, named as Redis
 // names them ("client|setname"), so that errors and COMMAND INFO use that name.
 func init() {
 	conn := Connection | NoScript
 	admin := conn | Admin
-	register(
+	addRows(runBy(ServerLayer,
 		&Command{Name: "ping", Arity: -1, Flags: Connection | Fast, Run: cmdPing},
 		&Command{Name: "echo", Arity: 2, Flags: Connection | Fast, Run: cmdEcho},
 		&Command{Name: "time", Arity: 1, Flags: Connection | Fast, Run: cmdTime},
@@ -26,7 +25,7 @@ func init() {
 		// server from the users it holds.
 		&Command{Name: "acl", Arity: -2, Flags: conn, Subcommands: subcommands("acl",
 			&Command{Name: "cat", Arity: -2, Flags: conn},
-			&Command{Name: "deluser", Arity: -3, Flags: admin | Users},
+			&Command{Name: "deluser", Arity: -3, Flags: admin | Users, Layer: UsersLayer},
 			&Command{Name: "dryrun", Arity: -4, Flags: admin},
 			&Command{Name: "genpass", Arity: -2, Flags: conn},
 			&Command{Name: "getuser", Arity: 3, Flags: admin},
@@ -97,10 +96,10 @@ func init() {
 		)},
 		&Command{Name: "monitor", Arity: 1, Flags: admin},
 
-		&Command{Name: "multi", Arity: 1, Flags: Transaction | NoScript | NoMulti | Fast},
-		&Command{Name: "exec", Arity: 1, Flags: Transaction | NoScript | NoMulti},
-		&Command{Name: "discard", Arity: 1, Flags: Transaction | NoScript | NoMulti | Fast},
-		&Command{Name: "watch", Arity: -2, Flags: Transaction | NoScript | NoMulti | Fast, FirstKey: 1, LastKey: -1, KeyStep: 1},
+		&Command{Name: "multi", Arity: 1, Flags: Transaction | NoScript | noMulti | Fast},
+		&Command{Name: "exec", Arity: 1, Flags: Transaction | NoScript | noMulti},
+		&Command{Name: "discard", Arity: 1, Flags: Transaction | NoScript | noMulti | Fast},
+		&Command{Name: "watch", Arity: -2, Flags: Transaction | NoScript | noMulti | Fast, FirstKey: 1, LastKey: -1, KeyStep: 1},
 		// UNWATCH is queued inside MULTI, as in Redis.
 		&Command{Name: "unwatch", Arity: 1, Flags: Transaction | NoScript | Fast},
 
@@ -118,7 +117,8 @@ func init() {
 			&Command{Name: "shardchannels", Arity: -2, Flags: PubSub},
 			&Command{Name: "shardnumsub", Arity: -2, Flags: PubSub},
 		)},
-
+	)...)
+	addRows(runBy(ScriptingLayer,
 		&Command{Name: "eval", Arity: -3, Flags: Scripting | NoScript, FirstKey: 0},
 		&Command{Name: "evalsha", Arity: -3, Flags: Scripting | NoScript},
 		&Command{Name: "eval_ro", Arity: -3, Flags: Scripting | NoScript | ReadOnly},
@@ -133,7 +133,7 @@ func init() {
 			&Command{Name: "kill", Arity: 2, Flags: Scripting | NoScript},
 			&Command{Name: "load", Arity: 3, Flags: Scripting | NoScript},
 		)},
-	)
+	)...)
 }
 
 // subcommands indexes a container's subcommand rows by their own name and
@@ -145,21 +145,6 @@ func subcommands(container string, rows ...*Command) map[string]*Command {
 		r.Name = container + "|" + r.Name
 	}
 	return m
-}
-
-// GlobMatch reports whether s matches pattern as Redis's stringmatchlen does:
-// the server matches PSUBSCRIBE patterns, PUBSUB CHANNELS and CONFIG GET with
-// it. On an empty s Redis's loop never runs, so only an empty pattern matches.
-func GlobMatch(pattern []byte, s string) bool {
-	if s == "" {
-		return len(pattern) == 0
-	}
-	return globMatch(pattern, s)
-}
-
-// FoldGlobMatch is GlobMatch ignoring ASCII case, as CONFIG GET matches.
-func FoldGlobMatch(pattern []byte, s string) bool {
-	return GlobMatch([]byte(strings.ToLower(string(pattern))), strings.ToLower(s))
 }
 
 func cmdPing(c *Call) Reply {
@@ -176,7 +161,7 @@ func cmdEcho(c *Call) Reply { return BulkBytes(c.Args[1]) }
 
 // cmdTime replies the call's time: inside a script, the entry's frozen time.
 func cmdTime(c *Call) Reply {
-	return Array(Bulk(FormatInt(c.Now/1000)), Bulk(FormatInt(c.Now%1000*1000)))
+	return Array(Bulk(formatInt(c.Now/1000)), Bulk(formatInt(c.Now%1000*1000)))
 }
 
 // cmdSelect changes the database of the call; the connection layer keeps its own.
@@ -186,17 +171,8 @@ func cmdSelect(c *Call) Reply {
 		return ErrNotInteger
 	}
 	if n < 0 || n >= NumDBs {
-		return ErrInvalidDB
+		return errInvalidDB
 	}
 	c.DB = int(n)
 	return OK
-}
-
-// GlobMatchBytes is GlobMatch on a byte string: ACL key and channel patterns
-// match command arguments with it.
-func GlobMatchBytes(pattern, s []byte) bool {
-	if len(s) == 0 {
-		return len(pattern) == 0
-	}
-	return globMatch(pattern, s)
 }

@@ -2,17 +2,17 @@ package keyspace
 
 func init() {
 	rw, w, ro := Write|DenyOOM, Write, ReadOnly
-	register(
+	addRows(
 		&Command{Name: "sadd", Arity: -3, Flags: rw | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdSAdd},
 		&Command{Name: "srem", Arity: -3, Flags: w | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdSRem},
-		&Command{Name: "smembers", Arity: 2, Flags: ro | Random, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdSMembers},
+		&Command{Name: "smembers", Arity: 2, Flags: ro | unordered, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdSMembers},
 		&Command{Name: "sismember", Arity: 3, Flags: ro | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdSIsMember},
 		&Command{Name: "smismember", Arity: -3, Flags: ro | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdSIsMember},
 		&Command{Name: "scard", Arity: 2, Flags: ro | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdSCard},
-		&Command{Name: "sscan", Arity: -3, Flags: ro | Random, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdSScan},
-		&Command{Name: "sinter", Arity: -2, Flags: ro | Random, FirstKey: 1, LastKey: -1, KeyStep: 1, Run: cmdSInter},
-		&Command{Name: "sunion", Arity: -2, Flags: ro | Random, FirstKey: 1, LastKey: -1, KeyStep: 1, Run: cmdSUnionDiff},
-		&Command{Name: "sdiff", Arity: -2, Flags: ro | Random, FirstKey: 1, LastKey: -1, KeyStep: 1, Run: cmdSUnionDiff},
+		&Command{Name: "sscan", Arity: -3, Flags: ro | unordered, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdSScan},
+		&Command{Name: "sinter", Arity: -2, Flags: ro | unordered, FirstKey: 1, LastKey: -1, KeyStep: 1, Run: cmdSInter},
+		&Command{Name: "sunion", Arity: -2, Flags: ro | unordered, FirstKey: 1, LastKey: -1, KeyStep: 1, Run: cmdSUnionDiff},
+		&Command{Name: "sdiff", Arity: -2, Flags: ro | unordered, FirstKey: 1, LastKey: -1, KeyStep: 1, Run: cmdSUnionDiff},
 	)
 }
 
@@ -36,7 +36,7 @@ func cmdSAdd(c *Call) Reply {
 	key := c.Args[1]
 	s, ok := c.readSet(key)
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if s == nil {
 		s = newSet(c.Args[2])
@@ -58,7 +58,7 @@ func cmdSRem(c *Call) Reply {
 	key := c.Args[1]
 	s, ok := c.readSet(key)
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if s == nil {
 		return Zero
@@ -79,7 +79,7 @@ func cmdSRem(c *Call) Reply {
 func cmdSMembers(c *Call) Reply {
 	s, ok := c.readSet(c.Args[1])
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if s == nil {
 		return setReply(nil)
@@ -91,7 +91,7 @@ func cmdSMembers(c *Call) Reply {
 func cmdSIsMember(c *Call) Reply {
 	s, ok := c.readSet(c.Args[1])
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if len(c.Args[0]) == len("sismember") {
 		return Bool(s != nil && s.has(c.Args[2]))
@@ -106,7 +106,7 @@ func cmdSIsMember(c *Call) Reply {
 func cmdSCard(c *Call) Reply {
 	s, ok := c.readSet(c.Args[1])
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if s == nil {
 		return Zero
@@ -119,11 +119,11 @@ func cmdSCard(c *Call) Reply {
 func cmdSScan(c *Call) Reply {
 	cursor, ok := parseCursor(c.Args[2])
 	if !ok {
-		return ErrInvalidCursor
+		return errInvalidCursor
 	}
 	s, ok := c.readSet(c.Args[1])
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	if s == nil {
 		return scanCursorReply(0, nil)
@@ -191,7 +191,7 @@ func resultSet(members []string) Reply {
 func cmdSInter(c *Call) Reply {
 	sets, ok := c.readSets()
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	c.workSets(sets)
 	smallest := -1
@@ -223,7 +223,7 @@ func cmdSInter(c *Call) Reply {
 func cmdSUnionDiff(c *Call) Reply {
 	sets, ok := c.readSets()
 	if !ok {
-		return ErrWrongType
+		return errWrongType
 	}
 	c.workSets(sets)
 	union := c.Args[0][1]|0x20 == 'u'

@@ -7,7 +7,7 @@ import (
 
 func init() {
 	rw, w, ro := Write|DenyOOM, Write, ReadOnly
-	register(
+	addRows(
 		&Command{Name: "get", Arity: 2, Flags: ro | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdGet},
 		&Command{Name: "set", Arity: -3, Flags: rw, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdSet},
 		&Command{Name: "setnx", Arity: 3, Flags: rw | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdSetNX},
@@ -40,7 +40,7 @@ const maxStringLength = 512 << 20
 func (c *Call) getString(key []byte) (*object, Reply, bool) {
 	o, wrong := c.lookupType(key, typeString)
 	if wrong {
-		return nil, ErrWrongType, false
+		return nil, errWrongType, false
 	}
 	return o, Reply{}, true
 }
@@ -162,7 +162,7 @@ func (c *Call) setGeneric(name string, flags int, key, value, expire []byte, okR
 	old, wrong := c.lookupType(key, typeString)
 	if flags&optGet != 0 {
 		if wrong {
-			return ErrWrongType
+			return errWrongType
 		}
 		okReply, abortReply = bulkOrNull(old), bulkOrNull(old)
 	}
@@ -319,10 +319,10 @@ func (c *Call) incrBy(n int64) Reply {
 		}
 	}
 	if (n < 0 && v < 0 && n < math.MinInt64-v) || (n > 0 && v > 0 && n > math.MaxInt64-v) {
-		return ErrOverflow
+		return errOverflow
 	}
 	v += n
-	c.storeString(key, o, FormatInt(v))
+	c.storeString(key, o, formatInt(v))
 	return Int(v)
 }
 
@@ -394,11 +394,11 @@ func cmdIncrByFloat(c *Call) Reply {
 	v, ok1 := parseLongDouble(cur)
 	incr, ok2 := parseLongDouble(c.Args[2])
 	if !ok1 || !ok2 {
-		return ErrNotFloat
+		return errNotFloat
 	}
 	sum, ok := addLongDouble(v, incr)
 	if !ok {
-		return ErrNaNOrInfinity
+		return errNaNOrInfinity
 	}
 	s := formatLongDouble(sum)
 	c.storeString(key, o, s)
@@ -416,7 +416,7 @@ func cmdAppend(c *Call) Reply {
 		return Int(int64(len(tail)))
 	}
 	if len(o.str)+len(tail) > maxStringLength {
-		return ErrStringTooLong
+		return errStringTooLong
 	}
 	if len(tail) > 0 {
 		c.extendString(key, o, len(o.str), tail)
@@ -488,7 +488,7 @@ func cmdSetRange(c *Call) Reply {
 		return Int(int64(len(o.str)))
 	}
 	if offset > maxStringLength-int64(len(value)) {
-		return ErrStringTooLong
+		return errStringTooLong
 	}
 	if o != nil && offset >= int64(len(o.str)) {
 		c.extendString(key, o, int(offset), value)

@@ -4,12 +4,14 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 )
 
-// Flags describe a command to the layers above: whether it writes, where it runs,
-// and whether a script may call it.
+// Flags describe a command to the layers above: whether it writes, what kind
+// of command it is, and whether a script may call it. (Which layer runs it is
+// the row's Layer.)
 type Flags uint32
 
 const (
@@ -27,16 +29,18 @@ const (
 	PubSub
 	// Fast marks a command that runs in constant or logarithmic time.
 	Fast
-	// Connection marks a command served by the connection layer (server), not the keyspace.
+	// Connection marks a command about the connection or the server rather
+	// than the data (PING, CLIENT, CONFIG, ...), which the server runs.
 	Connection
-	// Scripting marks EVAL, EVALSHA, their _RO variants and SCRIPT: run by luaexec.
+	// Scripting marks EVAL, EVALSHA, their _RO variants and SCRIPT: the
+	// ScriptingLayer's rows.
 	Scripting
 	// Transaction marks MULTI, EXEC, DISCARD, WATCH and UNWATCH.
 	Transaction
-	// NoMulti marks a command that cannot be queued inside MULTI.
-	NoMulti
-	// Random marks a command whose reply is unordered (sorted when called from a script).
-	Random
+	// noMulti marks a command that cannot be queued inside MULTI.
+	noMulti
+	// unordered marks a command whose reply is unordered (sorted when called from a script).
+	unordered
 	// NoAuth marks a command a client may send before it authenticates
 	// (AUTH, HELLO, QUIT, RESET); ACL rules do not restrict it either.
 	NoAuth
@@ -52,8 +56,45 @@ const (
 	Member
 )
 
-// Command is one row of the command table: its spec, and, for commands that
-// run against the keyspace, the function that runs it.
+// Layer is a layer of lockserver that runs commands. Every row of the table
+// names the layer that runs it, and that layer gives the row its executor:
+// the keyspace in the row itself (Run), every other layer through Register,
+// from its package's init, with an executor of its own type, which it finds
+// again in the row (Executor) rather than by the command's name.
+type Layer uint8
+
+const (
+	// KeyspaceLayer runs data commands against a Store with the row's Run.
+	// It is the zero Layer: most rows are the keyspace's.
+	KeyspaceLayer Layer = iota
+	// ServerLayer is the connection layer (server): connection state,
+	// transactions, subscriptions, introspection, and ACL, CLIENT, CONFIG,
+	// SENTINEL and CLUSTER's view of the layout.
+	ServerLayer
+	// ScriptingLayer is the script engine (luaexec): EVAL, EVALSHA, their
+	// _RO variants and SCRIPT.
+	ScriptingLayer
+	// ClusterLayer is a cluster member's engine (replication): LOCKSERVER.
+	ClusterLayer
+	// UsersLayer is the replicated state machine's keeper of the ACL users
+	// (replication): ACL DELUSER, which goes to the log as the client sent
+	// it. (ACL SETUSER and LOAD are the server's, which sends the log what
+	// they resolve to.)
+	UsersLayer
+)
+
+var layerNames = [...]string{"keyspace", "server", "scripting", "cluster", "users"}
+
+// String names the layer, for messages.
+func (l Layer) String() string {
+	if int(l) < len(layerNames) {
+		return layerNames[l]
+	}
+	return "layer " + strconv.Itoa(int(l))
+}
+
+// Command is one row of the command table: its spec, the layer that runs
+// it, and that layer's executor.
 type Command struct {
 	Name  string // lower case
 	Arity int    // Redis's convention: N means exactly N arguments with the name, -N at least N
@@ -61,9 +102,18 @@ type Command struct {
 	// FirstKey, LastKey and KeyStep locate the key arguments as Redis's COMMAND
 	// reports them (LastKey -1 means the last argument).
 	FirstKey, LastKey, KeyStep int
-	// Run executes the command; nil for commands that upper layers serve
-	// (Connection, Scripting, Transaction, and subscribing).
+	// Layer is the layer that runs the command.
+	Layer Layer
+	// Run runs the command against the keyspace: the executor of a row of
+	// the KeyspaceLayer. A row of another layer has one only where that
+	// layer, or a script, runs the command's keyspace part: PING, ECHO, TIME
+	// and SELECT (which scripts may call), and LOCKSERVER's (which a
+	// standalone node, having no cluster layer, answers with it). A
+	// container's Run runs the subcommand its arguments name.
 	Run func(c *Call) Reply
+	// executor is what the row's layer registered (Register), for a row of
+	// another layer than the keyspace.
+	executor any
 	// Categories are the command's ACL categories, and KeySpecs its key
 	// specifications, as Redis 7.0's COMMAND INFO reports them (see
 	// commandSpecs).
@@ -122,22 +172,42 @@ func (c *Command) CheckArity(n int) bool {
 	return n >= -c.Arity
 }
 
-// table is the command table: every command the server knows, by lower-case name.
-var table = map[string]*Command{}
+// commandTable holds every command the server knows, by lower-case name.
+type commandTable map[string]*Command
 
-// register adds commands to the table; each command group file calls it from init.
-// It gives each row, and each of its subcommands, its spec (commandSpecs).
-func register(cmds ...*Command) {
+// table is the command table.
+var table = commandTable{}
+
+// addRows adds commands to the table; each command group file calls it from
+// init. It gives each row, and each of its subcommands, its spec
+// (commandSpecs).
+func addRows(cmds ...*Command) { table.add(cmds...) }
+
+func (t commandTable) add(cmds ...*Command) {
 	for _, c := range cmds {
-		if _, dup := table[c.Name]; dup {
+		if _, dup := t[c.Name]; dup {
 			panic("keyspace: command registered twice: " + c.Name)
 		}
-		table[c.Name] = c
+		t[c.Name] = c
 		c.attachSpec()
 		for _, sub := range c.Subcommands {
 			sub.attachSpec()
 		}
 	}
+}
+
+// runBy gives rows, and their subcommands, to layer, but for a subcommand
+// that names another layer itself.
+func runBy(layer Layer, rows ...*Command) []*Command {
+	for _, r := range rows {
+		r.Layer = layer
+		for _, sub := range r.Subcommands {
+			if sub.Layer == KeyspaceLayer {
+				sub.Layer = layer
+			}
+		}
+	}
+	return rows
 }
 
 func (c *Command) attachSpec() {
@@ -147,6 +217,39 @@ func (c *Command) attachSpec() {
 	}
 	c.Categories, c.KeySpecs = s.cats, s.keys
 }
+
+// Register gives the row named name (a subcommand by its full name,
+// "client|id") the executor that layer runs it with. A layer registers its
+// rows from its package's init. Register panics, naming the row, when there
+// is no such row, when the row is another layer's or the keyspace's (whose
+// executor is its Run), or when it has an executor already: a table that is
+// wrong stops the program as it starts.
+func Register(layer Layer, name string, executor any) { table.register(layer, name, executor) }
+
+func (t commandTable) register(layer Layer, name string, executor any) {
+	parent, sub, isSub := strings.Cut(name, "|")
+	c := t[parent]
+	if c != nil && isSub {
+		c = c.Subcommands[sub]
+	}
+	switch {
+	case c == nil:
+		panic("keyspace: " + layer.String() + " registers an executor for " + name + ", which is no command")
+	case c.Layer != layer:
+		panic("keyspace: " + layer.String() + " registers an executor for " + name + ", which the " + c.Layer.String() + " layer runs")
+	case layer == KeyspaceLayer:
+		panic("keyspace: an executor registered for " + name + ", which runs with its Run")
+	case executor == nil:
+		panic("keyspace: " + layer.String() + " registers no executor for " + name)
+	case c.executor != nil:
+		panic("keyspace: " + layer.String() + " registers a second executor for " + name)
+	}
+	c.executor = executor
+}
+
+// Executor returns the executor that the row's layer registered: nil until
+// it has, and for a row of the keyspace, which runs with Run.
+func (c *Command) Executor() any { return c.executor }
 
 // Lookup finds a command by name, in any case. It does not allocate.
 func Lookup(name []byte) *Command {

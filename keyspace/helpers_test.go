@@ -58,7 +58,7 @@ func render(r Reply) string {
 	case KindError:
 		return "-" + r.Str
 	case KindInt:
-		return ":" + FormatInt(r.Int)
+		return ":" + formatInt(r.Int)
 	case KindBulk:
 		return `"` + r.Str + `"`
 	case KindDouble:

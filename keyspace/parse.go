@@ -128,10 +128,10 @@ func scanCFloat(b []byte) (kind int, zero bool, exp int) {
 func isDecimal(c byte) bool { return '0' <= c && c <= '9' }
 func isHex(c byte) bool     { return isDecimal(c) || ('a' <= c|0x20 && c|0x20 <= 'f') }
 
-// ParseFloat parses b as Redis parses a double argument (scores, increments:
+// parseFloat parses b as Redis parses a double argument (scores, increments:
 // strtod and its checks): decimal, hex or "inf" literals with an optional sign,
 // nothing before or after; NaN, overflow and underflow to zero are refused.
-func ParseFloat(b []byte) (float64, bool) {
+func parseFloat(b []byte) (float64, bool) {
 	kind, zero, _ := scanCFloat(b)
 	switch kind {
 	case floatInvalid, floatNaN:
@@ -255,8 +255,8 @@ func formatLongDouble(x *big.Float) string {
 	return s
 }
 
-// FormatInt formats n in decimal.
-func FormatInt(n int64) string { return strconv.FormatInt(n, 10) }
+// formatInt formats n in decimal.
+func formatInt(n int64) string { return strconv.FormatInt(n, 10) }
 
 // eqFold reports whether b equals lower, an ASCII lower-case word, in any case.
 // It is how options are matched without allocating.

@@ -23,13 +23,13 @@ func TestParseFloat(t *testing.T) {
 	good := map[string]float64{"1": 1, "-1.5": -1.5, ".5": .5, "5.": 5, "1e3": 1000, "0x10": 16, "0x1p-1": .5,
 		"inf": math.Inf(1), "-Infinity": math.Inf(-1), "+2": 2, "4.9e-324": 5e-324}
 	for s, want := range good {
-		if v, ok := ParseFloat([]byte(s)); !ok || v != want {
-			t.Errorf("ParseFloat(%q) = %v, %v; want %v", s, v, ok, want)
+		if v, ok := parseFloat([]byte(s)); !ok || v != want {
+			t.Errorf("parseFloat(%q) = %v, %v; want %v", s, v, ok, want)
 		}
 	}
 	for _, s := range []string{"", " 1", "1 ", "nan", "1e", "1_0", "1e400", "1e-400", "0x", "abc", ".", "1e+"} {
-		if _, ok := ParseFloat([]byte(s)); ok {
-			t.Errorf("ParseFloat(%q) accepted", s)
+		if _, ok := parseFloat([]byte(s)); ok {
+			t.Errorf("parseFloat(%q) accepted", s)
 		}
 	}
 }

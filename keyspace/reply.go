@@ -1,6 +1,7 @@
 package keyspace
 
 import (
+	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -57,12 +58,12 @@ type Reply struct {
 
 // Frequent replies, shared to avoid rebuilding them.
 var (
-	OK        = Reply{Kind: KindStatus, Str: "OK"}
-	Null      = Reply{Kind: KindNull}
-	NullArray = Reply{Kind: KindNullArray}
-	Zero      = Reply{Kind: KindInt, Int: 0}
-	One       = Reply{Kind: KindInt, Int: 1}
-	EmptyArr  = Reply{Kind: KindArray, Elems: []Reply{}}
+	OK         = Reply{Kind: KindStatus, Str: "OK"}
+	Null       = Reply{Kind: KindNull}
+	NullArray  = Reply{Kind: KindNullArray}
+	Zero       = Reply{Kind: KindInt, Int: 0}
+	One        = Reply{Kind: KindInt, Int: 1}
+	emptyArray = Reply{Kind: KindArray, Elems: []Reply{}}
 )
 
 // Int returns an integer reply.
@@ -137,6 +138,26 @@ func (r Reply) IsError() bool { return r.Kind == KindError }
 // CountedError).
 func (r Reply) Counted() bool { return r.Kind == KindError && r.Int != 0 }
 
+// Err returns the error reply r as a Go error, for a function that returns
+// errors to a caller that answers a client with them (an engine's WAIT, a
+// call to another member): ReplyOf gives r back.
+func (r Reply) Err() error { return replyError{r} }
+
+// replyError carries an error reply through Go's error returns.
+type replyError struct{ reply Reply }
+
+func (e replyError) Error() string { return e.reply.Str }
+
+// ReplyOf returns the error reply that err carries (see Reply.Err), if one
+// in its chain does.
+func ReplyOf(err error) (Reply, bool) {
+	var e replyError
+	if errors.As(err, &e) {
+		return e.reply, true
+	}
+	return Reply{}, false
+}
+
 // FormatDouble formats f as Redis 7 does when a double travels as a string
 // (RESP2 doubles, scores passed to Lua, INCRBYFLOAT's stored value aside):
 // "inf", "-inf", integers without a fraction, otherwise %.17g.
@@ -157,25 +178,27 @@ func AppendDouble(b []byte, f float64) []byte {
 	return strconv.AppendFloat(b, f, 'g', 17, 64)
 }
 
-// Standard error replies, with Redis 7's exact texts.
+// Error replies that the layers above give too, with Redis 7's exact texts.
 var (
-	ErrWrongType   = Error("WRONGTYPE Operation against a key holding the wrong kind of value")
-	ErrSyntax      = Error("ERR syntax error")
-	ErrNotInteger  = Error("ERR value is not an integer or out of range")
-	ErrNotFloat    = Error("ERR value is not a valid float")
-	ErrOverflow    = Error("ERR increment or decrement would overflow")
-	ErrNoSuchKey   = Error("ERR no such key")
-	ErrOutOfRange  = Error("ERR index out of range")
-	ErrInvalidDB   = Error("ERR DB index is out of range")
-	ErrInvalidExpr = Error("ERR invalid expire time in 'set' command")
+	ErrSyntax     = Error("ERR syntax error")
+	ErrNotInteger = Error("ERR value is not an integer or out of range")
+)
 
-	ErrNaNOrInfinity = Error("ERR increment would produce NaN or Infinity")
-	ErrStringTooLong = Error("ERR string exceeds maximum allowed size (proto-max-bulk-len)")
-	ErrHashNotInt    = Error("ERR hash value is not an integer")
-	ErrHashNotFloat  = Error("ERR hash value is not a float")
-	ErrInvalidCursor = Error("ERR invalid cursor")
-	ErrNotPositive   = Error("ERR value is out of range, must be positive")
-	ErrMinMaxFloat   = Error("ERR min or max is not a float")
+// The error replies of the keyspace's commands, with Redis 7's exact texts.
+var (
+	errWrongType     = Error("WRONGTYPE Operation against a key holding the wrong kind of value")
+	errNotFloat      = Error("ERR value is not a valid float")
+	errOverflow      = Error("ERR increment or decrement would overflow")
+	errNoSuchKey     = Error("ERR no such key")
+	errOutOfRange    = Error("ERR index out of range")
+	errInvalidDB     = Error("ERR DB index is out of range")
+	errNaNOrInfinity = Error("ERR increment would produce NaN or Infinity")
+	errStringTooLong = Error("ERR string exceeds maximum allowed size (proto-max-bulk-len)")
+	errHashNotInt    = Error("ERR hash value is not an integer")
+	errHashNotFloat  = Error("ERR hash value is not a float")
+	errInvalidCursor = Error("ERR invalid cursor")
+	errNotPositive   = Error("ERR value is out of range, must be positive")
+	errMinMaxFloat   = Error("ERR min or max is not a float")
 )
 
 // ErrWrongArity returns Redis's arity error for the named command.

@@ -211,8 +211,8 @@ func TestSnapshotCorrupt(t *testing.T) {
 	check := func(what string, input []byte) {
 		t.Helper()
 		_, err := g.s.ReadSnapshot(bytes.NewReader(input))
-		if !errors.Is(err, ErrCorruptSnapshot) {
-			t.Fatalf("%s: %v, want ErrCorruptSnapshot", what, err)
+		if !errors.Is(err, errCorruptSnapshot) {
+			t.Fatalf("%s: %v, want errCorruptSnapshot", what, err)
 		}
 		if got := g.do("GET keep"); got != `"me"` {
 			t.Fatalf("%s: the failed read changed the store (GET keep = %s)", what, got)
@@ -282,8 +282,8 @@ func FuzzReadSnapshot(f *testing.F) {
 		s := New()
 		meta, err := s.ReadSnapshot(bytes.NewReader(data))
 		if err != nil {
-			if !errors.Is(err, ErrCorruptSnapshot) {
-				t.Fatalf("error %v does not wrap ErrCorruptSnapshot", err)
+			if !errors.Is(err, errCorruptSnapshot) {
+				t.Fatalf("error %v does not wrap errCorruptSnapshot", err)
 			}
 			return
 		}

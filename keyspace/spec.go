@@ -23,14 +23,14 @@ const (
 	CatHyperLogLog
 	CatGeo
 	CatStream
-	CatPubSub
+	catPubSub
 	CatAdmin
 	CatFast
 	CatSlow
 	CatBlocking
 	CatDangerous
-	CatConnection
-	CatTransaction
+	catConnection
+	catTransaction
 	CatScripting
 )
 
@@ -76,17 +76,17 @@ type KeyFlags uint16
 
 // Key specification flags, in the order COMMAND INFO lists them.
 const (
-	KeyRO KeyFlags = 1 << iota
-	KeyRW
-	KeyOW
-	KeyRM
+	keyRO KeyFlags = 1 << iota
+	keyRW
+	keyOW
+	keyRM
 	KeyAccess
 	KeyUpdate
 	KeyInsert
 	KeyDelete
-	KeyNotKey
-	KeyIncomplete
-	KeyVariableFlags
+	keyNotKey
+	keyIncomplete
+	keyVariableFlags
 )
 
 var keyFlagNames = [...]string{"RO", "RW", "OW", "RM", "access", "update", "insert", "delete", "not_key", "incomplete", "variable_flags"}
@@ -143,7 +143,7 @@ type KeyRef struct {
 // specification that is not flagged NOT_KEY (Redis's doesCommandHaveKeys).
 func (c *Command) HasKeys() bool {
 	for _, s := range c.KeySpecs {
-		if s.Flags&KeyNotKey == 0 {
+		if s.Flags&keyNotKey == 0 {
 			return true
 		}
 	}
@@ -172,7 +172,7 @@ func (c *Command) KeyRefs(args [][]byte, refs []KeyRef) []KeyRef {
 	start := len(refs)
 	variable := false
 	for _, s := range c.KeySpecs {
-		variable = variable || s.Flags&KeyVariableFlags != 0
+		variable = variable || s.Flags&keyVariableFlags != 0
 	}
 	if c.HasKeys() && !variable {
 		var ok bool
@@ -185,10 +185,10 @@ func (c *Command) KeyRefs(args [][]byte, refs []KeyRef) []KeyRef {
 	case "set":
 		// Redis's setGetKeys: GET makes SET read the old value. Its key is
 		// at 1 even when args stops before it.
-		flags := KeyOW | KeyUpdate
+		flags := keyOW | KeyUpdate
 		for _, a := range args[min(3, len(args)):] {
 			if len(a) == 3 && strings.EqualFold(string(a), "get") {
-				flags = KeyRW | KeyAccess | KeyUpdate
+				flags = keyRW | KeyAccess | KeyUpdate
 				break
 			}
 		}
@@ -215,7 +215,7 @@ func (c *Command) KeyRefs(args [][]byte, refs []KeyRef) []KeyRef {
 func (c *Command) specKeys(args [][]byte, refs []KeyRef) ([]KeyRef, bool) {
 	argc := len(args)
 	for _, s := range c.KeySpecs {
-		if s.Flags&KeyNotKey != 0 {
+		if s.Flags&keyNotKey != 0 {
 			continue
 		}
 		first, last, step := s.Index, 0, s.Step
@@ -243,7 +243,7 @@ func (c *Command) specKeys(args [][]byte, refs []KeyRef) ([]KeyRef, bool) {
 		for i := first; i <= last; i += step {
 			refs = append(refs, KeyRef{Pos: i, Flags: s.Flags})
 		}
-		if s.Flags&KeyIncomplete != 0 {
+		if s.Flags&keyIncomplete != 0 {
 			return refs, false
 		}
 	}
@@ -255,11 +255,11 @@ func (c *Command) specKeys(args [][]byte, refs []KeyRef) ([]KeyRef, bool) {
 type ChannelFlags uint8
 
 const (
-	// ChannelSubscribe marks channels subscribed to, ChannelUnsubscribe
+	// ChannelSubscribe marks channels subscribed to, channelUnsubscribe
 	// unsubscribed from, ChannelPublish published to; ChannelPattern marks
 	// them as patterns (PSUBSCRIBE).
 	ChannelSubscribe ChannelFlags = 1 << iota
-	ChannelUnsubscribe
+	channelUnsubscribe
 	ChannelPublish
 	ChannelPattern
 )
@@ -272,11 +272,11 @@ func (c *Command) Channels(args [][]byte) (ChannelFlags, int, int) {
 	case "subscribe", "ssubscribe":
 		return ChannelSubscribe, 1, len(args)
 	case "unsubscribe", "sunsubscribe":
-		return ChannelUnsubscribe, 1, len(args)
+		return channelUnsubscribe, 1, len(args)
 	case "psubscribe":
 		return ChannelSubscribe | ChannelPattern, 1, len(args)
 	case "punsubscribe":
-		return ChannelUnsubscribe | ChannelPattern, 1, len(args)
+		return channelUnsubscribe | ChannelPattern, 1, len(args)
 	case "publish", "spublish":
 		return ChannelPublish, 1, min(2, len(args))
 	}

@@ -23,35 +23,37 @@ import (
 // authenticated as them, the checks of what those run, the ACL log and its
 // counts, and the ACL file that LOAD reads and SAVE writes.
 
-// aclHandlers serve ACL's subcommands but DELUSER, which goes to the engine
-// as it is.
-var aclHandlers = map[string]func(c *conn, args [][]byte){
-	"acl|cat":     cmdACLCat,
-	"acl|dryrun":  cmdACLDryRun,
-	"acl|genpass": cmdACLGenPass,
-	"acl|getuser": cmdACLGetUser,
-	"acl|list":    func(c *conn, args [][]byte) { cmdACLList(c, false) },
-	"acl|users":   func(c *conn, args [][]byte) { cmdACLList(c, true) },
-	"acl|whoami":  func(c *conn, args [][]byte) { c.reply(keyspace.Bulk(c.user.Load().User().Name())) },
-	"acl|log":     cmdACLLog,
-	"acl|save":    cmdACLSave,
-	"acl|load":    cmdACLLoad,
-	"acl|setuser": cmdACLSetUser,
-	"acl|help": help("ACL",
-		"CAT [<category>]", "    List all commands that belong to <category>, or all command categories",
-		"    when no category is specified.",
-		"DELUSER <username> [<username> ...]", "    Delete a list of users.",
-		"DRYRUN <username> <command> [<arg> ...]", "    Returns whether the user can execute the given command without executing the command.",
-		"GETUSER <username>", "    Get the user's details.",
-		"GENPASS [<bits>]", "    Generate a secure 256-bit user password. The optional `bits` argument can",
-		"    be used to specify a different size.",
-		"LIST", "    Show users details in config file format.",
-		"LOAD", "    Reload users from the ACL file.",
-		"LOG [<count> | RESET]", "    Show the ACL log entries.",
-		"SAVE", "    Save the current config to the ACL file.",
-		"SETUSER <username> <attribute> [<attribute> ...]", "    Create or modify a user with the specified attributes.",
-		"USERS", "    List all the registered usernames.",
-		"WHOAMI", "    Return the current connection username."),
+// The server runs ACL's subcommands but DELUSER, which goes to the engine as
+// it is.
+func init() {
+	registerHandlers(map[string]handler{
+		"acl|cat":     cmdACLCat,
+		"acl|dryrun":  cmdACLDryRun,
+		"acl|genpass": cmdACLGenPass,
+		"acl|getuser": cmdACLGetUser,
+		"acl|list":    func(c *conn, args [][]byte) { cmdACLList(c, false) },
+		"acl|users":   func(c *conn, args [][]byte) { cmdACLList(c, true) },
+		"acl|whoami":  func(c *conn, args [][]byte) { c.reply(keyspace.Bulk(c.user.Load().User().Name())) },
+		"acl|log":     cmdACLLog,
+		"acl|save":    cmdACLSave,
+		"acl|load":    cmdACLLoad,
+		"acl|setuser": cmdACLSetUser,
+		"acl|help": help("ACL",
+			"CAT [<category>]", "    List all commands that belong to <category>, or all command categories",
+			"    when no category is specified.",
+			"DELUSER <username> [<username> ...]", "    Delete a list of users.",
+			"DRYRUN <username> <command> [<arg> ...]", "    Returns whether the user can execute the given command without executing the command.",
+			"GETUSER <username>", "    Get the user's details.",
+			"GENPASS [<bits>]", "    Generate a secure 256-bit user password. The optional `bits` argument can",
+			"    be used to specify a different size.",
+			"LIST", "    Show users details in config file format.",
+			"LOAD", "    Reload users from the ACL file.",
+			"LOG [<count> | RESET]", "    Show the ACL log entries.",
+			"SAVE", "    Save the current config to the ACL file.",
+			"SETUSER <username> <attribute> [<attribute> ...]", "    Create or modify a user with the specified attributes.",
+			"USERS", "    List all the registered usernames.",
+			"WHOAMI", "    Return the current connection username."),
+	})
 }
 
 // checkACL checks a command about to run, or to be queued, against the
@@ -230,7 +232,7 @@ func ReadACLFile(path string) ([]*acl.User, error) {
 		// C's strerror words, as Go's are but for the capital.
 		why := errors.Unwrap(err).Error()
 		why = strings.ToUpper(why[:1]) + why[1:]
-		return nil, fmt.Errorf("Error loading ACLs, opening file '%s': %s", path, why)
+		return nil, fmt.Errorf("Error loading ACLs, opening file '%s': %s", path, why) //lint:ignore ST1005 Redis's text
 	}
 	return acl.ParseFile(text, path)
 }

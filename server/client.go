@@ -12,58 +12,60 @@ import (
 	"github.com/lockserver/lockserver/keyspace"
 )
 
-// clientHandlers serve the CLIENT subcommands.
-var clientHandlers = map[string]func(c *conn, args [][]byte){
-	"client|id":      func(c *conn, args [][]byte) { c.reply(keyspace.Int(c.id)) },
-	"client|getname": cmdClientGetName,
-	"client|setname": cmdClientSetName,
-	"client|setinfo": cmdClientSetInfo,
-	"client|info": func(c *conn, args [][]byte) {
-		c.reply(keyspace.Reply{Kind: keyspace.KindVerbatim, Str: c.describe() + "\n"})
-	},
-	"client|list":     cmdClientList,
-	"client|kill":     cmdClientKill,
-	"client|no-evict": func(c *conn, args [][]byte) { clientFlag(c, args, func(on bool) { c.info.noEvict = on }) },
-	"client|no-touch": func(c *conn, args [][]byte) { clientFlag(c, args, func(on bool) { c.info.noTouch = on }) },
-	"client|reply":    cmdClientReply,
-	"client|pause": func(c *conn, args [][]byte) {
-		c.reply(keyspace.Error("ERR CLIENT PAUSE is not supported by lockserver"))
-	},
-	"client|unpause": func(c *conn, args [][]byte) { c.reply(keyspace.OK) }, // nothing is ever paused
-	"client|tracking": func(c *conn, args [][]byte) {
-		c.reply(keyspace.Error("ERR CLIENT TRACKING is not supported by lockserver (no client-side caching)"))
-	},
-	"client|trackinginfo": func(c *conn, args [][]byte) {
-		c.reply(keyspace.Map(
-			keyspace.Bulk("flags"), keyspace.Reply{Kind: keyspace.KindSet, Elems: []keyspace.Reply{keyspace.Bulk("off")}},
-			keyspace.Bulk("redirect"), keyspace.Int(-1),
-			keyspace.Bulk("prefixes"), keyspace.Array()))
-	},
-	"client|getredir": func(c *conn, args [][]byte) { c.reply(keyspace.Int(-1)) },
-	"client|caching": func(c *conn, args [][]byte) {
-		c.reply(keyspace.Error("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled"))
-	},
-	"client|unblock": cmdClientUnblock,
-	"client|help": help("CLIENT",
-		"CACHING (YES|NO)", "    Refused: client-side caching is not supported.",
-		"GETREDIR", "    Return -1: tracking is never on.",
-		"GETNAME", "    Return the name of the current connection.",
-		"ID", "    Return the ID of the current connection.",
-		"INFO", "    Return information about the current client connection.",
-		"KILL <ip:port>", "    Kill connection made from <ip:port>.",
-		"KILL <option> <value> [<option> <value> [...]]", "    Kill connections. Options are:",
-		"    * ID <client-id>", "    * ADDR (<ip:port>|<unixsocket>:0)", "    * LADDR (<ip:port>|<unixsocket>:0)",
-		"    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)", "    * USER <username>",
-		"    * SKIPME (YES|NO)", "      Skip killing current connection (default: yes).",
-		"LIST [options ...]", "    Return information about client connections. Options:",
-		"    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)", "    * ID <client-id> [<client-id> ...]",
-		"NO-EVICT (ON|OFF)", "    Accepted; lockserver never evicts clients.",
-		"NO-TOUCH (ON|OFF)", "    Accepted; lockserver keeps no access times.",
-		"REPLY (ON|OFF|SKIP)", "    Control the replies sent to the current connection.",
-		"SETINFO <LIB-NAME|LIB-VER> <value>", "    Record the client library's name or version.",
-		"SETNAME <name>", "    Assign the name <name> to the current connection.",
-		"UNBLOCK <clientid> [TIMEOUT|ERROR]", "    Unblock the specified client blocked in WAIT.",
-		"TRACKING, TRACKINGINFO, PAUSE, UNPAUSE", "    Client-side caching and pausing are not supported."),
+// The server runs the CLIENT subcommands.
+func init() {
+	registerHandlers(map[string]handler{
+		"client|id":      func(c *conn, args [][]byte) { c.reply(keyspace.Int(c.id)) },
+		"client|getname": cmdClientGetName,
+		"client|setname": cmdClientSetName,
+		"client|setinfo": cmdClientSetInfo,
+		"client|info": func(c *conn, args [][]byte) {
+			c.reply(keyspace.Reply{Kind: keyspace.KindVerbatim, Str: c.describe() + "\n"})
+		},
+		"client|list":     cmdClientList,
+		"client|kill":     cmdClientKill,
+		"client|no-evict": func(c *conn, args [][]byte) { clientFlag(c, args, func(on bool) { c.info.noEvict = on }) },
+		"client|no-touch": func(c *conn, args [][]byte) { clientFlag(c, args, func(on bool) { c.info.noTouch = on }) },
+		"client|reply":    cmdClientReply,
+		"client|pause": func(c *conn, args [][]byte) {
+			c.reply(keyspace.Error("ERR CLIENT PAUSE is not supported by lockserver"))
+		},
+		"client|unpause": func(c *conn, args [][]byte) { c.reply(keyspace.OK) }, // nothing is ever paused
+		"client|tracking": func(c *conn, args [][]byte) {
+			c.reply(keyspace.Error("ERR CLIENT TRACKING is not supported by lockserver (no client-side caching)"))
+		},
+		"client|trackinginfo": func(c *conn, args [][]byte) {
+			c.reply(keyspace.Map(
+				keyspace.Bulk("flags"), keyspace.Reply{Kind: keyspace.KindSet, Elems: []keyspace.Reply{keyspace.Bulk("off")}},
+				keyspace.Bulk("redirect"), keyspace.Int(-1),
+				keyspace.Bulk("prefixes"), keyspace.Array()))
+		},
+		"client|getredir": func(c *conn, args [][]byte) { c.reply(keyspace.Int(-1)) },
+		"client|caching": func(c *conn, args [][]byte) {
+			c.reply(keyspace.Error("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled"))
+		},
+		"client|unblock": cmdClientUnblock,
+		"client|help": help("CLIENT",
+			"CACHING (YES|NO)", "    Refused: client-side caching is not supported.",
+			"GETREDIR", "    Return -1: tracking is never on.",
+			"GETNAME", "    Return the name of the current connection.",
+			"ID", "    Return the ID of the current connection.",
+			"INFO", "    Return information about the current client connection.",
+			"KILL <ip:port>", "    Kill connection made from <ip:port>.",
+			"KILL <option> <value> [<option> <value> [...]]", "    Kill connections. Options are:",
+			"    * ID <client-id>", "    * ADDR (<ip:port>|<unixsocket>:0)", "    * LADDR (<ip:port>|<unixsocket>:0)",
+			"    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)", "    * USER <username>",
+			"    * SKIPME (YES|NO)", "      Skip killing current connection (default: yes).",
+			"LIST [options ...]", "    Return information about client connections. Options:",
+			"    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)", "    * ID <client-id> [<client-id> ...]",
+			"NO-EVICT (ON|OFF)", "    Accepted; lockserver never evicts clients.",
+			"NO-TOUCH (ON|OFF)", "    Accepted; lockserver keeps no access times.",
+			"REPLY (ON|OFF|SKIP)", "    Control the replies sent to the current connection.",
+			"SETINFO <LIB-NAME|LIB-VER> <value>", "    Record the client library's name or version.",
+			"SETNAME <name>", "    Assign the name <name> to the current connection.",
+			"UNBLOCK <clientid> [TIMEOUT|ERROR]", "    Unblock the specified client blocked in WAIT.",
+			"TRACKING, TRACKINGINFO, PAUSE, UNPAUSE", "    Client-side caching and pausing are not supported."),
+	})
 }
 
 func cmdClientGetName(c *conn, args [][]byte) {
@@ -405,9 +407,9 @@ func (c *conn) describe() string {
 	b = append(b, " multi="...)
 	b = strconv.AppendInt(b, int64(multi), 10)
 	b = append(b, " qbuf="...)
-	b = strconv.AppendInt(b, c.rd.qbuf.Load(), 10)
+	b = strconv.AppendInt(b, c.rd.QueryBuf.Load(), 10)
 	b = append(b, " qbuf-free="...)
-	b = strconv.AppendInt(b, c.rd.qbufFree.Load(), 10)
+	b = strconv.AppendInt(b, c.rd.QueryBufFree.Load(), 10)
 	c.omu.Lock()
 	queued, omem := c.outputQueued(), c.outputUsed()
 	c.omu.Unlock()
@@ -416,7 +418,7 @@ func (c *conn) describe() string {
 	b = append(b, " oll=0 omem="...)
 	b = strconv.AppendUint(b, omem, 10)
 	b = append(b, " tot-mem="...)
-	b = strconv.AppendUint(b, queued+uint64(c.rd.qbuf.Load()), 10)
+	b = strconv.AppendUint(b, queued+uint64(c.rd.QueryBuf.Load()), 10)
 	b = append(b, " events=r cmd="...)
 	b = append(b, cmd...)
 	b = append(b, " user="...)

@@ -109,31 +109,33 @@ func (n clusterNode) portInt() int64 {
 	return p
 }
 
-// clusterHandlers serve CLUSTER's subcommands and the connection commands
-// of cluster clients.
-var clusterHandlers = map[string]func(c *conn, args [][]byte){
-	"cluster|info":    cmdClusterInfo,
-	"cluster|myid":    func(c *conn, args [][]byte) { cv := c.clusterView(); c.reply(keyspace.Bulk(cv.myself().id)) },
-	"cluster|slots":   cmdClusterSlots,
-	"cluster|shards":  cmdClusterShards,
-	"cluster|nodes":   cmdClusterNodes,
-	"cluster|keyslot": func(c *conn, args [][]byte) { c.reply(keyspace.Int(int64(keyspace.KeySlot(string(args[2]))))) },
-	// Every node serves reads and writes alike, so the modes a cluster
-	// client switches between need no state here.
-	"readonly":  func(c *conn, args [][]byte) { c.reply(keyspace.OK) },
-	"readwrite": func(c *conn, args [][]byte) { c.reply(keyspace.OK) },
-	"asking":    func(c *conn, args [][]byte) { c.reply(keyspace.OK) },
-	"cluster|help": help("CLUSTER",
-		"COUNTKEYSINSLOT <slot>", "    Return the number of keys in <slot>.",
-		"GETKEYSINSLOT <slot> <count>", "    Return key names stored by current node in a slot.",
-		"INFO", "    Return information about the cluster.",
-		"KEYSLOT <key>", "    Return the hash slot for <key>.",
-		"MYID", "    Return the node id.",
-		"NODES", "    Return cluster configuration seen by node. Output format:",
-		"    <id> <ip:port> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
-		"SLOTS", "    Return information about slots range mappings. Each range is made of:",
-		"    start, end, master and replicas IP addresses, ports and ids",
-		"SHARDS", "    Return information about slot range mappings and the nodes associated with them."),
+// The server runs CLUSTER's subcommands that describe the layout, and the
+// connection commands of cluster clients.
+func init() {
+	registerHandlers(map[string]handler{
+		"cluster|info":    cmdClusterInfo,
+		"cluster|myid":    func(c *conn, args [][]byte) { cv := c.clusterView(); c.reply(keyspace.Bulk(cv.myself().id)) },
+		"cluster|slots":   cmdClusterSlots,
+		"cluster|shards":  cmdClusterShards,
+		"cluster|nodes":   cmdClusterNodes,
+		"cluster|keyslot": func(c *conn, args [][]byte) { c.reply(keyspace.Int(int64(keyspace.KeySlot(string(args[2]))))) },
+		// Every node serves reads and writes alike, so the modes a cluster
+		// client switches between need no state here.
+		"readonly":  func(c *conn, args [][]byte) { c.reply(keyspace.OK) },
+		"readwrite": func(c *conn, args [][]byte) { c.reply(keyspace.OK) },
+		"asking":    func(c *conn, args [][]byte) { c.reply(keyspace.OK) },
+		"cluster|help": help("CLUSTER",
+			"COUNTKEYSINSLOT <slot>", "    Return the number of keys in <slot>.",
+			"GETKEYSINSLOT <slot> <count>", "    Return key names stored by current node in a slot.",
+			"INFO", "    Return information about the cluster.",
+			"KEYSLOT <key>", "    Return the hash slot for <key>.",
+			"MYID", "    Return the node id.",
+			"NODES", "    Return cluster configuration seen by node. Output format:",
+			"    <id> <ip:port> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
+			"SLOTS", "    Return information about slots range mappings. Each range is made of:",
+			"    start, end, master and replicas IP addresses, ports and ids",
+			"SHARDS", "    Return information about slot range mappings and the nodes associated with them."),
+	})
 }
 
 // CLUSTER INFO. The slots are all failing (PFAIL) while the master is out

@@ -7,26 +7,28 @@ import (
 	"github.com/lockserver/lockserver/keyspace"
 )
 
-// commandHandlers serve COMMAND and its subcommands, all built from the one
+// The server runs COMMAND and its subcommands, all built from the one
 // command table.
-var commandHandlers = map[string]func(c *conn, args [][]byte){
-	"command": func(c *conn, args [][]byte) { c.reply(commandInfos(keyspace.Commands())) },
-	"command|count": func(c *conn, args [][]byte) {
-		c.reply(keyspace.Int(int64(len(keyspace.Commands()))))
-	},
-	"command|list":            cmdCommandList,
-	"command|info":            cmdCommandInfo,
-	"command|docs":            cmdCommandDocs,
-	"command|getkeys":         func(c *conn, args [][]byte) { cmdCommandGetKeys(c, args, false) },
-	"command|getkeysandflags": func(c *conn, args [][]byte) { cmdCommandGetKeys(c, args, true) },
-	"command|help": help("COMMAND",
-		"(no subcommand)", "    Return details about all commands.",
-		"COUNT", "    Return the total number of commands.",
-		"LIST [FILTERBY (MODULE <module-name>|ACLCAT <category>|PATTERN <pattern>)]", "    Return the names of all commands, subcommands included.",
-		"INFO [<command-name> ...]", "    Return details about the given commands, or all of them.",
-		"DOCS [<command-name> ...]", "    Return what lockserver documents of the given commands, or all of them.",
-		"GETKEYS <full-command>", "    Return the keys of a full command.",
-		"GETKEYSANDFLAGS <full-command>", "    Return the keys and the access flags of a full command."),
+func init() {
+	registerHandlers(map[string]handler{
+		"command": func(c *conn, args [][]byte) { c.reply(commandInfos(keyspace.Commands())) },
+		"command|count": func(c *conn, args [][]byte) {
+			c.reply(keyspace.Int(int64(len(keyspace.Commands()))))
+		},
+		"command|list":            cmdCommandList,
+		"command|info":            cmdCommandInfo,
+		"command|docs":            cmdCommandDocs,
+		"command|getkeys":         func(c *conn, args [][]byte) { cmdCommandGetKeys(c, args, false) },
+		"command|getkeysandflags": func(c *conn, args [][]byte) { cmdCommandGetKeys(c, args, true) },
+		"command|help": help("COMMAND",
+			"(no subcommand)", "    Return details about all commands.",
+			"COUNT", "    Return the total number of commands.",
+			"LIST [FILTERBY (MODULE <module-name>|ACLCAT <category>|PATTERN <pattern>)]", "    Return the names of all commands, subcommands included.",
+			"INFO [<command-name> ...]", "    Return details about the given commands, or all of them.",
+			"DOCS [<command-name> ...]", "    Return what lockserver documents of the given commands, or all of them.",
+			"GETKEYS <full-command>", "    Return the keys of a full command.",
+			"GETKEYSANDFLAGS <full-command>", "    Return the keys and the access flags of a full command."),
+	})
 }
 
 // commandInfos returns COMMAND INFO's entries for cmds.

@@ -11,13 +11,24 @@ import (
 	"github.com/lockserver/lockserver/replication"
 )
 
-// handlers serve the commands of the table that the connection layer owns, by
-// table name (a subcommand's full name, "client|id", for container commands).
-// Every other command goes to the engine.
-var handlers map[string]func(c *conn, args [][]byte)
+// handler runs a command of the server's layer (keyspace.ServerLayer) on a
+// connection: the executor the server registers for each of its rows of the
+// command table. Every other command goes to the engine.
+type handler func(c *conn, args [][]byte)
+
+// registerHandlers registers the server's executors of the rows named (a
+// subcommand by its full name, "client|id").
+func registerHandlers(handlers map[string]handler) {
+	for name, h := range handlers {
+		keyspace.Register(keyspace.ServerLayer, name, h)
+	}
+}
+
+// handlerOf returns the executor of cmd, a row of the server's layer.
+func handlerOf(cmd *keyspace.Command) handler { return cmd.Executor().(handler) }
 
 func init() {
-	handlers = map[string]func(c *conn, args [][]byte){
+	registerHandlers(map[string]handler{
 		"ping":    cmdPing,
 		"echo":    cmdLocal,
 		"time":    cmdLocal,
@@ -60,36 +71,12 @@ func init() {
 			"    sampled up to <count> times (default: 5, 0 means sample all)."),
 		"memory|purge": cmdMemoryPurge,
 		"monitor":      cmdMonitor,
-	}
-	for name, h := range aclHandlers {
-		handlers[name] = h
-	}
-	for name, h := range clientHandlers {
-		handlers[name] = h
-	}
-	for name, h := range configHandlers {
-		handlers[name] = h
-	}
-	for name, h := range commandHandlers {
-		handlers[name] = h
-	}
-	for name, h := range sentinelHandlers {
-		handlers[name] = h
-	}
-	for name, h := range clusterHandlers {
-		handlers[name] = h
-	}
-	for name, h := range slowlogHandlers {
-		handlers[name] = h
-	}
-	for name, h := range latencyHandlers {
-		handlers[name] = h
-	}
+	})
 }
 
 // help returns a HELP subcommand listing what a container command offers, in
 // Redis's format.
-func help(container string, lines ...string) func(c *conn, args [][]byte) {
+func help(container string, lines ...string) handler {
 	all := append([]string{container + " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"}, lines...)
 	all = append(all, "HELP", "    Prints this help.")
 	elems := make([]keyspace.Reply, len(all))
@@ -213,7 +200,7 @@ func cmdHello(c *conn, args [][]byte) {
 	info := c.srv.engine.Info()
 	c.reply(keyspace.Map(
 		keyspace.Bulk("server"), keyspace.Bulk("redis"),
-		keyspace.Bulk("version"), keyspace.Bulk(RedisVersion),
+		keyspace.Bulk("version"), keyspace.Bulk(redisVersion),
 		keyspace.Bulk("proto"), keyspace.Int(int64(proto)),
 		keyspace.Bulk("id"), keyspace.Int(c.id),
 		keyspace.Bulk("mode"), keyspace.Bulk("standalone"),
@@ -312,19 +299,33 @@ func (c *conn) waitReplicas(n int64, timeout time.Duration, reply func(count int
 			err = context.Cause(ctx)
 		}
 	})
-	var rerr replication.ReplyError
+	errReply, isReply := errorReply(err)
 	switch {
 	case err == nil, errors.Is(err, errUnblockTimeout):
 		return reply(count)
 	case errors.Is(err, errUnblockError):
 		return keyspace.Error(err.Error())
-	case errors.As(err, &rerr):
-		return keyspace.Error(string(rerr))
+	case isReply:
+		return errReply
 	case errors.Is(err, context.Canceled):
 		// The connection ends: killed, or the server shuts down.
 		return keyspace.Error("ERR the connection is closing")
 	}
 	return keyspace.Error("ERR " + err.Error())
+}
+
+// errorReply returns the error reply that err, from the engine, carries
+// for the client, if it carries one: the engine's own, or another member's.
+// The engine's other errors are the server's to word.
+func errorReply(err error) (keyspace.Reply, bool) {
+	if r, ok := keyspace.ReplyOf(err); ok {
+		return r, true
+	}
+	var rerr replication.ReplyError
+	if errors.As(err, &rerr) {
+		return keyspace.Error(string(rerr)), true
+	}
+	return keyspace.Reply{}, false
 }
 
 // parseTimeout reads a blocking timeout in milliseconds as Redis's
@@ -346,9 +347,9 @@ func parseTimeout(b []byte) (time.Duration, *keyspace.Reply) {
 	return time.Duration(n) * time.Millisecond, nil
 }
 
-// RedisVersion is the Redis version lockserver presents to clients: the one
+// redisVersion is the Redis version lockserver presents to clients: the one
 // whose behaviour it reproduces.
-const RedisVersion = "7.0.15"
+const redisVersion = "7.0.15"
 
 // cmdMemoryPurge serves MEMORY PURGE as the Go runtime can: a full collection
 // that returns the memory it frees to the OS. INFO's used_memory, the live

@@ -64,11 +64,11 @@ func init() {
 				return nil
 			}},
 		{name: "proto-max-bulk-len",
-			get: func(s *Server) string { return strconv.FormatInt(s.limits.maxBulk.Load(), 10) },
-			set: func(s *Server, v string) error { return setMemoryAtLeast(&s.limits.maxBulk, v, 1<<20) }},
+			get: func(s *Server) string { return strconv.FormatInt(s.limits.MaxBulk.Load(), 10) },
+			set: func(s *Server, v string) error { return setMemoryAtLeast(&s.limits.MaxBulk, v, 1<<20) }},
 		{name: "client-query-buffer-limit",
-			get: func(s *Server) string { return strconv.FormatInt(s.limits.maxQuery.Load(), 10) },
-			set: func(s *Server, v string) error { return setMemoryAtLeast(&s.limits.maxQuery, v, 1<<20) }},
+			get: func(s *Server) string { return strconv.FormatInt(s.limits.MaxQuery.Load(), 10) },
+			set: func(s *Server, v string) error { return setMemoryAtLeast(&s.limits.MaxQuery, v, 1<<20) }},
 		{name: "client-output-buffer-limit",
 			get: func(s *Server) string { return s.outputLimits.Load().String() },
 			set: func(s *Server, v string) error {
@@ -242,19 +242,21 @@ func (s *Server) port() string {
 	return "0"
 }
 
-// configHandlers serve the CONFIG subcommands.
-var configHandlers = map[string]func(c *conn, args [][]byte){
-	"config|get":       cmdConfigGet,
-	"config|set":       cmdConfigSet,
-	"config|resetstat": func(c *conn, args [][]byte) { c.srv.resetStats(); c.reply(keyspace.OK) },
-	"config|rewrite": func(c *conn, args [][]byte) {
-		c.reply(keyspace.Error("ERR The server is running without a config file"))
-	},
-	"config|help": help("CONFIG",
-		"GET <pattern>", "    Return parameters matching the glob-like <pattern> and their values.",
-		"SET <directive> <value>", "    Set the configuration <directive> to <value>.",
-		"RESETSTAT", "    Reset statistics reported by the INFO command.",
-		"REWRITE", "    Refused: lockserver has no config file."),
+// The server runs the CONFIG subcommands.
+func init() {
+	registerHandlers(map[string]handler{
+		"config|get":       cmdConfigGet,
+		"config|set":       cmdConfigSet,
+		"config|resetstat": func(c *conn, args [][]byte) { c.srv.resetStats(); c.reply(keyspace.OK) },
+		"config|rewrite": func(c *conn, args [][]byte) {
+			c.reply(keyspace.Error("ERR The server is running without a config file"))
+		},
+		"config|help": help("CONFIG",
+			"GET <pattern>", "    Return parameters matching the glob-like <pattern> and their values.",
+			"SET <directive> <value>", "    Set the configuration <directive> to <value>.",
+			"RESETSTAT", "    Reset statistics reported by the INFO command.",
+			"REWRITE", "    Refused: lockserver has no config file."),
+	})
 }
 
 // CONFIG GET pattern [pattern ...]: a map in RESP3. A name without glob

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/replication"
+	"github.com/lockserver/lockserver/server/internal/resp"
 )
 
 // newTestServer starts a server over a standalone engine on a loopback port.
@@ -98,9 +99,11 @@ func TestPanicEndsOneConnection(t *testing.T) {
 	if got := a.do(t, "PING"); got != "+PONG\r\n" {
 		t.Fatalf("PING = %q", got)
 	}
-	echo := handlers["echo"]
-	handlers["echo"] = func(*conn, [][]byte) { panic("a bug in a command") }
-	defer func() { handlers["echo"] = echo }()
+	// The server runs ECHO with the row's Run (runLocal).
+	row := keyspace.Lookup([]byte("echo"))
+	echo := row.Run
+	row.Run = func(*keyspace.Call) keyspace.Reply { panic("a bug in a command") }
+	defer func() { row.Run = echo }()
 
 	if got := a.do(t, "ECHO boom"); !strings.HasPrefix(got, "error: ") {
 		t.Errorf("the panicking connection answered %q", got)
@@ -228,8 +231,8 @@ func FuzzServe(f *testing.F) {
 		if log.count() > 0 {
 			t.Fatalf("input %q panicked", data)
 		}
-		if len(c.rd.buf) > 2*(4<<10)+readBufSize {
-			t.Fatalf("read buffer of %d bytes", len(c.rd.buf))
+		if c.rd.BufferSize() > 2*(4<<10)+resp.ReadBufSize {
+			t.Fatalf("read buffer of %d bytes", c.rd.BufferSize())
 		}
 	})
 }

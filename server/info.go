@@ -88,7 +88,7 @@ func (s *Server) infoServer(b *infoBuilder) {
 	now := time.Now()
 	uptime := int64(now.Sub(s.started) / time.Second)
 	exe, _ := os.Executable()
-	b.line("redis_version", RedisVersion)
+	b.line("redis_version", redisVersion)
 	b.line("redis_mode", "standalone")
 	b.line("os", runtime.GOOS+" "+runtime.GOARCH)
 	b.line("arch_bits", strconv.IntSize)
@@ -172,9 +172,9 @@ func (s *Server) totals() totals {
 	s.each(func(c *conn) {
 		t.clients++
 		t.commands += c.commands.Load()
-		t.netIn += c.rd.total.Load()
+		t.netIn += c.rd.Total.Load()
 		t.netOut += c.written.Load()
-		t.reads += c.rd.reads.Load()
+		t.reads += c.rd.Reads.Load()
 		t.writes += c.writes.Load()
 	})
 	t.commands += s.stats.commands.Load()
@@ -311,9 +311,9 @@ func (s *Server) resetStats() {
 	s.resetCommandStats()
 	s.each(func(c *conn) {
 		c.commands.Store(0)
-		c.rd.total.Store(0)
+		c.rd.Total.Store(0)
 		c.written.Store(0)
-		c.rd.reads.Store(0)
+		c.rd.Reads.Store(0)
 		c.writes.Store(0)
 	})
 	s.mem.peak.Store(s.mem.current())

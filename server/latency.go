@@ -51,19 +51,21 @@ func (m *latencyMonitor) add(event string, at, ms int64) {
 	}
 }
 
-// latencyHandlers serve LATENCY.
-var latencyHandlers = map[string]func(c *conn, args [][]byte){
-	"latency|latest":    cmdLatencyLatest,
-	"latency|history":   cmdLatencyHistory,
-	"latency|reset":     cmdLatencyReset,
-	"latency|histogram": cmdLatencyHistogram,
-	"latency|help": help("LATENCY",
-		"HISTORY <event>", "    Return time-latency samples for the <event> class.",
-		"LATEST", "    Return the latest latency samples for all events.",
-		"RESET [<event> ...]", "    Reset latency data of one or more <event> classes.",
-		"    (default: reset all data for all event classes)",
-		"HISTOGRAM [COMMAND ...]", "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
-		"    If no commands are specified then all histograms are replied."),
+// The server runs LATENCY.
+func init() {
+	registerHandlers(map[string]handler{
+		"latency|latest":    cmdLatencyLatest,
+		"latency|history":   cmdLatencyHistory,
+		"latency|reset":     cmdLatencyReset,
+		"latency|histogram": cmdLatencyHistogram,
+		"latency|help": help("LATENCY",
+			"HISTORY <event>", "    Return time-latency samples for the <event> class.",
+			"LATEST", "    Return the latest latency samples for all events.",
+			"RESET [<event> ...]", "    Reset latency data of one or more <event> classes.",
+			"    (default: reset all data for all event classes)",
+			"HISTOGRAM [COMMAND ...]", "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
+			"    If no commands are specified then all histograms are replied."),
+	})
 }
 
 // LATENCY LATEST: [event, time of the latest sample, its latency, the

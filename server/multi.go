@@ -277,7 +277,7 @@ func engineCommand(cmd *keyspace.Command) bool {
 func (c *conn) runCaptured(args [][]byte, cmd *keyspace.Command) keyspace.Reply {
 	var got []keyspace.Reply
 	c.capture = &got
-	handlers[cmd.Name](c, args)
+	handlerOf(cmd)(c, args)
 	c.capture = nil
 	if len(got) == 0 {
 		return keyspace.Status("OK")

@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/server/internal/resp"
 )
 
 // Output buffer limits (Redis's client-output-buffer-limit). A client's
@@ -227,4 +230,117 @@ func (s *Server) watchOutput() {
 			}
 		}
 	}
+}
+
+// send queues one reply of a batch for the client, and writes what is
+// queued once it reaches flushAt. An inline connection's
+// replies go to its client's buffer whenever they are written, so they stay
+// here, where its limits see them.
+func (c *conn) send(r keyspace.Reply) {
+	if c.write1(r) >= flushAt && !c.inline {
+		c.flush() // on failure the connection is gone: later replies are dropped
+	}
+}
+
+// write1 queues one reply for the client and returns how much is queued. A
+// client whose output passes its limits is closed.
+func (c *conn) write1(r keyspace.Reply) int {
+	c.omu.Lock()
+	if c.gone {
+		c.omu.Unlock()
+		return 0
+	}
+	c.out = resp.AppendReply(c.out, r, int(c.proto.Load()))
+	n := len(c.out)
+	over := c.limited() && c.overLimit(c.outputUsed(), time.Now())
+	c.omu.Unlock()
+	if over {
+		c.overflowed()
+		return 0
+	}
+	return n
+}
+
+// write queues raw bytes for the client.
+func (c *conn) write(b []byte) {
+	c.omu.Lock()
+	if !c.gone {
+		c.out = append(c.out, b...)
+	}
+	c.omu.Unlock()
+}
+
+// deliver queues a published message from the engine's goroutine. It never
+// blocks on the socket: the push writer sends it. A subscriber whose queued
+// output passes its limits is disconnected, as Redis does.
+func (c *conn) deliver(msg keyspace.Reply) {
+	c.omu.Lock()
+	if c.gone {
+		c.omu.Unlock()
+		return
+	}
+	c.out = resp.AppendReply(c.out, msg, int(c.proto.Load()))
+	over := c.limited() && c.overLimit(c.outputUsed(), time.Now())
+	c.omu.Unlock()
+	if over {
+		c.overflowed()
+		return
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pushWriter sends what publishers queue while the serving goroutine waits
+// for the client. It runs from the first subscription until the connection ends.
+func (c *conn) pushWriter() {
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-c.wake:
+			if c.flush() != nil {
+				return
+			}
+		}
+	}
+}
+
+// maxSpare is the largest output buffer kept for reuse after a write.
+const maxSpare = 64 << 10
+
+// flush writes what is queued.
+func (c *conn) flush() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.omu.Lock()
+	out := c.out
+	if len(out) == 0 {
+		c.omu.Unlock()
+		return nil
+	}
+	c.out, c.spare = c.spare[:0], nil
+	c.writing = len(out)
+	c.omu.Unlock()
+
+	n, err := c.nc.Write(out)
+	c.written.Add(int64(n))
+	c.writes.Add(1)
+
+	c.omu.Lock()
+	c.writing = 0
+	if cap(out) <= maxSpare {
+		c.spare = out[:0]
+	}
+	if err != nil {
+		// The client is gone: what is queued for it, and what would be,
+		// is dropped.
+		c.gone, c.out, c.spare = true, nil, nil
+	}
+	c.omu.Unlock()
+	if err != nil {
+		c.nc.Close()
+	}
+	return err
 }

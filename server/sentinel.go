@@ -24,11 +24,11 @@ import (
 // master name. A standalone node is the master of itself, with no replicas and
 // no other Sentinels.
 
-// DefaultSentinelMaster is the master name SENTINEL answers to unless
+// defaultSentinelMaster is the master name SENTINEL answers to unless
 // configured otherwise: the name in Redis's sample sentinel.conf and in the
 // Sentinel examples of go-redis and Redisson, so that clients set up for a
 // stock Sentinel need no change.
-const DefaultSentinelMaster = "mymaster"
+const defaultSentinelMaster = "mymaster"
 
 // clusterEngine is what a cluster member's engine (replication.Raft) offers
 // the SENTINEL commands beyond Engine; a standalone engine has none of it.
@@ -61,7 +61,7 @@ type sentinelState struct {
 // follows the leader.
 func (s *Server) startSentinel(name string) {
 	if name == "" {
-		name = DefaultSentinelMaster
+		name = defaultSentinelMaster
 	}
 	st := &s.sentinel
 	st.name, st.since = name, s.started
@@ -355,54 +355,56 @@ func (v *sentinelView) sentinelReply(n sentinelNode) keyspace.Reply {
 
 var errNoSuchMaster = keyspace.Error("ERR No such master with that name")
 
-// sentinelHandlers serve the SENTINEL subcommands and ROLE.
-var sentinelHandlers = map[string]func(c *conn, args [][]byte){
-	"role": cmdRole,
-	"sentinel|get-master-addr-by-name": func(c *conn, args [][]byte) {
-		v := c.sentinelView()
-		if string(args[2]) != c.srv.sentinel.name || v.master.host == "" {
-			c.reply(keyspace.NullArray)
-			return
-		}
-		c.reply(keyspace.Array(keyspace.Bulk(v.master.host), keyspace.Bulk(v.master.port)))
-	},
-	"sentinel|masters": func(c *conn, args [][]byte) {
-		v := c.sentinelView()
-		c.reply(keyspace.Array(v.masterReply(c.srv.sentinel.name)))
-	},
-	"sentinel|master": func(c *conn, args [][]byte) {
-		if knownMaster(c, args) {
+// The server runs the SENTINEL subcommands and ROLE.
+func init() {
+	registerHandlers(map[string]handler{
+		"role": cmdRole,
+		"sentinel|get-master-addr-by-name": func(c *conn, args [][]byte) {
 			v := c.sentinelView()
-			c.reply(v.masterReply(c.srv.sentinel.name))
-		}
-	},
-	"sentinel|replicas": cmdSentinelReplicas,
-	"sentinel|slaves":   cmdSentinelReplicas,
-	"sentinel|sentinels": func(c *conn, args [][]byte) {
-		if !knownMaster(c, args) {
-			return
-		}
-		v := c.sentinelView()
-		elems := make([]keyspace.Reply, len(v.sentinels))
-		for i, n := range v.sentinels {
-			elems[i] = v.sentinelReply(n)
-		}
-		c.reply(keyspace.Array(elems...))
-	},
-	"sentinel|myid":     func(c *conn, args [][]byte) { c.reply(keyspace.Bulk(c.sentinelView().self.runID)) },
-	"sentinel|ckquorum": cmdSentinelCkQuorum,
-	"sentinel|failover": cmdSentinelFailover,
-	"sentinel|help": help("SENTINEL",
-		"CKQUORUM <master-name>", "    Check if the current Sentinel configuration is able to reach the quorum",
-		"    needed to failover a master and the majority needed to authorize the",
-		"    failover.",
-		"GET-MASTER-ADDR-BY-NAME <master-name>", "    Return the ip and port number of the master with that name.",
-		"FAILOVER <master-name>", "    Hand the Raft leadership to the most up-to-date other voter.",
-		"MASTER <master-name>", "    Show the state and info of the specified master.",
-		"MASTERS", "    Show a list of monitored masters and their state.",
-		"MYID", "    Return the ID of the Sentinel instance.",
-		"REPLICAS <master-name>", "    Show a list of replicas for this master and their state.",
-		"SENTINELS <master-name>", "    Show a list of Sentinel instances for this master and their state."),
+			if string(args[2]) != c.srv.sentinel.name || v.master.host == "" {
+				c.reply(keyspace.NullArray)
+				return
+			}
+			c.reply(keyspace.Array(keyspace.Bulk(v.master.host), keyspace.Bulk(v.master.port)))
+		},
+		"sentinel|masters": func(c *conn, args [][]byte) {
+			v := c.sentinelView()
+			c.reply(keyspace.Array(v.masterReply(c.srv.sentinel.name)))
+		},
+		"sentinel|master": func(c *conn, args [][]byte) {
+			if knownMaster(c, args) {
+				v := c.sentinelView()
+				c.reply(v.masterReply(c.srv.sentinel.name))
+			}
+		},
+		"sentinel|replicas": cmdSentinelReplicas,
+		"sentinel|slaves":   cmdSentinelReplicas,
+		"sentinel|sentinels": func(c *conn, args [][]byte) {
+			if !knownMaster(c, args) {
+				return
+			}
+			v := c.sentinelView()
+			elems := make([]keyspace.Reply, len(v.sentinels))
+			for i, n := range v.sentinels {
+				elems[i] = v.sentinelReply(n)
+			}
+			c.reply(keyspace.Array(elems...))
+		},
+		"sentinel|myid":     func(c *conn, args [][]byte) { c.reply(keyspace.Bulk(c.sentinelView().self.runID)) },
+		"sentinel|ckquorum": cmdSentinelCkQuorum,
+		"sentinel|failover": cmdSentinelFailover,
+		"sentinel|help": help("SENTINEL",
+			"CKQUORUM <master-name>", "    Check if the current Sentinel configuration is able to reach the quorum",
+			"    needed to failover a master and the majority needed to authorize the",
+			"    failover.",
+			"GET-MASTER-ADDR-BY-NAME <master-name>", "    Return the ip and port number of the master with that name.",
+			"FAILOVER <master-name>", "    Hand the Raft leadership to the most up-to-date other voter.",
+			"MASTER <master-name>", "    Show the state and info of the specified master.",
+			"MASTERS", "    Show a list of monitored masters and their state.",
+			"MYID", "    Return the ID of the Sentinel instance.",
+			"REPLICAS <master-name>", "    Show a list of replicas for this master and their state.",
+			"SENTINELS <master-name>", "    Show a list of Sentinel instances for this master and their state."),
+	})
 }
 
 // knownMaster reports whether args[2] names the master, and replies
@@ -466,7 +468,7 @@ func cmdSentinelFailover(c *conn, args [][]byte) {
 	ctx, cancel := context.WithTimeout(c.srv.ctx, failoverTimeout)
 	defer cancel()
 	err := cluster.TransferLeadership(ctx, args)
-	var rerr replication.ReplyError
+	errReply, isReply := errorReply(err)
 	switch {
 	case err == nil:
 		c.reply(keyspace.OK)
@@ -474,8 +476,8 @@ func cmdSentinelFailover(c *conn, args [][]byte) {
 		c.reply(errNoGoodReplica)
 	case errors.Is(err, replication.ErrTransferInProgress):
 		c.reply(keyspace.Error("INPROG Failover already in progress"))
-	case errors.As(err, &rerr):
-		c.reply(keyspace.Error(string(rerr))) // the leader's own reply
+	case isReply:
+		c.reply(errReply) // the leader's own reply
 	default:
 		c.reply(keyspace.Error("ERR failover: " + err.Error()))
 	}

@@ -1,7 +1,19 @@
-// Package server serves lockserver over RESP: it owns the accept loop and the
-// connections, frames commands with Redis's limits (reader.go), keeps
-// per-connection state (protocol, database, auth, transactions, subscriptions)
-// and hands data commands to a replication.Engine.
+// Package server serves lockserver over RESP. New makes a Server of an
+// engine (replication.Engine), which runs the commands the server does not,
+// and of a Hub, which delivers what the engine publishes to subscribers.
+// Serve, ServeMembers and ServeInline serve connections, Do runs a data
+// command for an in-process caller, Collector reports the server's metrics,
+// and Close ends the connections.
+//
+// The server serves a connection as Redis serves a client. It frames the
+// commands the client sends within Redis's limits (internal/resp), checks
+// each in Redis's order (lookup and arity, authentication, ACL, transaction
+// state, memory, subscribed mode), and has it run by the layer its row of
+// the command table names: the server's own rows (connection state,
+// transactions, subscriptions, introspection, ACL, CLIENT, CONFIG,
+// SENTINEL, CLUSTER's view) by the handlers it registers for them, every
+// other by the engine. The replies of a batch of pipelined commands are
+// written in order, together.
 package server
 
 import (
@@ -19,6 +31,7 @@ import (
 	"github.com/lockserver/lockserver/internal/acl"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/replication"
+	"github.com/lockserver/lockserver/server/internal/resp"
 )
 
 // Config configures a Server. Engine and Hub are required; the zero value of
@@ -37,14 +50,15 @@ type Config struct {
 	// ACLFile is the ACL file that ACL LOAD reads and ACL SAVE writes; empty
 	// refuses both, as Redis does without aclfile.
 	ACLFile string
-	// MaxClients bounds the number of connections (maxclients); 0 means 10000.
+	// MaxClients bounds the number of connections (maxclients); 0 means
+	// Redis's 10000.
 	MaxClients int
 	// MaxMemory, when positive, refuses commands that add data (Redis's
 	// DenyOOM commands) with an OOM error while the live heap is above it
 	// (maxmemory with the noeviction policy).
 	MaxMemory int64
 	// SentinelMaster is the master name the SENTINEL commands answer to;
-	// empty means DefaultSentinelMaster.
+	// empty means Sentinel's usual "mymaster".
 	SentinelMaster string
 	// DisableProtectedMode turns Redis's protected mode off. On (the
 	// default), a server whose default user has no password answers a client
@@ -52,6 +66,20 @@ type Config struct {
 	DisableProtectedMode bool
 	Limits               Limits
 	Logger               *slog.Logger
+}
+
+// Limits bound what one client may send, as Redis's limits do. The zero value of
+// a field means its default.
+type Limits struct {
+	// MaxBulk is the largest bulk string a client may send (proto-max-bulk-len).
+	MaxBulk int64
+	// MaxMultibulk is the largest number of arguments of one command.
+	MaxMultibulk int64
+	// MaxInline is the longest inline command line, and the longest RESP header line.
+	MaxInline int
+	// MaxQuery is the most bytes one command may take (client-query-buffer-limit);
+	// a client that sends more is disconnected, as Redis does.
+	MaxQuery int64
 }
 
 // Server is a RESP server.
@@ -69,8 +97,8 @@ type Server struct {
 	// Settings that CONFIG SET changes while clients are connected.
 	password   atomic.Pointer[string]
 	maxClients atomic.Int64
-	protected  atomic.Bool // protected-mode
-	limits     *liveLimits
+	protected  atomic.Bool  // protected-mode
+	limits     *resp.Limits // in force; CONFIG SET changes them
 	// outputLimits are the client-output-buffer-limit of each class.
 	outputLimits atomic.Pointer[outputLimits]
 	mem          memory
@@ -125,13 +153,13 @@ type stats struct {
 	aclDenied [acl.DeniedChannel + 1]atomic.Int64
 }
 
-// DefaultMaxClients is Redis's default maxclients.
-const DefaultMaxClients = 10000
+// defaultMaxClients is Redis's default maxclients.
+const defaultMaxClients = 10000
 
 // New returns a server that is not yet serving.
 func New(cfg Config) *Server {
 	if cfg.MaxClients <= 0 {
-		cfg.MaxClients = DefaultMaxClients
+		cfg.MaxClients = defaultMaxClients
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -149,7 +177,7 @@ func New(cfg Config) *Server {
 		log:       cfg.Logger,
 		ctx:       ctx,
 		cancel:    cancel,
-		limits:    newLiveLimits(cfg.Limits),
+		limits:    resp.NewLimits(cfg.Limits.MaxBulk, cfg.Limits.MaxMultibulk, int64(cfg.Limits.MaxInline), cfg.Limits.MaxQuery),
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
 		started:   time.Now(),
@@ -189,10 +217,11 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// ErrServerClosed is returned by Serve after Close.
-var ErrServerClosed = errors.New("server: closed")
+// errServerClosed is what Serve returns after Close.
+var errServerClosed = errors.New("server: closed")
 
-// Serve accepts connections on ln until Close. It backs off on accept errors
+// Serve accepts connections on ln until Close, and returns an error then.
+// It backs off on accept errors
 // (EMFILE, ...) rather than spinning. A TLS listener's connections finish
 // their handshake first, in their own goroutines; a client refused there
 // (no certificate, or one that does not verify) is logged.
@@ -209,7 +238,7 @@ func (s *Server) serve(ln net.Listener, members bool) error {
 	if s.closed {
 		s.mu.Unlock()
 		ln.Close()
-		return ErrServerClosed
+		return errServerClosed
 	}
 	s.listeners[ln] = struct{}{}
 	s.mu.Unlock()
@@ -222,7 +251,7 @@ func (s *Server) serve(ln net.Listener, members bool) error {
 			closed := s.closed
 			s.mu.Unlock()
 			if closed {
-				return ErrServerClosed
+				return errServerClosed
 			}
 			if errors.Is(err, net.ErrClosed) {
 				return err
@@ -364,9 +393,9 @@ func (s *Server) forget(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.stats.commands.Add(c.commands.Load())
-	s.stats.netIn.Add(c.rd.total.Load())
+	s.stats.netIn.Add(c.rd.Total.Load())
 	s.stats.netOut.Add(c.written.Load())
-	s.stats.reads.Add(c.rd.reads.Load())
+	s.stats.reads.Add(c.rd.Reads.Load())
 	s.stats.writes.Add(c.writes.Load())
 	s.mu.Unlock()
 	s.wg.Done()
@@ -413,7 +442,7 @@ func (s *Server) Do(ctx context.Context, db int, args [][]byte) keyspace.Reply {
 	if cmd.Has(keyspace.Member) { // Do is no member (see conn.member)
 		return keyspace.Error(acl.Verdict{Reason: acl.DeniedCommand}.Error(cmd))
 	}
-	if !engineCommand(cmd) || handlers[cmd.Name] != nil {
+	if !engineCommand(cmd) || cmd.Layer == keyspace.ServerLayer {
 		return keyspace.Error("ERR '" + cmd.Name + "' needs a connection; use Dialer or Addr")
 	}
 	// The request and its one command in one allocation.

@@ -158,28 +158,30 @@ func redacted(cmd *keyspace.Command, args [][]byte, i int) bool {
 	return false
 }
 
-// slowlogHandlers serve SLOWLOG.
-var slowlogHandlers = map[string]func(c *conn, args [][]byte){
-	"slowlog|get": cmdSlowlogGet,
-	"slowlog|len": func(c *conn, args [][]byte) {
-		c.srv.slowlog.mu.Lock()
-		n := len(c.srv.slowlog.entries)
-		c.srv.slowlog.mu.Unlock()
-		c.reply(keyspace.Int(int64(n)))
-	},
-	"slowlog|reset": func(c *conn, args [][]byte) {
-		c.srv.slowlog.mu.Lock()
-		c.srv.slowlog.entries = nil
-		c.srv.slowlog.mu.Unlock()
-		c.reply(keyspace.OK)
-	},
-	"slowlog|help": help("SLOWLOG",
-		"GET [<count>]", "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
-		"    Entries are made of:",
-		"    id, timestamp, time in microseconds, arguments array, client IP and port,",
-		"    client name",
-		"LEN", "    Return the length of the slowlog.",
-		"RESET", "    Reset the slowlog."),
+// The server runs SLOWLOG.
+func init() {
+	registerHandlers(map[string]handler{
+		"slowlog|get": cmdSlowlogGet,
+		"slowlog|len": func(c *conn, args [][]byte) {
+			c.srv.slowlog.mu.Lock()
+			n := len(c.srv.slowlog.entries)
+			c.srv.slowlog.mu.Unlock()
+			c.reply(keyspace.Int(int64(n)))
+		},
+		"slowlog|reset": func(c *conn, args [][]byte) {
+			c.srv.slowlog.mu.Lock()
+			c.srv.slowlog.entries = nil
+			c.srv.slowlog.mu.Unlock()
+			c.reply(keyspace.OK)
+		},
+		"slowlog|help": help("SLOWLOG",
+			"GET [<count>]", "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+			"    Entries are made of:",
+			"    id, timestamp, time in microseconds, arguments array, client IP and port,",
+			"    client name",
+			"LEN", "    Return the length of the slowlog.",
+			"RESET", "    Reset the slowlog."),
+	})
 }
 
 // SLOWLOG GET [count]: the newest count entries (10; -1 for all).

@@ -1,4 +1,4 @@
-package server
+package resp
 
 import (
 	"strconv"
@@ -7,12 +7,12 @@ import (
 	"github.com/tidwall/redcon"
 )
 
-// appendReply appends r to b in RESP2 (proto 2) or RESP3 (proto 3). It is the
+// AppendReply appends r to b in RESP2 (proto 2) or RESP3 (proto 3). It is the
 // server's only RESP writer: every reply, push message and forwarded reply goes
 // through it. RESP2's types are encoded by redcon; redcon has no RESP3 writers,
 // so the RESP3 types (null, map, set, push, double, boolean, verbatim) are
 // written here.
-func appendReply(b []byte, r keyspace.Reply, proto int) []byte {
+func AppendReply(b []byte, r keyspace.Reply, proto int) []byte {
 	switch r.Kind {
 	case keyspace.KindNull:
 		if proto >= 3 {
@@ -88,7 +88,7 @@ func appendElems(b []byte, prefix byte, n int, elems []keyspace.Reply, proto int
 		b = append(strconv.AppendInt(append(b, prefix), int64(n), 10), '\r', '\n')
 	}
 	for _, e := range elems {
-		b = appendReply(b, e, proto)
+		b = AppendReply(b, e, proto)
 	}
 	return b
 }

@@ -1,4 +1,4 @@
-package server
+package resp
 
 import (
 	"bytes"
@@ -11,17 +11,17 @@ import (
 
 // readAll runs a reader over input delivered in chunks of size chunk and
 // returns the commands, joined as "a b c", and the error that ended it.
-func readAll(t testing.TB, input string, chunk int, lim Limits, authed func() bool) ([]string, error) {
+func readAll(t testing.TB, input string, chunk int, lim *Limits, authed func() bool) ([]string, error) {
 	t.Helper()
 	var src io.Reader = strings.NewReader(input)
 	if chunk > 0 {
 		src = &chunked{data: []byte(input), n: chunk}
 	}
-	r := newReader(src, newLiveLimits(lim), authed)
+	r := NewReader(src, lim, authed)
 	var cmds []string
 	for {
 		for {
-			args, err := r.next()
+			args, err := r.Next()
 			if err != nil {
 				return cmds, err
 			}
@@ -30,7 +30,7 @@ func readAll(t testing.TB, input string, chunk int, lim Limits, authed func() bo
 			}
 			cmds = append(cmds, string(bytes.Join(args, []byte(" "))))
 		}
-		if err := r.fill(); err != nil {
+		if err := r.Fill(); err != nil {
 			return cmds, err
 		}
 	}
@@ -85,7 +85,7 @@ func TestReader(t *testing.T) {
 	}
 	for _, c := range cases {
 		for _, chunk := range []int{0, 1, 3} {
-			got, err := readAll(t, c.input, chunk, Limits{}, nil)
+			got, err := readAll(t, c.input, chunk, NewLimits(0, 0, 0, 0), nil)
 			if errors.Is(err, io.EOF) {
 				err = nil
 			}
@@ -100,7 +100,7 @@ func TestReader(t *testing.T) {
 }
 
 func TestReaderLimits(t *testing.T) {
-	lim := Limits{MaxBulk: 10, MaxMultibulk: 3, MaxInline: 16, MaxQuery: 40}
+	lim := NewLimits(10, 3, 16, 40) // MaxBulk, MaxMultibulk, MaxInline, MaxQuery
 	cases := []struct {
 		name, input string
 		err         string
@@ -112,7 +112,7 @@ func TestReaderLimits(t *testing.T) {
 		{"inline line over the limit", strings.Repeat("x", 17), "Protocol error: too big inline request"},
 		{"count line over the limit", "*" + strings.Repeat("1", 17), "Protocol error: too big mbulk count string"},
 		{"bulk line over the limit", "*1\r\n$" + strings.Repeat("1", 17), "Protocol error: too big bulk count string"},
-		{"command over the query limit", "*3\r\n$10\r\n0123456789\r\n$10\r\n0123456789\r\n$10\r\n", errQueryTooBig.Error()},
+		{"command over the query limit", "*3\r\n$10\r\n0123456789\r\n$10\r\n0123456789\r\n$10\r\n", ErrQueryTooBig.Error()},
 	}
 	for _, c := range cases {
 		for _, chunk := range []int{0, 1} {
@@ -127,13 +127,13 @@ func TestReaderLimits(t *testing.T) {
 	}
 	// A stranger (password set, not authenticated) gets Redis's small limits.
 	stranger := func() bool { return false }
-	if _, err := readAll(t, "*11\r\n", 0, Limits{}, stranger); err == nil || err.Error() != "Protocol error: unauthenticated multibulk length" {
+	if _, err := readAll(t, "*11\r\n", 0, NewLimits(0, 0, 0, 0), stranger); err == nil || err.Error() != "Protocol error: unauthenticated multibulk length" {
 		t.Errorf("stranger's multibulk: %v", err)
 	}
-	if _, err := readAll(t, "*1\r\n$16385\r\n", 0, Limits{}, stranger); err == nil || err.Error() != "Protocol error: unauthenticated bulk length" {
+	if _, err := readAll(t, "*1\r\n$16385\r\n", 0, NewLimits(0, 0, 0, 0), stranger); err == nil || err.Error() != "Protocol error: unauthenticated bulk length" {
 		t.Errorf("stranger's bulk: %v", err)
 	}
-	if got, err := readAll(t, "*10\r\n"+strings.Repeat("$16384\r\n"+strings.Repeat("x", 16384)+"\r\n", 10), 0, Limits{}, stranger); len(got) != 1 || !errors.Is(err, io.EOF) {
+	if got, err := readAll(t, "*10\r\n"+strings.Repeat("$16384\r\n"+strings.Repeat("x", 16384)+"\r\n", 10), 0, NewLimits(0, 0, 0, 0), stranger); len(got) != 1 || !errors.Is(err, io.EOF) {
 		t.Errorf("stranger within the limits: %d commands, %v", len(got), err)
 	}
 }
@@ -142,9 +142,9 @@ func TestReaderLimits(t *testing.T) {
 // grows only with the bytes that arrive, and shrinks after a big command.
 func TestReaderGrowsWithData(t *testing.T) {
 	src := &chunked{data: []byte("*2\r\n$3\r\nGET\r\n$536870912\r\n" + strings.Repeat("x", 100000)), n: 4096}
-	r := newReader(src, newLiveLimits(Limits{}), nil)
-	for r.fill() == nil {
-		if args, err := r.next(); args != nil || err != nil {
+	r := NewReader(src, NewLimits(0, 0, 0, 0), nil)
+	for r.Fill() == nil {
+		if args, err := r.Next(); args != nil || err != nil {
 			t.Fatalf("next = %q, %v", args, err)
 		}
 	}
@@ -153,11 +153,11 @@ func TestReaderGrowsWithData(t *testing.T) {
 	}
 
 	big := "*2\r\n$4\r\nECHO\r\n$200000\r\n" + strings.Repeat("y", 200000) + "\r\n*1\r\n$4\r\nPING\r\n"
-	r = newReader(iotest.HalfReader(strings.NewReader(big)), newLiveLimits(Limits{}), nil)
+	r = NewReader(iotest.HalfReader(strings.NewReader(big)), NewLimits(0, 0, 0, 0), nil)
 	var n int
-	for r.fill() == nil {
+	for r.Fill() == nil {
 		for {
-			args, err := r.next()
+			args, err := r.Next()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -167,8 +167,8 @@ func TestReaderGrowsWithData(t *testing.T) {
 			n++
 		}
 	}
-	if n != 2 || len(r.buf) != readBufSize {
-		t.Errorf("%d commands, buffer of %d bytes after them; want 2 and %d", n, len(r.buf), readBufSize)
+	if n != 2 || len(r.buf) != ReadBufSize {
+		t.Errorf("%d commands, buffer of %d bytes after them; want 2 and %d", n, len(r.buf), ReadBufSize)
 	}
 }
 
@@ -183,12 +183,12 @@ func FuzzReader(f *testing.F) {
 	} {
 		f.Add([]byte(s), uint8(7))
 	}
-	lim := Limits{MaxBulk: 1 << 10, MaxMultibulk: 64, MaxInline: 256, MaxQuery: 4 << 10}
+	lim := NewLimits(1<<10, 64, 256, 4<<10) // MaxBulk, MaxMultibulk, MaxInline, MaxQuery
 	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
-		r := newReader(&chunked{data: data, n: int(chunk) + 1}, newLiveLimits(lim), nil)
+		r := NewReader(&chunked{data: data, n: int(chunk) + 1}, lim, nil)
 		for {
 			for {
-				args, err := r.next()
+				args, err := r.Next()
 				if err != nil {
 					return // the server closes the connection
 				}
@@ -204,10 +204,10 @@ func FuzzReader(f *testing.F) {
 					}
 				}
 			}
-			if len(r.buf) > 2*(4<<10)+readBufSize {
+			if len(r.buf) > 2*(4<<10)+ReadBufSize {
 				t.Fatalf("buffer of %d bytes past MaxQuery", len(r.buf))
 			}
-			if r.fill() != nil {
+			if r.Fill() != nil {
 				return
 			}
 		}

@@ -1,4 +1,4 @@
-package server
+package resp
 
 import (
 	"math"
@@ -46,15 +46,15 @@ func TestAppendReply(t *testing.T) {
 			"*4\r\n$1\r\nm\r\n$1\r\n2\r\n$1\r\nn\r\n$3\r\n0.5\r\n", "*2\r\n*2\r\n$1\r\nm\r\n,2\r\n*2\r\n$1\r\nn\r\n,0.5\r\n"},
 	}
 	for _, c := range cases {
-		if got := string(appendReply(nil, c.r, 2)); got != c.resp2 {
+		if got := string(AppendReply(nil, c.r, 2)); got != c.resp2 {
 			t.Errorf("%s RESP2 = %q, want %q", c.name, got, c.resp2)
 		}
-		if got := string(appendReply(nil, c.r, 3)); got != c.rsp3 {
+		if got := string(AppendReply(nil, c.r, 3)); got != c.rsp3 {
 			t.Errorf("%s RESP3 = %q, want %q", c.name, got, c.rsp3)
 		}
 	}
 	// Appending keeps what is already in the buffer.
-	if got := string(appendReply([]byte("+A\r\n"), keyspace.Int(1), 2)); got != "+A\r\n:1\r\n" {
+	if got := string(AppendReply([]byte("+A\r\n"), keyspace.Int(1), 2)); got != "+A\r\n:1\r\n" {
 		t.Errorf("append to a buffer = %q", got)
 	}
 }
@@ -64,6 +64,6 @@ func BenchmarkAppendReply(b *testing.B) {
 	buf := make([]byte, 0, 1024)
 	b.ReportAllocs()
 	for b.Loop() {
-		buf = appendReply(buf[:0], r, 2)
+		buf = AppendReply(buf[:0], r, 2)
 	}
 }

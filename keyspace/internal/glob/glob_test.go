@@ -1,8 +1,8 @@
-package keyspace
+package glob
 
 import "testing"
 
-func TestGlobMatch(t *testing.T) {
+func TestMatch(t *testing.T) {
 	cases := []struct {
 		pattern, s string
 		want       bool
@@ -15,8 +15,8 @@ func TestGlobMatch(t *testing.T) {
 		{"h*llo", "heeello", true}, {"h[^e]llo", "hello", false}, {"**", "x", true}, {"a**b", "ab", true},
 	}
 	for _, c := range cases {
-		if got := globMatch([]byte(c.pattern), c.s); got != c.want {
-			t.Errorf("globMatch(%q, %q) = %v, want %v", c.pattern, c.s, got, c.want)
+		if got := Match([]byte(c.pattern), c.s); got != c.want {
+			t.Errorf("Match(%q, %q) = %v, want %v", c.pattern, c.s, got, c.want)
 		}
 	}
 }

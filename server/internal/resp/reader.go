@@ -1,4 +1,8 @@
-package server
+// Package resp is the RESP protocol as a Redis server speaks it: a Reader
+// that frames the commands a client sends (multibulk and inline, as Redis
+// frames them, within Redis's limits), and AppendReply, which writes a
+// keyspace.Reply in RESP2 or RESP3.
+package resp
 
 import (
 	"bytes"
@@ -8,59 +12,45 @@ import (
 	"github.com/lockserver/lockserver/keyspace"
 )
 
-// Limits bound what one client may send, as Redis's limits do. The zero value of
-// a field means its default.
+// Limits bound what one client may send, as Redis's limits do. They are
+// read as the reader needs them: the server's CONFIG SET changes them while
+// clients are connected.
 type Limits struct {
 	// MaxBulk is the largest bulk string a client may send (proto-max-bulk-len).
-	MaxBulk int64
+	MaxBulk atomic.Int64
 	// MaxMultibulk is the largest number of arguments of one command.
-	MaxMultibulk int64
+	MaxMultibulk atomic.Int64
 	// MaxInline is the longest inline command line, and the longest RESP header line.
-	MaxInline int
+	MaxInline atomic.Int64
 	// MaxQuery is the most bytes one command may take (client-query-buffer-limit);
 	// a client that sends more is disconnected, as Redis does.
-	MaxQuery int64
+	MaxQuery atomic.Int64
 }
 
-// Defaults for Limits, Redis 7's except MaxMultibulk (Redis allows 2^31-1; we
-// bound it because every argument costs memory before the command runs).
+// Defaults of the limits, Redis 7's except MaxMultibulk (Redis allows 2^31-1;
+// it is bounded because every argument costs memory before the command runs).
 const (
-	DefaultMaxBulk      = 512 << 20
-	DefaultMaxMultibulk = 1 << 20
-	DefaultMaxInline    = 64 << 10
-	DefaultMaxQuery     = 1 << 30
+	defaultMaxBulk      = 512 << 20
+	defaultMaxMultibulk = 1 << 20
+	defaultMaxInline    = 64 << 10
+	defaultMaxQuery     = 1 << 30
 )
 
-func (l Limits) withDefaults() Limits {
-	if l.MaxBulk <= 0 {
-		l.MaxBulk = DefaultMaxBulk
+// NewLimits returns the limits given, each one that is not positive at its
+// default.
+func NewLimits(maxBulk, maxMultibulk, maxInline, maxQuery int64) *Limits {
+	orDefault := func(v, def int64) int64 {
+		if v <= 0 {
+			return def
+		}
+		return v
 	}
-	if l.MaxMultibulk <= 0 {
-		l.MaxMultibulk = DefaultMaxMultibulk
-	}
-	if l.MaxInline <= 0 {
-		l.MaxInline = DefaultMaxInline
-	}
-	if l.MaxQuery <= 0 {
-		l.MaxQuery = DefaultMaxQuery
-	}
+	l := &Limits{}
+	l.MaxBulk.Store(orDefault(maxBulk, defaultMaxBulk))
+	l.MaxMultibulk.Store(orDefault(maxMultibulk, defaultMaxMultibulk))
+	l.MaxInline.Store(orDefault(maxInline, defaultMaxInline))
+	l.MaxQuery.Store(orDefault(maxQuery, defaultMaxQuery))
 	return l
-}
-
-// liveLimits are the limits in force; CONFIG SET changes them while clients
-// are connected.
-type liveLimits struct {
-	maxBulk, maxMultibulk, maxInline, maxQuery atomic.Int64
-}
-
-func newLiveLimits(l Limits) *liveLimits {
-	l = l.withDefaults()
-	ll := &liveLimits{}
-	ll.maxBulk.Store(l.MaxBulk)
-	ll.maxMultibulk.Store(l.MaxMultibulk)
-	ll.maxInline.Store(int64(l.MaxInline))
-	ll.maxQuery.Store(l.MaxQuery)
-	return ll
 }
 
 // Limits for a connection that has not authenticated on a server with a
@@ -70,21 +60,21 @@ const (
 	unauthMaxBulk      = 16384
 )
 
-// protocolError is a malformed or oversized request. The connection replies
-// "-ERR Protocol error: <text>" and closes, as Redis does.
-type protocolError string
+// ProtocolError is a malformed or oversized request. The server replies
+// "-ERR Protocol error: <text>" and closes the connection, as Redis does.
+type ProtocolError string
 
-func (e protocolError) Error() string { return "Protocol error: " + string(e) }
+func (e ProtocolError) Error() string { return "Protocol error: " + string(e) }
 
-// errQueryTooBig ends a client whose command exceeds MaxQuery. Redis closes
+// ErrQueryTooBig ends a client whose command exceeds MaxQuery. Redis closes
 // such a client without a reply.
-var errQueryTooBig = queryTooBig{}
+var ErrQueryTooBig error = queryTooBig{}
 
 type queryTooBig struct{}
 
 func (queryTooBig) Error() string { return "client exceeded the query buffer limit" }
 
-// reader frames the commands a client sends, in RESP multibulk or inline form,
+// Reader frames the commands a client sends, in RESP multibulk or inline form,
 // exactly as Redis's processMultibulkBuffer and processInlineBuffer do, and
 // enforces Redis's limits before it buffers anything: a header that declares
 // too much fails at once, and the buffer grows only with bytes that arrive.
@@ -92,9 +82,9 @@ func (queryTooBig) Error() string { return "client exceeded the query buffer lim
 // Arguments point into the read buffer, without a copy. They stay valid until
 // the next fill: the connection runs a whole batch of commands, writes their
 // replies, and only then reads more.
-type reader struct {
+type Reader struct {
 	src    io.Reader
-	lim    *liveLimits
+	lim    *Limits
 	authed func() bool // nil: no password is required
 	err    error       // a read error to return once the buffered bytes are used
 
@@ -111,22 +101,23 @@ type reader struct {
 	// argv holds the arguments of every command of the batch, so that a
 	// command's slice survives while later ones are parsed.
 	argv [][]byte
-	// total counts the bytes read, and reads the reads that brought them,
+	// Total counts the bytes read, and Reads the reads that brought them,
 	// for INFO; other goroutines read them.
-	total, reads atomic.Int64
-	// qbuf and qbufFree are CLIENT LIST's, published for other connections to
-	// read: the bytes not yet parsed into arguments and the room after them.
-	qbuf, qbufFree atomic.Int64
+	Total, Reads atomic.Int64
+	// QueryBuf and QueryBufFree are CLIENT LIST's qbuf and qbuf-free,
+	// published for other connections to read: the bytes not yet parsed
+	// into arguments and the room after them.
+	QueryBuf, QueryBufFree atomic.Int64
 }
 
-// publishQuery publishes qbuf and qbufFree before and after each read. They
+// publishQuery publishes QueryBuf and QueryBufFree before and after each read. They
 // stay as they are while the batch read runs, as Redis's query buffer keeps
 // a batch's bytes until all its commands have run: a command sees its own
 // bytes counted; a connection waiting for the rest of a command shows what
 // it holds of an argument not yet whole.
-func (r *reader) publishQuery() {
-	r.qbuf.Store(int64(r.end - r.pos))
-	r.qbufFree.Store(int64(len(r.buf) - r.end))
+func (r *Reader) publishQuery() {
+	r.QueryBuf.Store(int64(r.end - r.pos))
+	r.QueryBufFree.Store(int64(len(r.buf) - r.end))
 }
 
 type readState uint8
@@ -137,17 +128,24 @@ const (
 	atBody                     // pos starts the body of a bulk of length bulk
 )
 
-// readBufSize is the initial and resting size of a connection's read buffer,
-// Redis's PROTO_IOBUF_LEN.
-const readBufSize = 16 << 10
+// ReadBufSize is the initial and resting size of a reader's buffer, Redis's
+// PROTO_IOBUF_LEN.
+const ReadBufSize = 16 << 10
 
-func newReader(src io.Reader, lim *liveLimits, authed func() bool) *reader {
-	return &reader{src: src, lim: lim, authed: authed, buf: make([]byte, readBufSize)}
+// NewReader returns a reader of src within lim. authed reports whether the
+// client has authenticated, if it must (nil: no password is required): a
+// stranger gets Redis's small limits.
+func NewReader(src io.Reader, lim *Limits, authed func() bool) *Reader {
+	return &Reader{src: src, lim: lim, authed: authed, buf: make([]byte, ReadBufSize)}
 }
 
-// next returns the next complete command in the buffer, or nil when more
-// input is needed. The slice and its arguments are valid until fill.
-func (r *reader) next() ([][]byte, error) {
+// BufferSize is the size of the read buffer, which grows with what arrives,
+// within the limits.
+func (r *Reader) BufferSize() int { return len(r.buf) }
+
+// Next returns the next complete command in the buffer, or nil when more
+// input is needed. The slice and its arguments are valid until Fill.
+func (r *Reader) Next() ([][]byte, error) {
 	for {
 		switch r.state {
 		case atCommand:
@@ -165,15 +163,15 @@ func (r *reader) next() ([][]byte, error) {
 				}
 				continue // an empty line, which Redis ignores
 			}
-			n, complete, err := r.header(protocolError("too big mbulk count string"))
+			n, complete, err := r.header(ProtocolError("too big mbulk count string"))
 			if err != nil || !complete {
 				return nil, err
 			}
 			switch {
-			case !n.ok || n.v > r.lim.maxMultibulk.Load():
-				return nil, protocolError("invalid multibulk length")
+			case !n.ok || n.v > r.lim.MaxMultibulk.Load():
+				return nil, ProtocolError("invalid multibulk length")
 			case n.v > unauthMaxMultibulk && r.stranger():
-				return nil, protocolError("unauthenticated multibulk length")
+				return nil, ProtocolError("unauthenticated multibulk length")
 			case n.v <= 0:
 				continue // Redis ignores empty multibulks
 			}
@@ -185,20 +183,20 @@ func (r *reader) next() ([][]byte, error) {
 				r.state = atCommand
 				return r.args(), nil
 			}
-			n, complete, err := r.header(protocolError("too big bulk count string"))
+			n, complete, err := r.header(ProtocolError("too big bulk count string"))
 			if err != nil || !complete {
 				return nil, err
 			}
 			if c := r.buf[r.lineStart]; c != '$' {
-				return nil, protocolError("expected '$', got '" + string(c) + "'")
+				return nil, ProtocolError("expected '$', got '" + string(c) + "'")
 			}
 			switch {
-			case !n.ok || n.v < 0 || n.v > r.lim.maxBulk.Load():
-				return nil, protocolError("invalid bulk length")
+			case !n.ok || n.v < 0 || n.v > r.lim.MaxBulk.Load():
+				return nil, ProtocolError("invalid bulk length")
 			case n.v > unauthMaxBulk && r.stranger():
-				return nil, protocolError("unauthenticated bulk length")
-			case int64(r.pos-r.start)+n.v > r.lim.maxQuery.Load():
-				return nil, errQueryTooBig
+				return nil, ProtocolError("unauthenticated bulk length")
+			case int64(r.pos-r.start)+n.v > r.lim.MaxQuery.Load():
+				return nil, ErrQueryTooBig
 			}
 			r.bulk = int(n.v)
 			r.state = atBody
@@ -224,13 +222,13 @@ type number struct {
 // header parses a "*<n>\r\n" or "$<n>\r\n" line at pos. As in Redis the line
 // ends at the first '\r', which must be followed by one more byte. A line
 // longer than MaxInline fails with tooLong.
-func (r *reader) header(tooLong protocolError) (n number, complete bool, err error) {
+func (r *Reader) header(tooLong ProtocolError) (n number, complete bool, err error) {
 	rest := r.buf[r.pos:r.end]
 	i := bytes.IndexByte(rest, '\r')
 	if i < 0 || bytes.IndexByte(rest[:i], 0) >= 0 {
 		// Redis looks for the '\r' with strchr, which stops at a NUL byte:
 		// such a line never ends.
-		if int64(len(rest)) > r.lim.maxInline.Load() {
+		if int64(len(rest)) > r.lim.MaxInline.Load() {
 			return n, false, tooLong
 		}
 		return n, false, nil
@@ -247,7 +245,7 @@ func (r *reader) header(tooLong protocolError) (n number, complete bool, err err
 }
 
 // args returns the arguments of the command just parsed, in the batch's arena.
-func (r *reader) args() [][]byte {
+func (r *Reader) args() [][]byte {
 	base := len(r.argv)
 	for i := 0; i < len(r.marks); i += 2 {
 		r.argv = append(r.argv, r.buf[r.start+r.marks[i]:r.start+r.marks[i+1]:r.start+r.marks[i+1]])
@@ -257,14 +255,14 @@ func (r *reader) args() [][]byte {
 
 // inline parses an inline command line at pos, as Redis's processInlineBuffer
 // and sdssplitargs do.
-func (r *reader) inline() (args [][]byte, complete bool, err error) {
+func (r *Reader) inline() (args [][]byte, complete bool, err error) {
 	rest := r.buf[r.pos:r.end]
 	i := bytes.IndexByte(rest, '\n')
 	if i < 0 || bytes.IndexByte(rest[:i], 0) >= 0 {
 		// Redis looks for the '\n' with strchr, which stops at a NUL byte:
 		// such a line never ends.
-		if int64(len(rest)) > r.lim.maxInline.Load() {
-			return nil, false, protocolError("too big inline request")
+		if int64(len(rest)) > r.lim.MaxInline.Load() {
+			return nil, false, ProtocolError("too big inline request")
 		}
 		return nil, false, nil
 	}
@@ -313,11 +311,11 @@ func splitArgs(argv [][]byte, line []byte) ([][]byte, error) {
 					cur = append(cur, unescape(line[p]))
 				case c == '"':
 					if p+1 < len(line) && !isSpace(line[p+1]) {
-						return argv, protocolError("unbalanced quotes in request")
+						return argv, ProtocolError("unbalanced quotes in request")
 					}
 					done = true
 				case p == len(line):
-					return argv, protocolError("unbalanced quotes in request")
+					return argv, ProtocolError("unbalanced quotes in request")
 				default:
 					cur = append(cur, c)
 				}
@@ -328,11 +326,11 @@ func splitArgs(argv [][]byte, line []byte) ([][]byte, error) {
 					cur = append(cur, '\'')
 				case c == '\'':
 					if p+1 < len(line) && !isSpace(line[p+1]) {
-						return argv, protocolError("unbalanced quotes in request")
+						return argv, ProtocolError("unbalanced quotes in request")
 					}
 					done = true
 				case p == len(line):
-					return argv, protocolError("unbalanced quotes in request")
+					return argv, ProtocolError("unbalanced quotes in request")
 				default:
 					cur = append(cur, c)
 				}
@@ -395,11 +393,11 @@ func unescape(c byte) byte {
 }
 
 // stranger reports whether the client must authenticate and has not.
-func (r *reader) stranger() bool { return r.authed != nil && !r.authed() }
+func (r *Reader) stranger() bool { return r.authed != nil && !r.authed() }
 
-// fill reads more input. It ends the batch: the arguments returned by next
+// Fill reads more input. It ends the batch: the arguments returned by Next
 // before it are no longer valid.
-func (r *reader) fill() error {
+func (r *Reader) Fill() error {
 	r.argv = r.argv[:0]
 	if r.err != nil {
 		return r.err
@@ -412,13 +410,13 @@ func (r *reader) fill() error {
 		r.end = n
 		r.start = 0
 	}
-	if r.end == 0 && len(r.buf) > readBufSize {
+	if r.end == 0 && len(r.buf) > ReadBufSize {
 		// A big command is over: let its buffer go.
-		r.buf = make([]byte, readBufSize)
+		r.buf = make([]byte, ReadBufSize)
 	}
 	if r.end == len(r.buf) {
-		if int64(r.end) >= r.lim.maxQuery.Load() {
-			return errQueryTooBig
+		if int64(r.end) >= r.lim.MaxQuery.Load() {
+			return ErrQueryTooBig
 		}
 		// Grow with what has arrived, never with what a header declares.
 		grown := make([]byte, 2*len(r.buf))
@@ -428,8 +426,8 @@ func (r *reader) fill() error {
 	r.publishQuery()
 	n, err := r.src.Read(r.buf[r.end:])
 	r.end += n
-	r.total.Add(int64(n))
-	r.reads.Add(1)
+	r.Total.Add(int64(n))
+	r.Reads.Add(1)
 	r.publishQuery()
 	if err != nil {
 		if n > 0 {

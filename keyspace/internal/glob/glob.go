@@ -1,6 +1,8 @@
-package keyspace
+// Package glob matches strings against Redis's glob patterns as Redis's
+// stringmatchlen does, without its exponential worst case.
+package glob
 
-// globMatch reports whether s matches the glob pattern as Redis's stringmatchlen
+// Match reports whether s matches the glob pattern as Redis's stringmatchlen
 // does (KEYS, SCAN MATCH): '*' any run, '?' one byte, "[...]" a class with '^'
 // negation, ranges and '\' escapes, '\' escaping outside classes. Malformed
 // patterns (an unterminated class, a trailing '\') behave as in Redis.
@@ -8,7 +10,7 @@ package keyspace
 // Stars backtrack only to the most recent star: every other token matches
 // exactly one byte, so this finds a match whenever one exists, in time
 // O(len(pattern)*len(s)) rather than Redis's exponential worst case.
-func globMatch[S string | []byte](pattern []byte, s S) bool {
+func Match[S string | []byte](pattern []byte, s S) bool {
 	p, i := 0, 0
 	starP, starI := -1, -1
 	for {
