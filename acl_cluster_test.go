@@ -10,17 +10,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockserver/lockserver/internal/clustertest"
+	"github.com/lockserver/lockserver/internal/clustertest/embedded"
 	"github.com/redis/go-redis/v9"
 )
 
 // aclOn runs an ACL command through member m as a client would across a
 // leader change: a change of the users is idempotent, so it is sent again
 // after TRYAGAIN, CLUSTERDOWN or UNKNOWN.
-func aclOn(t testing.TB, m *member, args ...any) {
+func aclOn(t testing.TB, m *embedded.Member, args ...any) {
 	t.Helper()
-	retry(t, fmt.Sprint(args...), func() error {
-		err := m.rdb.Do(context.Background(), args...).Err()
-		if err != nil && !writeErr(err) {
+	clustertest.Eventually(t, fmt.Sprint(args...), func() error {
+		err := m.Client().Do(context.Background(), args...).Err()
+		if err != nil && !clustertest.WriteErr(err) {
 			t.Fatalf("%v: %v", args, err)
 		}
 		return err
@@ -30,23 +32,23 @@ func aclOn(t testing.TB, m *member, args ...any) {
 // checkUsers checks on every running member that the users are the same and
 // enforced alike: user authenticates with pass, may lock, and is refused
 // another key, inside a script too.
-func checkUsers(t testing.TB, ms []*member, user, pass string) {
+func checkUsers(t testing.TB, ms []*embedded.Member, user, pass string) {
 	t.Helper()
 	ctx := context.Background()
 	// A member may not have applied the last change yet.
-	retry(t, "the same users on every member", func() error {
+	clustertest.Eventually(t, "the same users on every member", func() error {
 		var list string
 		for _, m := range ms {
-			if m.srv == nil {
+			if m.Server() == nil {
 				continue
 			}
-			v, err := m.rdb.Do(ctx, "ACL", "LIST").StringSlice()
+			v, err := m.Client().Do(ctx, "ACL", "LIST").StringSlice()
 			got := strings.Join(v, "\n")
 			switch {
 			case err != nil:
 				return err
 			case !strings.Contains(got, "user "+user+" "):
-				return fmt.Errorf("%s: ACL LIST has no %s: %q", m.opts.Cluster.NodeID, user, got)
+				return fmt.Errorf("%s: ACL LIST has no %s: %q", m.ID(), user, got)
 			case list != "" && got != list:
 				return fmt.Errorf("members differ on ACL LIST:\n%s\n%s", list, got)
 			}
@@ -55,22 +57,22 @@ func checkUsers(t testing.TB, ms []*member, user, pass string) {
 		return nil
 	})
 	for _, m := range ms {
-		if m.srv == nil {
+		if m.Server() == nil {
 			continue
 		}
-		u := redis.NewClient(&redis.Options{Addr: m.opts.Addr, Username: user, Password: pass})
-		retry(t, "a lock as "+user+" on "+m.opts.Cluster.NodeID, func() error {
-			return u.Set(ctx, "lock:"+m.opts.Cluster.NodeID, "v", 0).Err()
+		u := redis.NewClient(&redis.Options{Addr: m.Options.Addr, Username: user, Password: pass})
+		clustertest.Eventually(t, "a lock as "+user+" on "+m.ID(), func() error {
+			return u.Set(ctx, "lock:"+m.ID(), "v", 0).Err()
 		})
 		if err := u.Get(ctx, "other").Err(); err == nil || !strings.HasPrefix(err.Error(), "NOPERM") {
-			t.Errorf("%s: GET other as %s = %v, want NOPERM", m.opts.Cluster.NodeID, user, err)
+			t.Errorf("%s: GET other as %s = %v, want NOPERM", m.ID(), user, err)
 		}
 		err := u.Eval(ctx, "return redis.call('get', 'other')", nil).Err()
 		if err == nil || !strings.Contains(err.Error(), "The user executing the script can't access at least one of the keys") {
-			t.Errorf("%s: a script reading another key as %s = %v", m.opts.Cluster.NodeID, user, err)
+			t.Errorf("%s: a script reading another key as %s = %v", m.ID(), user, err)
 		}
-		if err := redis.NewClient(&redis.Options{Addr: m.opts.Addr, Username: user, Password: "wrong"}).Ping(ctx).Err(); err == nil || !strings.HasPrefix(err.Error(), "WRONGPASS") {
-			t.Errorf("%s: a wrong password = %v, want WRONGPASS", m.opts.Cluster.NodeID, err)
+		if err := redis.NewClient(&redis.Options{Addr: m.Options.Addr, Username: user, Password: "wrong"}).Ping(ctx).Err(); err == nil || !strings.HasPrefix(err.Error(), "WRONGPASS") {
+			t.Errorf("%s: a wrong password = %v, want WRONGPASS", m.ID(), err)
 		}
 		u.Close()
 	}
@@ -81,45 +83,45 @@ func checkUsers(t testing.TB, ms []*member, user, pass string) {
 // a member that was down, and survives a restart of the whole cluster from
 // its snapshots and logs. Passwords reach the log only hashed.
 func TestClusterACLUsers(t *testing.T) {
-	ms := startMembers(t, "s3cret")
-	_, followers := leaderOf(t, ms)
+	c := startMembers(t, "s3cret")
+	followers := c.Followers(c.Leader(t))
 	aclOn(t, followers[0], "ACL", "SETUSER", "locker", "on", ">locker-secret", "~lock:*", "+@all", "-@dangerous")
-	checkUsers(t, ms, "locker", "locker-secret")
+	checkUsers(t, c.Nodes, "locker", "locker-secret")
 
-	leader, _ := leaderOf(t, ms)
-	leader.stop()
-	_, followers = leaderOf(t, ms)
-	checkUsers(t, ms, "locker", "locker-secret")
+	leader := c.Leader(t)
+	leader.Stop()
+	followers = c.Followers(c.Leader(t))
+	checkUsers(t, c.Nodes, "locker", "locker-secret")
 	aclOn(t, followers[0], "ACL", "SETUSER", "late", "on", ">late-secret", "~lock:*", "+@all")
 	aclOn(t, followers[0], "ACL", "SETUSER", "locker", "<locker-secret", ">locker-secret-2")
-	leader.start(t)
-	checkUsers(t, ms, "late", "late-secret")
-	checkUsers(t, ms, "locker", "locker-secret-2")
+	leader.Start(t)
+	checkUsers(t, c.Nodes, "late", "late-secret")
+	checkUsers(t, c.Nodes, "locker", "locker-secret-2")
 
 	// Snapshots carry the users, then the logs take over.
-	for _, m := range ms {
-		retry(t, "LOCKSERVER SNAPSHOT", func() error { return m.rdb.Do(context.Background(), "LOCKSERVER", "SNAPSHOT").Err() })
+	for _, m := range c.Nodes {
+		clustertest.Eventually(t, "LOCKSERVER SNAPSHOT", func() error { return m.Client().Do(context.Background(), "LOCKSERVER", "SNAPSHOT").Err() })
 	}
-	_, followers = leaderOf(t, ms)
+	followers = c.Followers(c.Leader(t))
 	aclOn(t, followers[0], "ACL", "DELUSER", "late")
-	for _, m := range ms {
-		m.stop()
+	for _, m := range c.Nodes {
+		m.Stop()
 	}
-	for _, m := range ms {
-		m.start(t)
+	for _, m := range c.Nodes {
+		m.Start(t)
 	}
-	leaderOf(t, ms)
-	checkUsers(t, ms, "locker", "locker-secret-2")
-	for _, m := range ms {
-		if v, err := m.rdb.Do(context.Background(), "ACL", "GETUSER", "late").Result(); err != redis.Nil {
-			t.Errorf("%s: the user deleted before the restart: %v %v", m.opts.Cluster.NodeID, v, err)
+	c.Leader(t)
+	checkUsers(t, c.Nodes, "locker", "locker-secret-2")
+	for _, m := range c.Nodes {
+		if v, err := m.Client().Do(context.Background(), "ACL", "GETUSER", "late").Result(); err != redis.Nil {
+			t.Errorf("%s: the user deleted before the restart: %v %v", m.ID(), v, err)
 		}
 	}
 
 	// No cleartext password in any member's data directory.
-	for _, m := range ms {
-		m.stop()
-		filepath.WalkDir(m.opts.Cluster.DataDir, func(path string, d fs.DirEntry, err error) error {
+	for _, m := range c.Nodes {
+		m.Stop()
+		filepath.WalkDir(m.Options.Cluster.DataDir, func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return err
 			}

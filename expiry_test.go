@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/internal/clustertest"
 	"github.com/lockserver/lockserver/internal/freeport"
 	"github.com/redis/go-redis/v9"
 )
@@ -27,11 +28,11 @@ func TestExpiredKeysAreReclaimed(t *testing.T) {
 		reclaims(t, redis.NewClient(&redis.Options{Addr: s.Addr()}))
 	})
 	t.Run("cluster", func(t *testing.T) {
-		ms := startMembers(t, "")
-		_, followers := leaderOf(t, ms)
+		c := startMembers(t, "")
+		followers := c.Followers(c.Leader(t))
 		// Writes keep flowing, in another database, through one member
 		// while the other is asked.
-		ticker := redis.NewClient(&redis.Options{Addr: followers[1].opts.Addr, DB: 1})
+		ticker := redis.NewClient(&redis.Options{Addr: followers[1].Options.Addr, DB: 1})
 		defer ticker.Close()
 		ctx, stop := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
@@ -45,7 +46,7 @@ func TestExpiredKeysAreReclaimed(t *testing.T) {
 		}()
 		defer wg.Wait()
 		defer stop()
-		reclaims(t, followers[0].rdb)
+		reclaims(t, followers[0].Client())
 	})
 }
 
@@ -60,7 +61,7 @@ func reclaims(t *testing.T, rdb *redis.Client) {
 	do := func(args ...any) any {
 		t.Helper()
 		var v any
-		retry(t, fmt.Sprint(args[0]), func() (err error) {
+		clustertest.Eventually(t, fmt.Sprint(args[0]), func() (err error) {
 			v, err = rdb.Do(ctx, args...).Result()
 			return err
 		})
@@ -98,7 +99,7 @@ return 1`
 		t.Fatalf("DBSIZE after the load = %v, want %d", got, n+live)
 	}
 	// INFO is a member's own: a follower's may lag the leader's for a moment.
-	retry(t, "INFO keyspace after the load", func() error {
+	clustertest.Eventually(t, "INFO keyspace after the load", func() error {
 		if got, want := keyspace(), fmt.Sprintf("db0:keys=%d,expires=%d", n+live, live/2); got != want {
 			return fmt.Errorf("%q, want %q", got, want)
 		}
@@ -112,14 +113,14 @@ return 1`
 		do("EVAL", expire, 0, from, from+999)
 	}
 	wantSpace := fmt.Sprintf("db0:keys=%d,expires=%d", live, live/2)
-	deadline := time.Now().Add(testWait)
+	deadline := time.Now().Add(clustertest.Wait)
 	for {
 		size, space := do("DBSIZE"), keyspace()
 		if size == int64(live) && space == wantSpace {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%v after the keys expired: DBSIZE %v, INFO keyspace %q; want %d and %q", testWait, size, space, live, wantSpace)
+			t.Fatalf("%v after the keys expired: DBSIZE %v, INFO keyspace %q; want %d and %q", clustertest.Wait, size, space, live, wantSpace)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/internal/clustertest"
 	"github.com/lockserver/lockserver/internal/freeport"
 	"github.com/redis/go-redis/v9"
 )
@@ -148,7 +149,7 @@ func TestMaxMemoryRefusesWrites(t *testing.T) {
 // to write.
 func doEngines(t *testing.T) map[string]*lockserver.Server {
 	solo := open(t, lockserver.Options{Addr: freeport.MustAddr(t), Cluster: lockserver.ClusterOptions{NodeID: "solo", RaftAddr: freeport.MustAddr(t)}})
-	retry(t, "the one member elects itself", func() error {
+	clustertest.Eventually(t, "the one member elects itself", func() error {
 		_, err := solo.Do(context.Background(), "SET", "ready", "1")
 		return err
 	})

@@ -12,6 +12,8 @@ import (
 
 	"github.com/lockserver/lockserver"
 	"github.com/lockserver/lockserver/internal/attempt"
+	"github.com/lockserver/lockserver/internal/clustertest"
+	"github.com/lockserver/lockserver/internal/clustertest/embedded"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -242,19 +244,20 @@ func TestMetricsOfTwoServersStayApart(t *testing.T) {
 func TestMetricsRaftThroughLeaderKill(t *testing.T) {
 	// Until the test stops the leader, an election voids the attempt.
 	attempt.Run(t, func(t testing.TB) {
-		ms := startMembers(t, "")
-		handlers := map[*member]*httptest.Server{}
-		for _, m := range ms {
-			hs := httptest.NewServer(m.srv.Handler(nil))
+		c := startMembers(t, "")
+		handlers := map[*embedded.Member]*httptest.Server{}
+		for _, m := range c.Nodes {
+			hs := httptest.NewServer(m.Server().Handler(nil))
 			t.Cleanup(hs.Close)
 			handlers[m] = hs
 		}
 		ctx := context.Background()
-		leader, followers := leaderOf(t, ms)
-		write := func(m *member, n int) {
+		leader := c.Leader(t)
+		followers := c.Followers(leader)
+		write := func(m *embedded.Member, n int) {
 			for i := range n {
-				retry(t, "SET through "+m.opts.Cluster.NodeID, func() error {
-					return m.rdb.Set(ctx, "key", i, 0).Err()
+				clustertest.Eventually(t, "SET through "+m.ID(), func() error {
+					return m.Client().Set(ctx, "key", i, 0).Err()
 				})
 			}
 		}
@@ -282,7 +285,7 @@ func TestMetricsRaftThroughLeaderKill(t *testing.T) {
 		// The leader asks the others their applied index over the member link.
 		deadline := time.Now().Add(10 * time.Second)
 		for _, f := range followers {
-			id := f.opts.Cluster.NodeID
+			id := f.ID()
 			for old.value("lockserver_raft_follower_reachable", "member", id) != 1 && time.Now().Before(deadline) {
 				time.Sleep(50 * time.Millisecond)
 				old = scrape(t, handlers[leader].URL+"/metrics")
@@ -304,18 +307,18 @@ func TestMetricsRaftThroughLeaderKill(t *testing.T) {
 		if f0.value("lockserver_raft_state", "state", "follower") != 1 {
 			t.Errorf("follower's state series: %v", f0["lockserver_raft_state"])
 		}
-		before := map[*member]families{}
+		before := map[*embedded.Member]families{}
 		for _, f := range followers {
 			before[f] = scrape(t, handlers[f].URL+"/metrics")
 		}
 
 		attempt.Own(t)
-		leader.stop()
-		next, _ := leaderOf(t, followers)
+		leader.Stop()
+		next := c.Leader(t, followers...)
 		write(next, 10)
 		for _, f := range followers {
 			was, now := before[f], scrape(t, handlers[f].URL+"/metrics")
-			id := f.opts.Cluster.NodeID
+			id := f.ID()
 			if now.value("lockserver_raft_term") <= was.value("lockserver_raft_term") {
 				t.Errorf("%s: term %v -> %v through an election", id, was.value("lockserver_raft_term"), now.value("lockserver_raft_term"))
 			}
@@ -336,7 +339,7 @@ func TestMetricsRaftThroughLeaderKill(t *testing.T) {
 			t.Errorf("the new leader timed %d commits of 10 writes", n)
 		}
 		// It cannot reach the stopped member.
-		if up := nm.value("lockserver_raft_follower_reachable", "member", leader.opts.Cluster.NodeID); up != 0 {
+		if up := nm.value("lockserver_raft_follower_reachable", "member", leader.ID()); up != 0 {
 			t.Errorf("the stopped member's reachable: %v", up)
 		}
 	})

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockserver/lockserver/internal/clustertest"
+	"github.com/lockserver/lockserver/internal/clustertest/embedded"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -18,37 +20,37 @@ import (
 // cluster's. Only a script answered counts its calls: one whose outcome is
 // unknown after a leader change counts none anywhere.
 func TestClusterCountsScriptCalls(t *testing.T) {
-	ms := startMembers(t, "")
+	c := startMembers(t, "")
 	ctx := context.Background()
 	const script = "redis.call('set', KEYS[1], ARGV[1]); return redis.call('get', KEYS[1])"
 	// A read-only script runs where the leader serves reads, and its calls
 	// come back the same way.
 	const readScript = "return redis.call('get', KEYS[1])"
-	answered := make([]int64, len(ms))
-	reads := make([]int64, len(ms))
-	for i, m := range ms {
-		m.rdb.ConfigResetStat(ctx)
+	answered := make([]int64, len(c.Nodes))
+	reads := make([]int64, len(c.Nodes))
+	for i, m := range c.Nodes {
+		m.Client().ConfigResetStat(ctx)
 		for j := range 3 + i {
 			key := fmt.Sprintf("k%d-%d", i, j)
-			v, err := m.rdb.Eval(ctx, script, []string{key}, key).Result()
+			v, err := m.Client().Eval(ctx, script, []string{key}, key).Result()
 			switch {
 			case err == nil && v == key:
 				answered[i]++
 			case err == nil:
 				t.Fatalf("member %d: EVAL = %v, want %s", i, v, key)
-			case !writeErr(err):
+			case !clustertest.WriteErr(err):
 				t.Fatalf("member %d: EVAL: %v", i, err)
 			}
 		}
-		switch _, err := m.rdb.EvalRO(ctx, readScript, []string{"k0-0"}).Result(); {
+		switch _, err := m.Client().EvalRO(ctx, readScript, []string{"k0-0"}).Result(); {
 		case err == nil || err == redis.Nil:
 			reads[i]++
-		case !writeErr(err):
+		case !clustertest.WriteErr(err):
 			t.Fatalf("member %d: EVAL_RO: %v", i, err)
 		}
 	}
-	calls := func(m *member, cmd string) int64 {
-		info, err := m.rdb.Info(ctx, "commandstats").Result()
+	calls := func(m *embedded.Member, cmd string) int64 {
+		info, err := m.Client().Info(ctx, "commandstats").Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +62,7 @@ func TestClusterCountsScriptCalls(t *testing.T) {
 		}
 		return 0
 	}
-	for i, m := range ms {
+	for i, m := range c.Nodes {
 		if answered[i] == 0 {
 			t.Fatalf("member %d: no script answered", i)
 		}

@@ -11,13 +11,15 @@ import (
 
 	"github.com/lockserver/lockserver"
 	"github.com/lockserver/lockserver/internal/attempt"
+	"github.com/lockserver/lockserver/internal/clustertest"
+	"github.com/lockserver/lockserver/internal/clustertest/embedded"
 	"github.com/redis/go-redis/v9"
 )
 
 // sentinelClient is go-redis's client for a Sentinel, pointed at a member.
-func sentinelClient(t testing.TB, m *member) *redis.SentinelClient {
+func sentinelClient(t testing.TB, m *embedded.Member) *redis.SentinelClient {
 	t.Helper()
-	c := redis.NewSentinelClient(&redis.Options{Addr: m.opts.Addr, Password: m.opts.Password})
+	c := redis.NewSentinelClient(&redis.Options{Addr: m.Options.Addr, Password: m.Options.Password})
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -33,31 +35,31 @@ func nodeOf(ctx context.Context, rdb *redis.Client) (string, error) {
 
 // waitMasterAddr waits until every running member answers
 // SENTINEL GET-MASTER-ADDR-BY-NAME with leader's client address.
-func waitMasterAddr(t testing.TB, ms []*member, leader *member) {
+func waitMasterAddr(t testing.TB, ms []*embedded.Member, leader *embedded.Member) {
 	t.Helper()
 	ctx := context.Background()
 	for _, m := range ms {
-		if m.srv == nil {
+		if m.Server() == nil {
 			continue
 		}
 		s := sentinelClient(t, m)
-		retry(t, "GET-MASTER-ADDR-BY-NAME on "+m.opts.Cluster.NodeID, func() error {
+		clustertest.Eventually(t, "GET-MASTER-ADDR-BY-NAME on "+m.ID(), func() error {
 			got, err := s.GetMasterAddrByName(ctx, "mymaster").Result()
 			if err != nil {
 				return err
 			}
-			if addr := net.JoinHostPort(got[0], got[1]); addr != leader.opts.Addr {
-				return fmt.Errorf("the master is %s, want the leader %s", addr, leader.opts.Addr)
+			if addr := net.JoinHostPort(got[0], got[1]); addr != leader.Options.Addr {
+				return fmt.Errorf("the master is %s, want the leader %s", addr, leader.Options.Addr)
 			}
 			return nil
 		})
 	}
 }
 
-func addrsOf(ms []*member) []string {
+func addrsOf(ms []*embedded.Member) []string {
 	var addrs []string
 	for _, m := range ms {
-		addrs = append(addrs, m.opts.Addr)
+		addrs = append(addrs, m.Options.Addr)
 	}
 	slices.Sort(addrs)
 	return addrs
@@ -68,16 +70,17 @@ func addrsOf(ms []*member) []string {
 // members are Sentinels; ROLE tells each node's part.
 func TestSentinelReportsTheCluster(t *testing.T) {
 	attempt.Run(t, func(t testing.TB) {
-		ms := startMembers(t, "")
+		c := startMembers(t, "")
 		ctx := context.Background()
-		leader, followers := leaderOf(t, ms)
-		waitMasterAddr(t, ms, leader)
-		leaderHost, leaderPort, _ := net.SplitHostPort(leader.opts.Addr)
+		leader := c.Leader(t)
+		followers := c.Followers(leader)
+		waitMasterAddr(t, c.Nodes, leader)
+		leaderHost, leaderPort, _ := net.SplitHostPort(leader.Options.Addr)
 
-		for _, m := range ms {
+		for _, m := range c.Nodes {
 			s := sentinelClient(t, m)
-			id := m.opts.Cluster.NodeID
-			retry(t, "SENTINEL REPLICAS on "+id, func() error {
+			id := m.ID()
+			clustertest.Eventually(t, "SENTINEL REPLICAS on "+id, func() error {
 				replicas, err := s.Replicas(ctx, "mymaster").Result()
 				if err != nil {
 					return err
@@ -86,7 +89,7 @@ func TestSentinelReportsTheCluster(t *testing.T) {
 				for _, r := range replicas {
 					if r["flags"] != "slave" || r["master-link-status"] != "ok" || r["master-host"] != leaderHost ||
 						r["master-port"] != leaderPort || r["slave-priority"] != "100" {
-						return fmt.Errorf("replica %v: want flags slave, link ok, master %s, priority 100 (a voter)", r, leader.opts.Addr)
+						return fmt.Errorf("replica %v: want flags slave, link ok, master %s, priority 100 (a voter)", r, leader.Options.Addr)
 					}
 					addrs = append(addrs, net.JoinHostPort(r["ip"], r["port"]))
 				}
@@ -97,12 +100,7 @@ func TestSentinelReportsTheCluster(t *testing.T) {
 				return nil
 			})
 
-			var others []*member
-			for _, o := range ms {
-				if o != m {
-					others = append(others, o)
-				}
-			}
+			others := c.Others(m)
 			sentinels, err := s.Sentinels(ctx, "mymaster").Result()
 			if err != nil {
 				t.Fatalf("SENTINEL SENTINELS on %s: %v", id, err)
@@ -126,7 +124,7 @@ func TestSentinelReportsTheCluster(t *testing.T) {
 			for field, want := range map[string]string{"name": "mymaster", "ip": leaderHost, "port": leaderPort, "flags": "master",
 				"num-slaves": "2", "num-other-sentinels": "2", "quorum": "2",
 				// Sentinel's timeouts are the members' failure detection.
-				"down-after-milliseconds": fmt.Sprint(testHeartbeat.Milliseconds()), "failover-timeout": fmt.Sprint(testElection.Milliseconds())} {
+				"down-after-milliseconds": fmt.Sprint(clustertest.Heartbeat.Milliseconds()), "failover-timeout": fmt.Sprint(clustertest.Election.Milliseconds())} {
 				if master[field] != want {
 					t.Errorf("SENTINEL MASTER on %s: %s is %q, want %q", id, field, master[field], want)
 				}
@@ -140,7 +138,7 @@ func TestSentinelReportsTheCluster(t *testing.T) {
 		}
 
 		// ROLE: the leader lists the followers; a follower names the leader.
-		role, err := leader.rdb.Do(ctx, "ROLE").Slice()
+		role, err := leader.Client().Do(ctx, "ROLE").Slice()
 		if err != nil || len(role) != 3 || role[0] != "master" {
 			t.Fatalf("ROLE on the leader = %v, %v; want [master offset replicas]", role, err)
 		}
@@ -154,10 +152,10 @@ func TestSentinelReportsTheCluster(t *testing.T) {
 			t.Errorf("ROLE on the leader lists %v, want the followers %v", replicas, want)
 		}
 		for _, f := range followers {
-			role, err := f.rdb.Do(ctx, "ROLE").Slice()
+			role, err := f.Client().Do(ctx, "ROLE").Slice()
 			if err != nil || len(role) != 5 || role[0] != "slave" || role[1] != leaderHost ||
 				fmt.Sprint(role[2]) != leaderPort || role[3] != "connected" {
-				t.Errorf("ROLE on follower %s = %v, %v; want [slave %s %s connected offset]", f.opts.Cluster.NodeID, role, err, leaderHost, leaderPort)
+				t.Errorf("ROLE on follower %s = %v, %v; want [slave %s %s connected offset]", f.ID(), role, err, leaderHost, leaderPort)
 			}
 		}
 	})
@@ -165,12 +163,12 @@ func TestSentinelReportsTheCluster(t *testing.T) {
 
 // nextLeader waits until the members name a leader other than old: right
 // after a handover some may not know of it yet.
-func nextLeader(t testing.TB, ms []*member, old *member) *member {
+func nextLeader(t testing.TB, c *embedded.Cluster, old *embedded.Member) *embedded.Member {
 	t.Helper()
-	var l *member
-	retry(t, "a leader other than "+old.opts.Cluster.NodeID, func() error {
-		if l, _ = leaderOf(t, ms); l == old {
-			return fmt.Errorf("%s still leads", old.opts.Cluster.NodeID)
+	var l *embedded.Member
+	clustertest.Eventually(t, "a leader other than "+old.ID(), func() error {
+		if l = c.Leader(t); l == old {
+			return fmt.Errorf("%s still leads", old.ID())
 		}
 		return nil
 	})
@@ -183,7 +181,7 @@ func nextLeader(t testing.TB, ms []*member, old *member) *member {
 // follows them. Leadership may pass through other members on the way.
 func switchMessages(t testing.TB, what string, sub *redis.PubSub, master *string, newAddr string) {
 	t.Helper()
-	timeout := time.After(testWait)
+	timeout := time.After(clustertest.Wait)
 	var got []string
 	for *master != newAddr {
 		select {
@@ -205,26 +203,26 @@ func switchMessages(t testing.TB, what string, sub *redis.PubSub, master *string
 // FAILOVER) and when it dies: the lock is still held after both.
 func TestSentinelFailoverClientFollowsTheLeader(t *testing.T) {
 	attempt.Run(t, func(t testing.TB) {
-		ms := startMembers(t, "s3cret")
+		c := startMembers(t, "s3cret")
 		ctx := context.Background()
-		a, _ := leaderOf(t, ms)
-		waitMasterAddr(t, ms, a)
+		a := c.Leader(t)
+		waitMasterAddr(t, c.Nodes, a)
 
 		var subs []*redis.PubSub
-		masters := make([]string, len(ms)) // the master each subscriber last heard of
-		for i, m := range ms {
-			sub := m.rdb.Subscribe(ctx, "+switch-master")
+		masters := make([]string, len(c.Nodes)) // the master each subscriber last heard of
+		for i, m := range c.Nodes {
+			sub := m.Client().Subscribe(ctx, "+switch-master")
 			if _, err := sub.Receive(ctx); err != nil {
-				t.Fatalf("SUBSCRIBE +switch-master on %s: %v", m.opts.Cluster.NodeID, err)
+				t.Fatalf("SUBSCRIBE +switch-master on %s: %v", m.ID(), err)
 			}
 			t.Cleanup(func() { sub.Close() })
 			subs = append(subs, sub)
-			masters[i] = a.opts.Addr
+			masters[i] = a.Options.Addr
 		}
 
 		rdb := redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName:       "mymaster",
-			SentinelAddrs:    []string{a.opts.Addr},
+			SentinelAddrs:    []string{a.Options.Addr},
 			Password:         "s3cret",
 			SentinelPassword: "s3cret",
 		})
@@ -232,24 +230,24 @@ func TestSentinelFailoverClientFollowsTheLeader(t *testing.T) {
 		if err := rdb.SetArgs(ctx, "lock", "token-1", redis.SetArgs{Mode: "NX", TTL: time.Minute}).Err(); err != nil {
 			t.Fatalf("SET NX PX through the FailoverClient: %v", err)
 		}
-		if id, err := nodeOf(ctx, rdb); id != a.opts.Cluster.NodeID {
-			t.Fatalf("the FailoverClient reached %q (%v), want the leader %s", id, err, a.opts.Cluster.NodeID)
+		if id, err := nodeOf(ctx, rdb); id != a.ID() {
+			t.Fatalf("the FailoverClient reached %q (%v), want the leader %s", id, err, a.ID())
 		}
 		// The client follows whichever member leads, wherever leadership
 		// went on the way.
 		follows := func() {
 			t.Helper()
-			retry(t, "the client reaches the leader", func() error {
-				l, _ := leaderOf(t, ms)
+			clustertest.Eventually(t, "the client reaches the leader", func() error {
+				l := c.Leader(t)
 				id, err := nodeOf(ctx, rdb)
-				if err == nil && id != l.opts.Cluster.NodeID {
-					return fmt.Errorf("the client reaches %s, %s leads", id, l.opts.Cluster.NodeID)
+				if err == nil && id != l.ID() {
+					return fmt.Errorf("the client reaches %s, %s leads", id, l.ID())
 				}
 				return err
 			})
-			retry(t, "GET lock after the leader changed", func() error {
+			clustertest.Eventually(t, "GET lock after the leader changed", func() error {
 				got, err := rdb.Get(ctx, "lock").Result()
-				if writeErr(err) {
+				if clustertest.WriteErr(err) {
 					return err
 				}
 				if got != "token-1" {
@@ -261,24 +259,24 @@ func TestSentinelFailoverClientFollowsTheLeader(t *testing.T) {
 
 		// The leader hands over, asked through a follower.
 		attempt.Own(t)
-		_, followers := leaderOf(t, ms)
+		followers := c.Followers(c.Leader(t))
 		if err := sentinelClient(t, followers[0]).Failover(ctx, "mymaster").Err(); err != nil {
 			t.Fatalf("SENTINEL FAILOVER through a follower: %v", err)
 		}
-		b := nextLeader(t, ms, a)
+		b := nextLeader(t, c, a)
 		for i, sub := range subs {
-			switchMessages(t, "handover, subscriber on "+ms[i].opts.Cluster.NodeID, sub, &masters[i], b.opts.Addr)
+			switchMessages(t, "handover, subscriber on "+c.Nodes[i].ID(), sub, &masters[i], b.Options.Addr)
 		}
 		follows()
 
 		// The leader dies: the client finds the next one through the members
 		// the first one listed as Sentinels.
-		dead, _ := leaderOf(t, ms)
-		dead.stop()
-		c := nextLeader(t, ms, dead)
-		for i, m := range ms {
+		dead := c.Leader(t)
+		dead.Stop()
+		next := nextLeader(t, c, dead)
+		for i, m := range c.Nodes {
 			if m != dead {
-				switchMessages(t, "crash, subscriber on "+m.opts.Cluster.NodeID, subs[i], &masters[i], c.opts.Addr)
+				switchMessages(t, "crash, subscriber on "+m.ID(), subs[i], &masters[i], next.Options.Addr)
 			}
 		}
 		follows()

@@ -116,7 +116,7 @@ func TestClientsOnCluster(t *testing.T) {
 		runRedissonScenarios(t, &pair{t: t, redisAddr: redisT.addr, lockserver: follower().server}, c.attempts)
 	})
 	t.Run("Redisson on the leader", func(t *testing.T) {
-		runRedissonScenarios(t, &pair{t: t, redisAddr: redisT.addr, lockserver: c.members[c.leader]}, c.attempts)
+		runRedissonScenarios(t, &pair{t: t, redisAddr: redisT.addr, lockserver: c.server(c.leader)}, c.attempts)
 	})
 	t.Run("Redisson contention", func(t *testing.T) {
 		for _, run := range []func(testing.TB, clientTarget) string{redissonLockContention, redissonFairLockContention} {
@@ -137,8 +137,8 @@ func TestClientsOnCluster(t *testing.T) {
 		// synced"). A count below n only makes it read INFO ALL again.
 		c.attempts(t, func(t testing.TB) {
 			masters := 0
-			for i, s := range c.members {
-				conn := dialRaw(t, s.Addr())
+			for i, m := range c.Nodes {
+				conn := dialRaw(t, m.Server().Addr())
 				role := infoFields(conn.Do("INFO", "REPLICATION"), "role")["role"]
 				if role == "master" {
 					masters++

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockserver/lockserver/internal/clustertest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -292,8 +293,7 @@ func watchCounter(t testing.TB, tg clientTarget, proto int) int64 {
 					if strings.HasPrefix(err.Error(), "UNKNOWN ") && markerSet(t, rdb, marker) {
 						break
 					}
-					retry := errors.Is(err, redis.TxFailedErr) || strings.HasPrefix(err.Error(), "UNKNOWN ") ||
-						strings.HasPrefix(err.Error(), "TRYAGAIN ") || strings.HasPrefix(err.Error(), "CLUSTERDOWN ")
+					retry := errors.Is(err, redis.TxFailedErr) || clustertest.WriteErr(err)
 					if !retry || attempt > 10000 {
 						failed.Add(1)
 						t.Errorf("%s: WATCH increment: %v", tg.name, err)

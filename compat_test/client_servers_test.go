@@ -2,14 +2,13 @@ package compat_test
 
 import (
 	"context"
-	"fmt"
 	"net"
+	"slices"
 	"testing"
-	"time"
 
 	"github.com/lockserver/lockserver"
 	"github.com/lockserver/lockserver/internal/attempt"
-	"github.com/lockserver/lockserver/internal/freeport"
+	"github.com/lockserver/lockserver/internal/clustertest/embedded"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -71,108 +70,35 @@ func (tg clientTarget) goRedis(t testing.TB, opts redis.Options) *redis.Client {
 	return rdb
 }
 
-// cluster is three lockserver members embedded in this process, with their
-// Raft logs in memory, as three copies of a Go service would run them.
+// cluster is the three-member cluster of the tests that need one (package
+// clustertest/embedded): members embedded in this process, with their Raft
+// logs in memory, as three copies of a Go service would run them.
 type cluster struct {
-	members []*lockserver.Server
-	ids     []string
-	// leader is the member that led when last found (see findLeader): tests
-	// about what the leader does run as attempts (package attempt), each
-	// from a leader found anew, and an election voids the attempt.
+	*embedded.Cluster
+	// leader is the index of the member that led when last found (see
+	// findLeader): tests about what the leader does run as attempts
+	// (package attempt), each from a leader found anew, and an election
+	// voids the attempt.
 	leader int
 }
 
-// The members' failure detection. Under -race on a busy 2-core machine a
-// member can go without CPU for hundreds of milliseconds, and the default
-// 500 ms moved the leader in some runs.
-const (
-	clusterHeartbeat = 1500 * time.Millisecond
-	clusterElection  = 2 * time.Second
-	// clusterWait bounds a wait for the cluster to get somewhere.
-	clusterWait = 30 * time.Second
-)
-
-// startCluster opens a three-member cluster on loopback and waits until a
-// member answers as the leader and every member can write through it. In an
+// startCluster starts a cluster and waits until every member can write
+// through the leader and knows every member's client address. In an
 // attempt, the attempt watches its term.
 func startCluster(t testing.TB) *cluster { return startClusterWith(t, nil) }
 
 // startClusterWith is startCluster with member i's options changed by opts.
 func startClusterWith(t testing.TB, opts func(i int, o *lockserver.Options)) *cluster {
 	t.Helper()
-	var peers []lockserver.Peer
-	addrs := make([]string, 3)
-	for i := range 3 {
-		addrs[i] = freeport.MustAddr(t)
-		peers = append(peers, lockserver.Peer{ID: fmt.Sprint("c", i+1), RaftAddr: freeport.MustAddr(t)})
-	}
-	c := &cluster{leader: -1}
-	for i := range 3 {
-		o := lockserver.Options{
-			Addr: addrs[i],
-			Cluster: lockserver.ClusterOptions{NodeID: peers[i].ID, RaftAddr: peers[i].RaftAddr, Bootstrap: peers,
-				HeartbeatTimeout: clusterHeartbeat, ElectionTimeout: clusterElection},
-		}
-		if opts != nil {
-			opts(i, &o)
-		}
-		s := startLockserver(t, o)
-		c.members = append(c.members, s)
-		c.ids = append(c.ids, peers[i].ID)
-	}
+	c := &cluster{Cluster: embedded.Start(t, embedded.Options{InMemory: true, Member: opts, Ready: true})}
 	c.findLeader(t)
-	// A write through every member proves each can reach the leader; and
-	// each knows every member's client address (its Sentinel and CLUSTER
-	// views are whole) once the members have registered them.
-	ctx := context.Background()
-	deadline := time.Now().Add(clusterWait)
-	for i, s := range c.members {
-		for {
-			_, err := s.Do(ctx, "SET", "cluster:ready", i)
-			if err == nil && knowsClientAddrs(ctx, s, len(addrs)) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("member %d cannot write through the leader (%v) or does not know every member's client address", i, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	attempt.Watch(t, "the cluster", c.term)
 	return c
 }
 
-// findLeader waits until a member says that it leads, and sets c.leader.
+// findLeader waits until a member leads, and sets c.leader.
 func (c *cluster) findLeader(t testing.TB) {
 	t.Helper()
-	ctx := context.Background()
-	c.leader = -1
-	for deadline := time.Now().Add(clusterWait); c.leader < 0; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the in-process cluster had no leader for %v", clusterWait)
-		}
-		for i, s := range c.members {
-			v, err := s.Do(ctx, "LOCKSERVER", "LEADER")
-			if m, ok := v.(map[any]any); err == nil && ok && m["id"] == c.ids[i] {
-				c.leader = i
-			}
-		}
-	}
-}
-
-// term returns the highest Raft term a member reports: it grows with every
-// election.
-func (c *cluster) term() uint64 {
-	var term uint64
-	for _, s := range c.members {
-		v, err := s.Do(context.Background(), "LOCKSERVER", "STATUS")
-		if st, ok := v.(map[any]any); err == nil && ok {
-			if n, ok := st["term"].(int64); ok {
-				term = max(term, uint64(n))
-			}
-		}
-	}
-	return term
+	c.leader = slices.Index(c.Nodes, c.Leader(t))
 }
 
 // attempts runs body as attempts (package attempt) that watch the cluster's
@@ -181,30 +107,18 @@ func (c *cluster) term() uint64 {
 func (c *cluster) attempts(t *testing.T, body func(t testing.TB)) {
 	attempt.Run(t, func(t testing.TB) {
 		c.findLeader(t)
-		attempt.Watch(t, "the cluster", c.term)
+		c.Watch(t, "the cluster")
 		body(t)
 	})
 }
 
-// knowsClientAddrs reports whether s knows the client addresses of n members.
-func knowsClientAddrs(ctx context.Context, s *lockserver.Server, n int) bool {
-	v, err := s.Do(ctx, "LOCKSERVER", "MEMBERS")
-	members, _ := v.([]any)
-	if err != nil || len(members) != n {
-		return false
-	}
-	for _, m := range members {
-		if addr, _ := m.(map[any]any)["client"].(string); addr == "" {
-			return false
-		}
-	}
-	return true
-}
+// server returns member i's server.
+func (c *cluster) server(i int) *lockserver.Server { return c.Nodes[i].Server() }
 
 // follower returns a member that does not lead, so that every command a
 // client sends it is forwarded.
 func (c *cluster) follower() *lockserver.Server {
-	return c.members[(c.leader+1)%len(c.members)]
+	return c.server((c.leader + 1) % len(c.Nodes))
 }
 
 // target names a cluster member as a client target.

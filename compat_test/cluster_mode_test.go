@@ -354,12 +354,13 @@ func TestDiffClusterModeCluster(t *testing.T) {
 	// members report follows the leader.
 	attempt.Run(t, func(t testing.TB) {
 		c := startCluster(t)
-		leader := c.members[c.leader].Addr()
+		leader := c.server(c.leader).Addr()
 		// Every member must know the others' client addresses first.
-		for _, m := range c.members {
+		for _, m := range c.Nodes {
+			addr := m.Server().Addr()
 			waitFor(t, func() string {
-				if info := sentinelCmd(t, m.Addr(), "CLUSTER", "INFO"); !strings.Contains(info, "cluster_known_nodes:3") || !strings.Contains(info, "cluster_state:ok") {
-					return m.Addr() + " to know 3 nodes: " + info
+				if info := sentinelCmd(t, addr, "CLUSTER", "INFO"); !strings.Contains(info, "cluster_known_nodes:3") || !strings.Contains(info, "cluster_state:ok") {
+					return addr + " to know 3 nodes: " + info
 				}
 				return ""
 			})
@@ -455,8 +456,8 @@ func TestClusterClientGoRedis(t *testing.T) {
 				}
 				return m.Options().Addr
 			}
-			if got := masterAddr(); got != c.members[c.leader].Addr() {
-				t.Errorf("go-redis takes %s for the master, the leader is %s", got, c.members[c.leader].Addr())
+			if got := masterAddr(); got != c.server(c.leader).Addr() {
+				t.Errorf("go-redis takes %s for the master, the leader is %s", got, c.server(c.leader).Addr())
 			}
 			if got := clusterLockSession(t, rdb, "c1"); !slices.Equal(got, want) {
 				t.Errorf("redis-server:\n%s\nlockserver cluster:\n%s", strings.Join(want, "\n"), strings.Join(got, "\n"))
@@ -464,7 +465,7 @@ func TestClusterClientGoRedis(t *testing.T) {
 			// Leadership moves; go-redis, told to reload, follows it, and the
 			// old leader, now a follower, keeps serving the client meanwhile.
 			attempt.Own(t)
-			old := c.members[c.leader].Addr()
+			old := c.server(c.leader).Addr()
 			if r := sentinelCmd(t, old, "SENTINEL", "FAILOVER", "mymaster"); r != "+OK\r\n" {
 				t.Fatalf("SENTINEL FAILOVER: %q", r)
 			}

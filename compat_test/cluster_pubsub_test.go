@@ -19,12 +19,12 @@ func TestClusterPublishAcrossMembers(t *testing.T) {
 	attempt.Run(t, func(t testing.TB) {
 		c := startCluster(t)
 		home := (c.leader + 1) % 3
-		sub, shard := dialRaw(t, c.members[home].Addr()), dialRaw(t, c.members[home].Addr())
+		sub, shard := dialRaw(t, c.server(home).Addr()), dialRaw(t, c.server(home).Addr())
 		sub.Do("SUBSCRIBE", "ch")
 		shard.Do("SSUBSCRIBE", "sch")
 		roles := map[int]string{c.leader: "leader", home: "subscribers' follower", (c.leader + 2) % 3: "other follower"}
-		for i, s := range c.members {
-			conn := dialRaw(t, s.Addr())
+		for i, m := range c.Nodes {
+			conn := dialRaw(t, m.Server().Addr())
 			want := ":0\r\n"
 			if i == home {
 				want = ":1\r\n"

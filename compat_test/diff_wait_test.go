@@ -188,7 +188,7 @@ func TestRedissonWaitOnCluster(t *testing.T) {
 	}
 	attempt.Run(t, func(t testing.TB) {
 		c := startCluster(t)
-		leader := dialRaw(t, c.members[c.leader].Addr())
+		leader := dialRaw(t, c.server(c.leader).Addr())
 		waitFor(t, func() string {
 			if n := infoFields(leader.Do("INFO", "REPLICATION"), "connected_slaves")["connected_slaves"]; n != "2" {
 				return "connected_slaves:2 on the leader, not " + n

@@ -218,14 +218,15 @@ func TestDiffSentinel(t *testing.T) {
 
 	attempt.Run(t, func(t testing.TB) {
 		c := startCluster(t)
-		leader := c.members[c.leader].Addr()
-		for _, m := range c.members {
+		leader := c.server(c.leader).Addr()
+		for _, m := range c.Nodes {
+			addr := m.Server().Addr()
 			waitFor(t, func() string {
-				rs, _ := parseTree(sentinelCmd(t, m.Addr(), "SENTINEL", "REPLICAS", "mymaster"))
-				got := sentinelCmd(t, m.Addr(), "SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster")
+				rs, _ := parseTree(sentinelCmd(t, addr, "SENTINEL", "REPLICAS", "mymaster"))
+				got := sentinelCmd(t, addr, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster")
 				lhost, lport, _ := net.SplitHostPort(leader)
 				if want := fmt.Sprintf("*2\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", len(lhost), lhost, len(lport), lport); got != want || len(rs.elems) != 2 {
-					return fmt.Sprintf("member %s to report the leader %s and 2 replicas: %q, %s", m.Addr(), leader, got, rs.shape())
+					return fmt.Sprintf("member %s to report the leader %s and 2 replicas: %q, %s", addr, leader, got, rs.shape())
 				}
 				return ""
 			})
@@ -268,8 +269,8 @@ func TestDiffSentinel(t *testing.T) {
 		for _, proto := range []string{"2", "3"} {
 			rs := dialRaw(t, s1)
 			rs.Do("HELLO", proto)
-			for i, m := range c.members {
-				ls := dialRaw(t, m.Addr())
+			for i, m := range c.Nodes {
+				ls := dialRaw(t, m.Server().Addr())
 				ls.Do("HELLO", proto)
 				for _, cmd := range same {
 					sameShape(t, fmt.Sprintf("RESP%s, member %d: %q", proto, i, cmd), rs.Do(cmd...), ls.Do(cmd...))
@@ -316,9 +317,9 @@ func TestDiffSentinel(t *testing.T) {
 		// can follow this one: redis-server is gone.
 		attempt.Own(t)
 		dialRaw(t, master).Send("SHUTDOWN", "NOSAVE")
-		survivor := c.members[(c.leader+1)%3]
-		c.members[c.leader].Close()
-		c.members[(c.leader+2)%3].Close()
+		survivor := c.server((c.leader + 1) % 3)
+		c.Nodes[c.leader].Stop()
+		c.Nodes[(c.leader+2)%3].Stop()
 		downFlags := func(addr string) func() string {
 			return func() string {
 				m, _ := parseTree(sentinelCmd(t, addr, "SENTINEL", "MASTER", "mymaster"))

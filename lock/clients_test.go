@@ -3,6 +3,7 @@ package lock_test
 import (
 	"testing"
 
+	"github.com/lockserver/lockserver/internal/clustertest/embedded"
 	"github.com/lockserver/lockserver/lock"
 	"github.com/redis/go-redis/v9"
 )
@@ -12,8 +13,8 @@ import (
 // FailoverClient that finds the leader through the Sentinel commands, each
 // given a follower's address. 16 holders exclude each other.
 func TestMutexThroughClusterAndFailoverClients(t *testing.T) {
-	ms := startCluster(t)
-	addr := follower(t, ms).opts.Addr
+	c := embedded.Start(t, embedded.Options{})
+	addr := c.Followers(c.Leader(t))[0].Options.Addr
 	for _, c := range []struct {
 		name   string
 		client redis.UniversalClient

@@ -2,7 +2,6 @@ package lock_test
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -10,7 +9,7 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver"
-	"github.com/lockserver/lockserver/internal/freeport"
+	"github.com/lockserver/lockserver/internal/clustertest/embedded"
 	"github.com/lockserver/lockserver/lock"
 	"github.com/redis/go-redis/v9"
 )
@@ -84,105 +83,20 @@ func nodeTarget(t *testing.T) target {
 	}}
 }
 
-// member is one member of an in-process cluster, and how to restart it.
-type member struct {
-	opts lockserver.Options
-	srv  *lockserver.Server
-}
-
-func (m *member) start(t *testing.T) {
-	t.Helper()
-	srv, err := lockserver.Open(m.opts)
-	if err != nil {
-		t.Fatalf("open %s: %v", m.opts.Cluster.NodeID, err)
-	}
-	m.srv = srv
-}
-
-func (m *member) stop() {
-	if m.srv != nil {
-		m.srv.Close()
-		m.srv = nil
-	}
-}
-
-// startCluster opens three members on loopback with their logs on disk.
-func startCluster(t *testing.T) []*member {
-	var peers []lockserver.Peer
-	var ms []*member
-	for i := range 3 {
-		id := fmt.Sprint("m", i+1)
-		peers = append(peers, lockserver.Peer{ID: id, RaftAddr: freeport.MustAddr(t)})
-		ms = append(ms, &member{opts: lockserver.Options{
-			Addr: freeport.MustAddr(t),
-			// Failure detection that holds under -race on a busy machine
-			// (the default 500 ms moved the leader in some runs).
-			Cluster: lockserver.ClusterOptions{NodeID: id, RaftAddr: peers[i].RaftAddr, DataDir: t.TempDir(),
-				HeartbeatTimeout: 1500 * time.Millisecond, ElectionTimeout: 2 * time.Second},
-		}})
-	}
-	for _, m := range ms {
-		m.opts.Cluster.Bootstrap = peers
-		m.start(t)
-		t.Cleanup(m.stop)
-	}
-	return ms
-}
-
-// leader asks the members which one leads, until one says.
-func leader(t *testing.T, ms []*member) *member {
-	t.Helper()
-	ctx := testContext(t)
-	for ctx.Err() == nil {
-		for _, m := range ms {
-			if m.srv == nil {
-				continue
-			}
-			rdb := redis.NewClient(&redis.Options{Dialer: m.srv.Dialer()})
-			v, err := rdb.Do(ctx, "LOCKSERVER", "LEADER").Result()
-			rdb.Close()
-			if err != nil {
-				continue
-			}
-			id := fmt.Sprint(v.(map[any]any)["id"])
-			for _, l := range ms {
-				if l.srv != nil && l.opts.Cluster.NodeID == id {
-					return l
-				}
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatal("no leader")
-	return nil
-}
-
-// follower returns a member that does not lead (at the time of asking).
-func follower(t *testing.T, ms []*member) *member {
-	l := leader(t, ms)
-	for _, m := range ms {
-		if m != l && m.srv != nil {
-			return m
-		}
-	}
-	t.Fatal("no follower")
-	return nil
-}
-
 // followerTargets are a cluster's follower reached through Do and through
 // go-redis.
 func followerTargets(t *testing.T) []target {
-	ms := startCluster(t)
-	f := follower(t, ms)
-	rdb := newClient(t, f.opts.Addr)
+	c := embedded.Start(t, embedded.Options{})
+	f := c.Followers(c.Leader(t))[0]
+	rdb := newClient(t, f.Options.Addr)
 	return []target{
 		{name: "cluster-follower-embedded", rdb: rdb, backend: func(t *testing.T) *lock.Backend {
-			b := lock.Embedded(f.srv, "")
+			b := lock.Embedded(f.Server(), "")
 			t.Cleanup(func() { b.Close() })
 			return b
 		}},
 		{name: "cluster-follower", rdb: rdb, backend: func(t *testing.T) *lock.Backend {
-			b := lock.Redis(newClient(t, f.opts.Addr))
+			b := lock.Redis(newClient(t, f.Options.Addr))
 			t.Cleanup(func() { b.Close() })
 			return b
 		}},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/lockserver/lockserver/internal/clustertest/embedded"
 	"github.com/lockserver/lockserver/lock"
 	"github.com/redis/go-redis/v9"
 )
@@ -79,7 +80,7 @@ func TestTokenModel(t *testing.T) {
 // are stopped and started again from their data directories; every
 // acquisition is recorded with its token and checked with porcupine.
 func TestTokensGrowAcrossFailures(t *testing.T) {
-	ms := startCluster(t)
+	c := embedded.Start(t, embedded.Options{})
 	start := time.Now()
 	var mu sync.Mutex
 	var history []porcupine.Operation
@@ -87,7 +88,7 @@ func TestTokensGrowAcrossFailures(t *testing.T) {
 	var wg sync.WaitGroup
 	const workers = 6
 	for w := range workers {
-		rdb := redis.NewClient(&redis.Options{Addr: ms[w%3].opts.Addr})
+		rdb := redis.NewClient(&redis.Options{Addr: c.Nodes[w%3].Options.Addr})
 		defer rdb.Close()
 		b := lock.Redis(rdb)
 		defer b.Close()
@@ -140,17 +141,17 @@ func TestTokensGrowAcrossFailures(t *testing.T) {
 		}
 	}
 	acquired("before the failures", 50)
-	l := leader(t, ms)
-	l.stop()
+	l := c.Leader(t)
+	l.Stop()
 	acquired("with the leader stopped", 50)
-	l.start(t)
+	l.Start(t)
 	acquired("with the old leader back", 50)
-	for _, m := range ms {
-		m.stop()
+	for _, m := range c.Nodes {
+		m.Stop()
 	}
 	restarted := time.Since(start).Nanoseconds()
-	for _, m := range ms {
-		m.start(t)
+	for _, m := range c.Nodes {
+		m.Start(t)
 	}
 	acquired("after the whole cluster restarted", 50)
 	close(stop)

@@ -4,16 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/lockserver/lockserver"
-	"github.com/lockserver/lockserver/internal/freeport"
+	"github.com/lockserver/lockserver/internal/clustertest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -49,168 +45,41 @@ func TestParseClusterFlags(t *testing.T) {
 	}
 }
 
-// node is one lockserver process of a cluster.
-type node struct {
-	id, addr, raftAddr, dir string
-	args                    []string
-	cmd                     *exec.Cmd
-	log                     *os.File
-	rdb                     *redis.Client
-}
+// password is the clients' password of the binary in the cluster tests.
+const password = "secret"
 
-// newNode prepares member id, with its data in dir: free ports, and a log file
-// that a failed test prints. The process is killed when the test ends.
-func newNode(t *testing.T, id, dir string) *node {
-	t.Helper()
-	log, err := os.Create(filepath.Join(t.TempDir(), id+".log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &node{id: id, addr: freeport.MustAddr(t), raftAddr: freeport.MustAddr(t), dir: dir, log: log}
-	t.Cleanup(func() {
-		n.kill()
-		if t.Failed() {
-			b, _ := os.ReadFile(log.Name())
-			t.Logf("%s log:\n%s", id, b)
-		}
-	})
-	return n
-}
-
-// member sets n's arguments: its addresses and data directory, then how it
-// finds the cluster (--bootstrap or --join and its value).
-func (n *node) member(how ...string) {
-	n.args = append([]string{"--addr", n.addr, "--node-id", n.id, "--raft-addr", n.raftAddr, "--data-dir", n.dir,
-		// A process starved of CPU for 500 ms on a busy machine moved the
-		// leader; the tests survive a leader change, but should seldom see
-		// one they did not cause.
-		"--heartbeat-timeout", "1500ms", "--election-timeout", "2s"}, how...)
-}
-
-func (n *node) start(t *testing.T, bin string) {
-	t.Helper()
-	n.cmd = exec.Command(bin, n.args...)
-	n.cmd.Env = append(os.Environ(), "LOCKSERVER_PASSWORD=secret")
-	n.cmd.Stderr = n.log
-	if err := n.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	n.rdb = redis.NewClient(&redis.Options{Addr: n.addr, Password: "secret"})
-}
-
-func (n *node) kill() {
-	if n.cmd != nil {
-		n.cmd.Process.Kill()
-		n.cmd.Wait()
-		n.rdb.Close()
-		n.cmd = nil
-	}
-}
-
-// startCluster starts three members of a new cluster, each with its own
-// data directory and, if args is not nil, the flags args returns for it
-// after its own.
-func startCluster(t *testing.T, bin string, args func(n *node) []string) []*node {
-	t.Helper()
-	var nodes []*node
-	var peers []string
-	for i := range 3 {
-		n := newNode(t, fmt.Sprint("n", i+1), t.TempDir())
-		nodes = append(nodes, n)
-		peers = append(peers, n.id+"="+n.raftAddr)
-	}
-	for _, n := range nodes {
-		n.member("--bootstrap", strings.Join(peers, ","))
-		if args != nil {
-			n.args = append(n.args, args(n)...)
-		}
-		n.start(t, bin)
-	}
-	return nodes
-}
-
-// otherThan returns a node of nodes that is not l.
-func otherThan(nodes []*node, l *node) *node {
-	var o *node
-	for _, n := range nodes {
-		if n != l {
-			o = n
-		}
-	}
-	return o
-}
-
-// leaderOf returns the running node that a running node names as leader,
-// once there is one.
-func leaderOf(t *testing.T, nodes []*node) *node {
-	t.Helper()
-	var l *node
-	eventually(t, "a leader", func() error {
-		for _, n := range nodes {
-			if n.cmd == nil {
-				continue
-			}
-			v, err := n.rdb.Do(context.Background(), "LOCKSERVER", "LEADER").Result()
-			if err != nil {
-				continue
-			}
-			for _, m := range nodes {
-				if m.cmd != nil && fmt.Sprint(v.(map[any]any)["id"]) == m.id {
-					l = m
-					return nil
-				}
-			}
-		}
-		return fmt.Errorf("no node names a running leader")
-	})
-	return l
-}
-
-// eventually retries op, as a client does across an election.
-func eventually(t *testing.T, what string, op func() error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := op()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+// startCluster starts three members of a new cluster (package clustertest).
+func startCluster(t *testing.T, bin string) *clustertest.Cluster[*clustertest.Proc] {
+	return clustertest.StartProcs(t, bin, clustertest.ProcClusterOptions{Proc: clustertest.ProcOptions{Password: password}})
 }
 
 // Three lockserver processes form a cluster from flags. A lock taken through
 // any node survives SIGKILL of the leader; the killed node restarts from its
 // data directory; a node whose data directory is wiped rejoins with --join.
 func TestBinaryCluster(t *testing.T) {
-	bin := buildBinary(t)
-	nodes := startCluster(t, bin, nil)
+	c := startCluster(t, clustertest.Binary(t))
 	ctx := context.Background()
-	leader := func() *node { return leaderOf(t, nodes) }
 
-	l := leader()
-	f := otherThan(nodes, l)
-	eventually(t, "SET NX PX through a follower", func() error {
-		return f.rdb.SetArgs(ctx, "lock", "owner", redis.SetArgs{Mode: "NX", TTL: time.Minute}).Err()
+	l := c.Leader(t)
+	f := c.Followers(l)[0]
+	clustertest.Eventually(t, "SET NX PX through a follower", func() error {
+		return f.Client().SetArgs(ctx, "lock", "owner", redis.SetArgs{Mode: "NX", TTL: time.Minute}).Err()
 	})
 
-	l.kill()
-	l2 := leader()
-	eventually(t, "GET lock after SIGKILL of the leader", func() error {
-		v, err := l2.rdb.Get(ctx, "lock").Result()
+	l.Kill()
+	l2 := c.Leader(t)
+	clustertest.Eventually(t, "GET lock after SIGKILL of the leader", func() error {
+		v, err := l2.Client().Get(ctx, "lock").Result()
 		if err == nil && v != "owner" {
 			return fmt.Errorf("lock = %q, want owner", v)
 		}
 		return err
 	})
-	eventually(t, "SET after the failover", func() error { return f.rdb.Set(ctx, "after", "1", 0).Err() })
+	clustertest.Eventually(t, "SET after the failover", func() error { return f.Client().Set(ctx, "after", "1", 0).Err() })
 
-	l.start(t, bin)
-	eventually(t, "the restarted node catches up", func() error {
-		v, err := l.rdb.Get(ctx, "after").Result()
+	l.Start(t)
+	clustertest.Eventually(t, "the restarted node catches up", func() error {
+		v, err := l.Client().Get(ctx, "after").Result()
 		if err == nil && v != "1" {
 			return fmt.Errorf("after = %q", v)
 		}
@@ -218,33 +87,26 @@ func TestBinaryCluster(t *testing.T) {
 	})
 
 	// Wipe a follower's data: it rejoins through any other member.
-	var w *node
-	via := leader()
-	for _, n := range nodes {
-		if n != via {
-			w = n
-		}
-	}
-	w.kill()
-	if err := os.RemoveAll(w.dir); err != nil {
-		t.Fatal(err)
-	}
-	w.member("--join", via.raftAddr)
-	w.start(t, bin)
-	eventually(t, "the wiped node serves the lock again", func() error {
-		v, err := w.rdb.Get(ctx, "lock").Result()
+	via := c.Leader(t)
+	w := c.Others(via)[1]
+	w.Kill()
+	w.Wipe(t)
+	w.Args = w.MemberArgs("--join", via.RaftAddr())
+	w.Start(t)
+	clustertest.Eventually(t, "the wiped node serves the lock again", func() error {
+		v, err := w.Client().Get(ctx, "lock").Result()
 		if err == nil && v != "owner" {
 			return fmt.Errorf("lock = %q", v)
 		}
 		return err
 	})
-	eventually(t, "the wiped node is a voter again", func() error {
-		v, err := leader().rdb.Do(ctx, "LOCKSERVER", "MEMBERS").Result()
+	clustertest.Eventually(t, "the wiped node is a voter again", func() error {
+		v, err := c.Leader(t).Client().Do(ctx, "LOCKSERVER", "MEMBERS").Result()
 		if err != nil {
 			return err
 		}
 		for _, m := range v.([]any) {
-			if m := m.(map[any]any); m["id"] == w.id && m["role"] != "nonvoter" {
+			if m := m.(map[any]any); m["id"] == w.ID() && m["role"] != "nonvoter" {
 				return nil
 			}
 		}
@@ -257,13 +119,12 @@ func TestBinaryCluster(t *testing.T) {
 // once go-redis's own retries are spent), and after UNKNOWN the count says
 // whether it took effect.
 func incr(ctx context.Context, rdb *redis.Client, key string, want int64) error {
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	for deadline := time.Now().Add(clustertest.Wait); ; {
 		n, err := rdb.Incr(ctx, key).Result()
 		if err == nil && n == want {
 			return nil
 		}
-		if err == nil || time.Now().After(deadline) || !strings.HasPrefix(err.Error(), "TRYAGAIN ") &&
-			!strings.HasPrefix(err.Error(), "CLUSTERDOWN ") && !strings.HasPrefix(err.Error(), "UNKNOWN ") {
+		if err == nil || time.Now().After(deadline) || !clustertest.WriteErr(err) {
 			return fmt.Errorf("INCR %s: %d, %v, want %d", key, n, err, want)
 		}
 		got, err := rdb.Get(ctx, key).Int64()
@@ -286,10 +147,9 @@ func incr(ctx context.Context, rdb *redis.Client, key string, want int64) error 
 // at once: the last ones are then only in each member's raft journal, not
 // yet in bolt (see replication's journal), and are read back at restart.
 func TestBinaryClusterKeepsAcknowledgedWritesWhenEveryMemberIsKilled(t *testing.T) {
-	bin := buildBinary(t)
-	nodes := startCluster(t, bin, nil)
+	nodes := startCluster(t, clustertest.Binary(t)).Nodes
 	ctx := context.Background()
-	eventually(t, "a leader", func() error { return nodes[0].rdb.Set(ctx, "ready", "1", 0).Err() })
+	clustertest.Eventually(t, "a leader", func() error { return nodes[0].Client().Set(ctx, "ready", "1", 0).Err() })
 
 	// Clients on every member, each counting its own key up; followers
 	// forward to the leader. 900 entries: more than one flush to bolt, and
@@ -298,11 +158,11 @@ func TestBinaryClusterKeepsAcknowledgedWritesWhenEveryMemberIsKilled(t *testing.
 	errs := make(chan error, clients)
 	for c := range clients {
 		go func() {
-			rdb := nodes[c%len(nodes)].rdb
+			rdb := nodes[c%len(nodes)].Client()
 			key := fmt.Sprint("count", c)
 			for i := range each {
 				if err := incr(ctx, rdb, key, int64(i+1)); err != nil {
-					errs <- fmt.Errorf("through %s: %v", nodes[c%len(nodes)].id, err)
+					errs <- fmt.Errorf("through %s: %v", nodes[c%len(nodes)].ID(), err)
 					return
 				}
 			}
@@ -316,14 +176,14 @@ func TestBinaryClusterKeepsAcknowledgedWritesWhenEveryMemberIsKilled(t *testing.
 	}
 
 	for _, n := range nodes {
-		n.kill()
+		n.Kill()
 	}
 	for _, n := range nodes {
-		n.start(t, bin)
+		n.Start(t)
 	}
 	for c := range clients {
-		eventually(t, "every acknowledged INCR after the restart", func() error {
-			got, err := nodes[c%len(nodes)].rdb.Get(ctx, fmt.Sprint("count", c)).Int()
+		clustertest.Eventually(t, "every acknowledged INCR after the restart", func() error {
+			got, err := nodes[c%len(nodes)].Client().Get(ctx, fmt.Sprint("count", c)).Int()
 			if err == nil && got != each {
 				return fmt.Errorf("count%d = %d, want %d", c, got, each)
 			}
@@ -340,33 +200,31 @@ func TestBinaryClusterKeepsAcknowledgedWritesWhenEveryMemberIsKilled(t *testing.
 // back within seconds. (The JOIN can only be sent by the joining process:
 // an ordinary client gets NOPERM for it.)
 func TestBinaryWipedLeaderRejoinsAtOnce(t *testing.T) {
-	bin := buildBinary(t)
-	nodes := startCluster(t, bin, nil)
+	c := startCluster(t, clustertest.Binary(t))
 	ctx := context.Background()
-	l := leaderOf(t, nodes)
-	eventually(t, "SET before the kill", func() error { return l.rdb.Set(ctx, "before", "1", 0).Err() })
-	via := otherThan(nodes, l)
-	eventually(t, via.id+" knows the leader and its client address", func() error {
-		v, err := via.rdb.Do(ctx, "LOCKSERVER", "LEADER").Result()
-		if m, ok := v.(map[any]any); err == nil && (!ok || m["id"] != l.id || m["client"] != l.addr) {
-			err = fmt.Errorf("%s names %v", via.id, v)
+	l := c.Leader(t)
+	clustertest.Eventually(t, "SET before the kill", func() error { return l.Client().Set(ctx, "before", "1", 0).Err() })
+	via := c.Followers(l)[0]
+	clustertest.Eventually(t, via.ID()+" knows the leader and its client address", func() error {
+		v, err := via.Client().Do(ctx, "LOCKSERVER", "LEADER").Result()
+		if m, ok := v.(map[any]any); err == nil && (!ok || m["id"] != l.ID() || m["client"] != l.Addr()) {
+			err = fmt.Errorf("%s names %v", via.ID(), v)
 		}
 		return err
 	})
 
-	l.kill()
-	if err := os.RemoveAll(l.dir); err != nil {
-		t.Fatal(err)
-	}
-	l.member("--join", via.raftAddr)
+	l.Kill()
+	l.Wipe(t)
+	l.Args = l.MemberArgs("--join", via.RaftAddr())
 	start := time.Now()
-	l.start(t, bin)
-	eventually(t, "the rejoined member holds the write", func() error {
-		v, err := l.rdb.Get(ctx, "before").Result()
+	// Not Start: the wait for the write is the measure of how soon it is back.
+	l.Spawn(t)
+	clustertest.Eventually(t, "the rejoined member holds the write", func() error {
+		v, err := l.Client().Get(ctx, "before").Result()
 		if err == nil && v != "1" {
 			err = fmt.Errorf("before = %q", v)
 		}
 		return err
 	})
-	t.Logf("the wiped leader rejoined through %s, which took it for the leader, in %v", via.id, time.Since(start))
+	t.Logf("the wiped leader rejoined through %s, which took it for the leader, in %v", via.ID(), time.Since(start))
 }

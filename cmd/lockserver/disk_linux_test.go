@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lockserver/lockserver/internal/clustertest"
 )
 
 // A member whose disk fills stops: the write in flight gets UNKNOWN, the
@@ -18,17 +20,17 @@ import (
 // with room it has every write it acknowledged. The disk is a small tmpfs,
 // which only root can mount.
 func TestBinaryExitsWhenItsDiskIsFull(t *testing.T) {
-	bin := buildBinary(t)
+	bin := clustertest.Binary(t)
 	disk := t.TempDir()
 	if err := syscall.Mount("tmpfs", disk, "tmpfs", 0, "size=16m"); err != nil {
 		t.Skipf("needs a small tmpfs to fill, which takes root: mount: %v", err)
 	}
 	t.Cleanup(func() { syscall.Unmount(disk, syscall.MNT_DETACH) })
-	n := newNode(t, "n1", filepath.Join(disk, "data"))
-	n.member("--bootstrap", n.id+"="+n.raftAddr)
-	n.start(t, bin)
+	n := clustertest.NewProc(t, bin, "n1", clustertest.ProcOptions{Dir: filepath.Join(disk, "data"), Password: password})
+	n.Args = n.MemberArgs("--bootstrap", n.ID()+"="+n.RaftAddr())
+	n.Start(t)
 	ctx := context.Background()
-	eventually(t, "a leader", func() error { return n.rdb.Set(ctx, "first", "1", 0).Err() })
+	clustertest.Eventually(t, "a leader", func() error { return n.Client().Set(ctx, "first", "1", 0).Err() })
 
 	// 100 values of 200 kB cannot fit in 16 MB (the raft journal takes 4).
 	value := strings.Repeat("v", 200<<10)
@@ -36,32 +38,32 @@ func TestBinaryExitsWhenItsDiskIsFull(t *testing.T) {
 	var failed error
 	for i := 0; i < 100 && failed == nil; i++ {
 		key := fmt.Sprint("k", i)
-		if failed = n.rdb.Set(ctx, key, value, 0).Err(); failed == nil {
+		if failed = n.Client().Set(ctx, key, value, 0).Err(); failed == nil {
 			acked = append(acked, key)
 		}
 	}
 	if failed == nil || !strings.HasPrefix(failed.Error(), "UNKNOWN") {
 		t.Fatalf("the SET that filled the disk: %v, want UNKNOWN", failed)
 	}
-	if err := n.wait(15 * time.Second); exitCode(err) != 1 {
+	if err := n.Wait(15 * time.Second); exitCode(err) != 1 {
 		t.Fatalf("after its failed write: %v, want exit status 1", err)
 	}
-	if b, _ := os.ReadFile(n.log.Name()); !strings.Contains(string(b), "no space left on device") {
+	if b, _ := os.ReadFile(n.LogPath()); !strings.Contains(string(b), "no space left on device") {
 		t.Errorf("the log does not say why the node stopped:\n%s", b)
 	}
 
 	if err := syscall.Mount("tmpfs", disk, "tmpfs", syscall.MS_REMOUNT, "size=64m"); err != nil {
 		t.Fatal(err)
 	}
-	n.start(t, bin)
-	eventually(t, "the restarted node", func() error { return n.rdb.Ping(ctx).Err() })
+	n.Start(t)
+	clustertest.Eventually(t, "the restarted node", func() error { return n.Client().Ping(ctx).Err() })
 	for _, key := range acked {
 		want := int64(len(value))
 		if key == "first" {
 			want = 1
 		}
-		eventually(t, "acknowledged "+key, func() error {
-			got, err := n.rdb.StrLen(ctx, key).Result()
+		clustertest.Eventually(t, "acknowledged "+key, func() error {
+			got, err := n.Client().StrLen(ctx, key).Result()
 			if err == nil && got != want {
 				return fmt.Errorf("STRLEN %s = %d, want %d", key, got, want)
 			}
@@ -77,30 +79,27 @@ func TestBinaryExitsWhenItsDiskIsFull(t *testing.T) {
 // 1 and logs the write error, rather than stay up, lagging for good, while
 // the other two go on acknowledging writes.
 func TestBinaryFollowerExitsWhenItsDiskIsFull(t *testing.T) {
-	bin := buildBinary(t)
+	bin := clustertest.Binary(t)
 	disk := t.TempDir()
 	if err := syscall.Mount("tmpfs", disk, "tmpfs", 0, "size=16m"); err != nil {
 		t.Skipf("needs a small tmpfs to fill, which takes root: mount: %v", err)
 	}
 	t.Cleanup(func() { syscall.Unmount(disk, syscall.MNT_DETACH) })
-	nodes := []*node{newNode(t, "n1", t.TempDir()), newNode(t, "n2", t.TempDir()), newNode(t, "n3", filepath.Join(disk, "data"))}
-	var peers []string
-	for _, n := range nodes {
-		peers = append(peers, n.id+"="+n.raftAddr)
-	}
-	for _, n := range nodes {
-		n.member("--bootstrap", strings.Join(peers, ","))
-		n.start(t, bin)
-	}
-	full := nodes[2]
+	c := clustertest.StartProcs(t, bin, clustertest.ProcClusterOptions{Proc: clustertest.ProcOptions{Password: password},
+		Member: func(i int, o *clustertest.ProcOptions) {
+			if i == 2 {
+				o.Dir = filepath.Join(disk, "data")
+			}
+		}})
+	full := c.Nodes[2]
 	ctx := context.Background()
-	l := leaderOf(t, nodes)
+	l := c.Leader(t)
 	for l == full {
-		if err := full.rdb.Do(ctx, "SENTINEL", "FAILOVER", "mymaster").Err(); err != nil {
+		if err := full.Client().Do(ctx, "SENTINEL", "FAILOVER", "mymaster").Err(); err != nil {
 			t.Logf("SENTINEL FAILOVER: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)
-		l = leaderOf(t, nodes)
+		l = c.Leader(t)
 	}
 
 	// 100 values of 200 kB cannot fit in 16 MB (the raft journal takes 4);
@@ -108,13 +107,13 @@ func TestBinaryFollowerExitsWhenItsDiskIsFull(t *testing.T) {
 	value := strings.Repeat("v", 200<<10)
 	for i := range 100 {
 		key := fmt.Sprint("k", i)
-		eventually(t, "SET "+key, func() error { return l.rdb.Set(ctx, key, value, 0).Err() })
+		clustertest.Eventually(t, "SET "+key, func() error { return l.Client().Set(ctx, key, value, 0).Err() })
 	}
-	if err := full.wait(15 * time.Second); exitCode(err) != 1 {
+	if err := full.Wait(15 * time.Second); exitCode(err) != 1 {
 		t.Fatalf("the follower whose disk filled: %v, want exit status 1", err)
 	}
-	if b, _ := os.ReadFile(full.log.Name()); !strings.Contains(string(b), "no space left on device") {
+	if b, _ := os.ReadFile(full.LogPath()); !strings.Contains(string(b), "no space left on device") {
 		t.Errorf("the log does not say why the follower stopped:\n%s", b)
 	}
-	eventually(t, "SET with the two others", func() error { return l.rdb.Set(ctx, "after", "1", 0).Err() })
+	clustertest.Eventually(t, "SET with the two others", func() error { return l.Client().Set(ctx, "after", "1", 0).Err() })
 }

@@ -7,9 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lockserver/lockserver/internal/clustertest"
 )
 
 // A follower whose log was damaged while it was stopped, after the cluster
@@ -17,7 +18,7 @@ import (
 // and one line that names the file, the log index and the remedy, rather than
 // start without the writes and vote or lead with a log that forgot them.
 func TestBinaryRefusesADamagedLog(t *testing.T) {
-	bin := buildBinary(t)
+	bin := clustertest.Binary(t)
 	for _, tc := range []struct {
 		name string
 		// term stops the follower with SIGTERM, which moves the journal's
@@ -44,23 +45,20 @@ func TestBinaryRefusesADamagedLog(t *testing.T) {
 		}, "raft.db"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			nodes := startCluster(t, bin, nil)
-			l := leaderOf(t, nodes)
-			f := otherThan(nodes, l)
+			c := startCluster(t, bin)
+			l := c.Leader(t)
+			f := c.Followers(l)[0]
 			ctx := context.Background()
 			for i := range 10 {
 				key, owner := fmt.Sprint("lock", i), fmt.Sprintf("owner-%c", 'A'+i)
-				eventually(t, "SET "+key, func() error { return l.rdb.Set(ctx, key, owner, 0).Err() })
+				clustertest.Eventually(t, "SET "+key, func() error { return l.Client().Set(ctx, key, owner, 0).Err() })
 			}
 			// LOCKSERVER APPLIED is the members' own; STATUS tells a client.
-			applied := func(n *node) (int64, error) {
-				st, err := n.rdb.Do(ctx, "LOCKSERVER", "STATUS").Result()
-				if err != nil {
-					return 0, err
-				}
-				return st.(map[any]any)["applied_index"].(int64), nil
+			applied := func(n *clustertest.Proc) (uint64, error) {
+				st, err := n.Status(ctx)
+				return st.Applied, err
 			}
-			eventually(t, f.id+" applies the writes", func() error {
+			clustertest.Eventually(t, f.ID()+" applies the writes", func() error {
 				want, err := applied(l)
 				if err != nil {
 					return err
@@ -72,21 +70,21 @@ func TestBinaryRefusesADamagedLog(t *testing.T) {
 				return err
 			})
 			if tc.term {
-				f.terminate(t)
+				f.Stop(t)
 			} else {
-				f.kill()
+				f.Kill()
 			}
-			tc.damage(t, f.dir)
+			tc.damage(t, f.Dir())
 
 			start := time.Now()
-			f.start(t, bin)
-			if err := f.wait(30 * time.Second); exitCode(err) != 1 {
+			f.Spawn(t)
+			if err := f.Wait(30 * time.Second); exitCode(err) != 1 {
 				t.Fatalf("the damaged member: %v after %v, want exit status 1", err, time.Since(start))
 			}
-			line := f.lastLogLine(t)
+			line := lastLogLine(t, f)
 			t.Log(line)
-			want := fmt.Sprintf("corrupt data in %s at log index ", filepath.Join(f.dir, tc.file))
-			if !strings.Contains(line, want) || !strings.Contains(line, "wipe its data directory "+f.dir+" and restart it with --join") {
+			want := fmt.Sprintf("corrupt data in %s at log index ", filepath.Join(f.Dir(), tc.file))
+			if !strings.Contains(line, want) || !strings.Contains(line, "wipe its data directory "+f.Dir()+" and restart it with --join") {
 				t.Fatalf("the line it exits with: %q, want it to name %s, an index and the remedy", line, tc.file)
 			}
 		})
@@ -110,35 +108,10 @@ func replaceAll(t *testing.T, path, from, to string) {
 	}
 }
 
-// terminate stops n with SIGTERM and waits for it to exit.
-func (n *node) terminate(t *testing.T) {
+// lastLogLine returns the last line p logged.
+func lastLogLine(t *testing.T, p *clustertest.Proc) string {
 	t.Helper()
-	if err := n.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := n.wait(30 * time.Second); err != nil {
-		t.Fatalf("%s after SIGTERM: %v", n.id, err)
-	}
-}
-
-// wait waits up to timeout for n to exit by itself, and returns how it ended.
-func (n *node) wait(timeout time.Duration) error {
-	done := make(chan error, 1)
-	go func() { done <- n.cmd.Wait() }()
-	select {
-	case err := <-done:
-		n.rdb.Close()
-		n.cmd = nil
-		return err
-	case <-time.After(timeout):
-		return fmt.Errorf("%s still runs after %v", n.id, timeout)
-	}
-}
-
-// lastLogLine returns the last line n logged.
-func (n *node) lastLogLine(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile(n.log.Name())
+	b, err := os.ReadFile(p.LogPath())
 	if err != nil {
 		t.Fatal(err)
 	}

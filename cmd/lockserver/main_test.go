@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockserver/lockserver/internal/clustertest"
 	"github.com/lockserver/lockserver/internal/freeport"
 	"github.com/redis/go-redis/v9"
 )
@@ -146,24 +147,10 @@ func TestParseSize(t *testing.T) {
 	}
 }
 
-// buildBinary builds the binary into a temporary directory; with -short the
-// test that needs it is skipped.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	bin := filepath.Join(t.TempDir(), "lockserver")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // TestBinaryServesAndStopsOnSIGTERM builds the binary, runs it, talks to it and
 // checks that SIGTERM stops it cleanly (exit status 0, "stopped" logged).
 func TestBinaryServesAndStopsOnSIGTERM(t *testing.T) {
-	bin := buildBinary(t)
+	bin := clustertest.Binary(t)
 	addr := freeport.MustAddr(t)
 
 	cmd := exec.Command(bin, "--log-format", "json")
@@ -251,7 +238,7 @@ func exitCode(err error) int {
 // What a new user meets when a start goes wrong, or when they ask for help:
 // a help that succeeds, and failures that exit 1 with one line that says why.
 func TestBinaryStartsOrSaysWhy(t *testing.T) {
-	bin := buildBinary(t)
+	bin := clustertest.Binary(t)
 	t.Run("help", func(t *testing.T) {
 		for _, arg := range []string{"--help", "-h"} {
 			stdout, stderr, code := runBinary(t, bin, time.Minute, arg)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockserver/lockserver/internal/clustertest"
 	"github.com/lockserver/lockserver/internal/freeport"
 	"github.com/lockserver/lockserver/internal/testcerts"
 	"github.com/redis/go-redis/v9"
@@ -138,7 +139,7 @@ func (w *logWatch) await(t *testing.T, want ...string) string {
 // its files change and again on SIGHUP, while a connection opened before
 // goes on.
 func TestBinaryTLSClients(t *testing.T) {
-	bin := buildBinary(t)
+	bin := clustertest.Binary(t)
 	dir := t.TempDir()
 	ca := certDir(t, dir)
 	addr := freeport.MustAddr(t)
@@ -218,39 +219,37 @@ func TestBinaryTLSClients(t *testing.T) {
 // A node with a certificate from another CA cannot join, and is told so at
 // once.
 func TestBinaryTLSCluster(t *testing.T) {
-	bin := buildBinary(t)
+	bin := clustertest.Binary(t)
 	dir := t.TempDir()
 	ca := testcerts.NewCA(t, "cluster CA")
 	caFile := ca.WriteFile(t, dir, "ca.crt")
-	tlsArgs := func(n *node, issuer *testcerts.CA) []string {
-		cert, key := issuer.Issue(t, testcerts.Options{DNSNames: []string{n.id + ".lock.test"}}).WriteFiles(t, dir, n.id)
-		return []string{"--addr", "", "--tls-port", n.addr, "--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", caFile,
+	tlsArgs := func(p *clustertest.Proc, issuer *testcerts.CA) []string {
+		cert, key := issuer.Issue(t, testcerts.Options{DNSNames: []string{p.ID() + ".lock.test"}}).WriteFiles(t, dir, p.ID())
+		return []string{"--addr", "", "--tls-port", p.Addr(), "--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", caFile,
 			"--tls-cluster", "yes", "--tls-cluster-names", "*.lock.test"}
 	}
-	nodes := startCluster(t, bin, func(n *node) []string { return tlsArgs(n, ca) })
-	for _, n := range nodes {
-		n.rdb.Close()
-		n.rdb = redis.NewClient(&redis.Options{Addr: n.addr, Password: "secret", TLSConfig: tlsClient(t, ca, ca)})
-	}
-	l := leaderOf(t, nodes)
-	f := otherThan(nodes, l)
-	ctx := context.Background()
-	eventually(t, "SET NX through a follower over TLS", func() error {
-		return f.rdb.SetArgs(ctx, "lock", "owner-1", redis.SetArgs{Mode: "NX", TTL: time.Minute}).Err()
+	c := clustertest.StartProcs(t, bin, clustertest.ProcClusterOptions{
+		Proc: clustertest.ProcOptions{Password: password, TLS: tlsClient(t, ca, ca)},
+		Args: func(p *clustertest.Proc) []string { return tlsArgs(p, ca) },
 	})
-	eventually(t, "GET on the leader", func() error {
-		v, err := l.rdb.Get(ctx, "lock").Result()
+	l := c.Leader(t)
+	f := c.Followers(l)[0]
+	ctx := context.Background()
+	clustertest.Eventually(t, "SET NX through a follower over TLS", func() error {
+		return f.Client().SetArgs(ctx, "lock", "owner-1", redis.SetArgs{Mode: "NX", TTL: time.Minute}).Err()
+	})
+	clustertest.Eventually(t, "GET on the leader", func() error {
+		v, err := l.Client().Get(ctx, "lock").Result()
 		if err == nil && v != "owner-1" {
 			err = fmt.Errorf("lock = %q", v)
 		}
 		return err
 	})
 
-	stranger := newNode(t, "n4", t.TempDir())
-	stranger.member("--join", l.raftAddr)
-	stranger.args = append(stranger.args, tlsArgs(stranger, testcerts.NewCA(t, "another CA"))...)
-	out, err := exec.Command(bin, stranger.args...).CombinedOutput()
-	if code := exitCode(err); code != 1 || !strings.Contains(string(out), "refused") || !strings.Contains(string(out), "join via "+l.raftAddr) {
+	stranger := clustertest.NewProc(t, bin, "n4", clustertest.ProcOptions{})
+	args := append(stranger.MemberArgs("--join", l.RaftAddr()), tlsArgs(stranger, testcerts.NewCA(t, "another CA"))...)
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if code := exitCode(err); code != 1 || !strings.Contains(string(out), "refused") || !strings.Contains(string(out), "join via "+l.RaftAddr()) {
 		t.Fatalf("a node with another CA's certificate joining: exit %d:\n%s", code, out)
 	}
 }
@@ -258,7 +257,7 @@ func TestBinaryTLSCluster(t *testing.T) {
 // A member whose Raft address other hosts can reach refuses to start with
 // neither a cluster secret nor member TLS, unless told --insecure-cluster.
 func TestBinaryRefusesAnOpenCluster(t *testing.T) {
-	bin := buildBinary(t)
+	bin := clustertest.Binary(t)
 	// An address of this host that is not loopback: whatever the default
 	// route leaves from (no packet is sent).
 	c, err := net.Dial("udp", "192.0.2.1:9")

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/lockserver/lockserver/internal/clustertest"
 )
 
 // The lock-loss test, the reason the project exists: clients take locks on
@@ -144,83 +145,88 @@ func lockLossLockserver(t *testing.T, cfg lockLossConfig) *lossFigures {
 	if !faultNetSupported() {
 		t.Log("no /proc/net/tcp: partitions are replaced by kills")
 	}
-	c := startProcCluster(t, buildLockserver(t), fnet)
-	c.waitHealthy()
-	addrs := c.addrs()
+	c := startProcCluster(t, fnet)
+	c.WaitHealthy(t)
+	var addrs []string
+	for _, n := range c.Nodes {
+		addrs = append(addrs, n.Addr())
+	}
 	run := newLockRun(t, "lockserver", cfg.keysPerStyle, cfg.lease, func() []string { return addrs })
 	rng := rand.New(rand.NewPCG(cfg.seed, 0))
-	run.startWorkers(len(c.nodes)*cfg.workersPerNode, cfg.seed)
+	run.startWorkers(len(c.Nodes)*cfg.workersPerNode, cfg.seed)
 	fig := &lossFigures{}
 	var expiry *heldLock
 	var expiryAck int64
 
-	check := func(when string, on *procNode, locks []heldLock) {
+	check := func(when string, on *clustertest.Proc, locks []heldLock) {
 		fig.checked += len(locks)
-		for _, p := range run.checkHeld(on.addr, locks, 20*time.Second) {
+		for _, p := range run.checkHeld(on.Addr(), locks, 20*time.Second) {
 			if p.lost {
 				fig.lost++
 			}
-			t.Errorf("%s, on %s: %s: %s\n%s", when, on.id, p.lock.key, p.what, run.keyHistory(p.lock.key, 30))
+			t.Errorf("%s, on %s: %s: %s\n%s", when, on.ID(), p.lock.key, p.what, run.keyHistory(p.lock.key, 30))
 		}
 	}
 	for i, kind := range faultSchedule(rng, cfg.faults, faultNetSupported()) {
 		time.Sleep(cfg.gap/2 + time.Duration(rng.Int64N(int64(cfg.gap))))
-		l := c.waitHealthy()
+		l := c.WaitHealthy(t)
 		start := time.Now()
-		var stalled *procNode
+		var stalled *clustertest.Proc
 		if kind == faultStallKill {
-			stalled = c.others(l)[rng.IntN(2)]
-			c.pause(stalled)
+			stalled = c.Others(l)[rng.IntN(2)]
+			stalled.Pause()
 			time.Sleep(300 * time.Millisecond)
 		}
 		var extra []heldLock
 		if kind == faultKill && expiry == nil {
-			e, ack := run.takeExpiring(l.addr, expiryLease)
+			e, ack := run.takeExpiring(l.Addr(), expiryLease)
 			expiry, expiryAck, extra = &e, ack, []heldLock{e}
 		}
 		var through []string // where the fresh locks are taken: not the stalled node
-		for _, n := range c.nodes {
+		for _, n := range c.Nodes {
 			if n != stalled {
-				through = append(through, n.addr)
+				through = append(through, n.Addr())
 			}
 		}
 		run.pinLocks(cfg.pins, rng, through)
 		snap := append(run.held.freeze(), extra...)
 		switch kind {
 		case faultKill, faultStallKill:
-			c.kill(l)
-			c.resume(stalled)
+			l.Kill()
+			if stalled != nil {
+				stalled.Resume()
+			}
 		case faultPartition:
-			fnet.isolate(l.id)
+			fnet.isolate(l.ID())
 		case faultPause:
-			c.pause(l)
+			l.Pause()
 		}
-		nl := c.leader(c.others(l)...)
+		nl := c.Leader(t, c.Others(l)...)
 		if kind == faultPause {
 			// A paused leader holds the batches that followers forwarded to
 			// it, and the requests queued behind them, until it answers or
 			// 30 s pass (see TestFailoverFromHungLeader): wake it, a short
 			// pause later, before reading through the new leader.
 			time.Sleep(time.Duration(rng.Int64N(int64(time.Second))))
-			c.resume(l)
+			l.Resume()
 		}
 		check(fmt.Sprintf("after fault %d (%v)", i+1, kind), nl, snap)
 		run.held.thaw()
 		switch kind {
 		case faultKill, faultStallKill:
-			c.start(l)
+			l.Start(t)
 		case faultPartition:
 			fnet.heal()
 		}
 		fig.faults++
 		t.Logf("fault %d: %v: leader %s -> %s; %d held locks checked on %s; fault over after %v",
-			i+1, kind, l.id, nl.id, len(snap), nl.id, time.Since(start).Round(time.Millisecond))
+			i+1, kind, l.ID(), nl.ID(), len(snap), nl.ID(), time.Since(start).Round(time.Millisecond))
 	}
 	run.stopWorkers()
-	l := c.waitHealthy()
+	l := c.WaitHealthy(t)
 	check("at the end", l, run.held.snapshot())
 	if expiry != nil {
-		run.checkExpired(l.addr, *expiry, expiryAck)
+		run.checkExpired(l.Addr(), *expiry, expiryAck)
 	}
 	fig.verdict = run.verdict(2*time.Minute, true)
 	reportVerdict(t, t.Errorf, run.name, fig.verdict)
@@ -285,16 +291,16 @@ func TestFailoverFromHungLeader(t *testing.T) {
 	}
 	fnet := newFaultNet()
 	t.Cleanup(fnet.close)
-	c := startProcCluster(t, buildLockserver(t), fnet)
-	l := c.waitHealthy()
+	c := startProcCluster(t, fnet)
+	l := c.WaitHealthy(t)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for _, f := range c.others(l) {
+	for _, f := range c.Others(l) {
 		for i := range 4 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				rdb := lockClient(f.addr)
+				rdb := lockClient(f.Addr())
 				defer rdb.Close()
 				for n := 0; ; n++ {
 					select {
@@ -302,30 +308,30 @@ func TestFailoverFromHungLeader(t *testing.T) {
 						return
 					default:
 					}
-					rdb.Set(context.Background(), fmt.Sprintf("load:%s:%d", f.id, i), n, 0)
+					rdb.Set(context.Background(), fmt.Sprintf("load:%s:%d", f.ID(), i), n, 0)
 				}
 			}()
 		}
 	}
 	defer func() {
 		close(stop)
-		c.resume(l)
+		l.Resume()
 		wg.Wait()
 	}()
 	time.Sleep(300 * time.Millisecond)
-	c.pause(l)
-	nl := c.leader(c.others(l)...)
+	l.Pause()
+	nl := c.Leader(t, c.Others(l)...)
 	elected := time.Now()
 	var checks sync.WaitGroup
-	for _, n := range c.others(l) {
+	for _, n := range c.Others(l) {
 		checks.Add(1)
 		go func() {
 			defer checks.Done()
-			rdb := lockClient(n.addr)
+			rdb := lockClient(n.Addr())
 			defer rdb.Close()
 			var err error
 			for time.Since(elected) < 5*time.Second {
-				if err = rdb.Set(context.Background(), "after-failover", n.id, 0).Err(); err == nil {
+				if err = rdb.Set(context.Background(), "after-failover", n.ID(), 0).Err(); err == nil {
 					return
 				}
 			}
@@ -334,7 +340,7 @@ func TestFailoverFromHungLeader(t *testing.T) {
 				role = "the new leader"
 			}
 			t.Errorf("%s (%s) served no write for %v after %s was elected, while the old leader %s hangs: %v",
-				n.id, role, time.Since(elected).Round(time.Millisecond), nl.id, l.id, err)
+				n.ID(), role, time.Since(elected).Round(time.Millisecond), nl.ID(), l.ID(), err)
 		}()
 	}
 	checks.Wait()
