@@ -17,8 +17,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The ACL rules a lock client needs, as README.md gives them: each client's
-// locks under lock:, and exactly the commands the client sends and its
+// The ACL rules a lock client needs, as docs/compatibility.md gives them:
+// each client's locks under lock:, and exactly the commands the client sends and its
 // scripts call. Each set is run with the real client against redis-server
 // and lockserver below: the client's locks work, and nothing else does.
 var lockUserRules = map[string][]string{

@@ -54,7 +54,7 @@ func TestDiffInfoCommandStats(t *testing.T) {
 		{"EXEC"},
 		{"PING"},
 	})
-	// EXEC's commands have no latency of their own (see README).
+	// EXEC's commands have no latency of their own (see docs/operations.md).
 	compareCommandStats(t, p, "commandstats", "errorstats")
 	// INFO and INFO ALL: commandstats and latencystats only in the second.
 	for _, args := range [][]string{{"INFO"}, {"INFO", "ALL"}, {"INFO", "everything"}} {

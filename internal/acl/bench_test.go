@@ -7,8 +7,8 @@ import (
 )
 
 // The cost of checking a Redisson lock script's EVALSHA (one key): the
-// default user, allowed everything, and Redisson's lock user of README.md
-// (key patterns, channel patterns, single commands).
+// default user, allowed everything, and Redisson's lock user of
+// docs/compatibility.md (key patterns, channel patterns, single commands).
 func BenchmarkCheck(b *testing.B) {
 	args := ops("EVALSHA", "0123456789012345678901234567890123456789", "1", "lock:orders", "30000", "id:1")
 	cmd := keyspace.Lookup(args[0])
