@@ -392,6 +392,15 @@ func (h *recordingHub) messages() []string {
 	return append([]string(nil), h.msgs...)
 }
 
+// words returns a command's arguments.
+func words(s ...string) [][]byte {
+	out := make([][]byte, len(s))
+	for i, a := range s {
+		out[i] = []byte(a)
+	}
+	return out
+}
+
 // do submits one command to n and waits for its reply.
 func do(n *testNode, db int, cmd ...string) keyspace.Reply {
 	req := &Request{DB: db, Cmds: [][][]byte{words(cmd...)}}

@@ -7,6 +7,7 @@ import (
 	"github.com/lockserver/lockserver/internal/acl"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
+	"github.com/lockserver/lockserver/replication/internal/logcodec"
 )
 
 // Engine runs requests against the replicated state machine. Requests that one
@@ -80,7 +81,7 @@ type Request struct {
 
 	// relay is set on a request that a follower forwards and answers with its
 	// own reply, and carried to the leader and into the log entry.
-	relay relayTag
+	relay logcodec.RelayTag
 
 	reply keyspace.Reply
 	done  chan struct{} // nil when the reply was ready at Submit

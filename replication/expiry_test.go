@@ -11,6 +11,7 @@ import (
 
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
+	"github.com/lockserver/lockserver/replication/internal/logcodec"
 )
 
 // loadExpiring is a script that sets ARGV[1] keys that expire in ARGV[2] ms,
@@ -106,7 +107,7 @@ func TestStandaloneReclaimsExpired(t *testing.T) {
 func TestExpiryCursor(t *testing.T) {
 	sm := NewStateMachine(luaexec.Options{})
 	apply := func(db int, cmd ...string) {
-		sm.Apply(&Entry{Time: 1000, DB: db, Cmds: [][][]byte{words(cmd...)}}, 0, nil)
+		sm.Apply(&logcodec.Entry{Time: 1000, DB: db, Cmds: [][][]byte{words(cmd...)}}, 0, nil)
 	}
 	for i := range 6000 {
 		apply(0, "SET", fmt.Sprint("a", i), "v", "PX", "100")

@@ -23,6 +23,7 @@ import (
 	"github.com/lockserver/lockserver/internal/logclock"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
+	"github.com/lockserver/lockserver/replication/internal/logcodec"
 	"go.etcd.io/bbolt"
 )
 
@@ -241,7 +242,7 @@ type Raft struct {
 	// Proposals wait in pending while maxInflight batches are being
 	// committed, and then go to the log together as one batch, stamped as it
 	// leaves (see flushLocked).
-	pending      []*logEntry
+	pending      []*logcodec.LogEntry
 	pendingSize  int // the estimated encoded size of pending
 	pendingProps []*proposal
 	inflight     int
@@ -675,7 +676,7 @@ func (r *Raft) submit(req *Request, forwarded bool) {
 	}
 	// proposeMu is held.
 	if write {
-		e := &logEntry{Kind: kindCommand, Relay: req.relay, Entry: Entry{
+		e := &logcodec.LogEntry{Kind: logcodec.KindCommand, Relay: req.relay, Entry: logcodec.Entry{
 			DB: req.DB, Cmds: req.Cmds, Multi: req.Multi, Watch: req.Watch, OOM: req.OverMemory, User: req.User,
 		}}
 		r.proposeLocked(e, req, forwarded)
@@ -726,12 +727,12 @@ func (r *Raft) leadingLocked() bool {
 	if t := r.raft.CurrentTerm(); t != r.leadTerm.Load() {
 		r.leadTerm.Store(t)
 		r.barrier = r.nextSeq
-		r.proposeLocked(&logEntry{Kind: kindBarrier}, nil, false)
+		r.proposeLocked(&logcodec.LogEntry{Kind: logcodec.KindBarrier}, nil, false)
 		// A cluster whose users were never seeded gets this node's. Should
 		// the log hold a seed not yet applied here, the first one wins.
 		if users := r.opts.Users; !users.Seeded() {
-			seed := Entry{Cmds: [][][]byte{LoadUsersCommand(users.Users(), true)}}
-			r.proposeLocked(&logEntry{Kind: kindCommand, Entry: seed}, nil, false)
+			seed := logcodec.Entry{Cmds: [][][]byte{LoadUsersCommand(users.Users(), true)}}
+			r.proposeLocked(&logcodec.LogEntry{Kind: logcodec.KindCommand, Entry: seed}, nil, false)
 		}
 	}
 	return true
@@ -747,7 +748,7 @@ func (r *Raft) leading() bool {
 // proposeLocked proposes e with the next Seq: at once when fewer than
 // maxInflight batches are being committed and no batch is held, else with the
 // next batch. It does not wait for the commit. proposeMu is held.
-func (r *Raft) proposeLocked(e *logEntry, req *Request, forwarded bool) {
+func (r *Raft) proposeLocked(e *logcodec.LogEntry, req *Request, forwarded bool) {
 	p := &proposal{seq: r.nextSeq, req: req, forwarded: forwarded, at: time.Now()}
 	r.nextSeq++
 	e.Origin, e.Seq = r.origin, p.seq
@@ -755,7 +756,7 @@ func (r *Raft) proposeLocked(e *logEntry, req *Request, forwarded bool) {
 	r.local = append(r.local, p)
 	r.localMu.Unlock()
 	r.pending = append(r.pending, e)
-	r.pendingSize += e.size()
+	r.pendingSize += e.Size()
 	r.pendingProps = append(r.pendingProps, p)
 	r.sendReadyLocked()
 }
@@ -794,7 +795,7 @@ func (r *Raft) flushLocked() {
 	}
 	b := &logBatch{props: r.pendingProps, sent: time.Now()}
 	r.metrics.batch.Observe(int64(len(r.pendingProps)))
-	b.future = r.raft.Apply(encodeBatch(r.pending, r.pendingSize), 0)
+	b.future = r.raft.Apply(logcodec.EncodeBatch(r.pending, r.pendingSize), 0)
 	r.pending, r.pendingSize, r.pendingProps = nil, 0, nil
 	r.inflight++
 	r.waiter.push(b)
@@ -1090,7 +1091,7 @@ func (r *Raft) proposeSweep(db, from, shards int) *Request {
 	if r.closed.Load() || !r.leadingLocked() {
 		return nil
 	}
-	r.proposeLocked(&logEntry{Kind: kindSweep, Entry: Entry{DB: db}, Sweep: sweepRange{From: from, Shards: shards}}, req, false)
+	r.proposeLocked(&logcodec.LogEntry{Kind: logcodec.KindSweep, Entry: logcodec.Entry{DB: db}, Sweep: logcodec.SweepRange{From: from, Shards: shards}}, req, false)
 	return req
 }
 

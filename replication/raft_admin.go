@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/replication/internal/logcodec"
 )
 
 // The LOCKSERVER command administers the cluster. Any node serves it; the
@@ -186,7 +187,7 @@ func (r *Raft) onLeader(ctx context.Context, args [][]byte, change func() error)
 }
 
 // proposeWait proposes an entry of the engine's own and waits until it is applied.
-func (r *Raft) proposeWait(ctx context.Context, e *logEntry) error {
+func (r *Raft) proposeWait(ctx context.Context, e *logcodec.LogEntry) error {
 	req := &Request{}
 	req.start()
 	r.proposeMu.Lock()
@@ -237,7 +238,7 @@ func (r *Raft) addNode(ctx context.Context, id, raftAddr, clientAddr string) err
 		return fmt.Errorf("add %s: %w", id, err)
 	}
 	r.log.Info("added a non-voter", "event", "membership", "change", "add", "id", id, "raft", raftAddr, "client", clientAddr)
-	return r.proposeWait(ctx, &logEntry{Kind: kindMemberSet, Member: id, Addr: clientAddr})
+	return r.proposeWait(ctx, &logcodec.LogEntry{Kind: logcodec.KindMemberSet, Member: id, Addr: clientAddr})
 }
 
 // heard reports whether the leader's heartbeats reach member id: none of
@@ -250,7 +251,7 @@ func (r *Raft) heard(id string) bool {
 
 // removeNode forgets a node's address, then removes it from the configuration.
 func (r *Raft) removeNode(ctx context.Context, id string) error {
-	if err := r.proposeWait(ctx, &logEntry{Kind: kindMemberDel, Member: id}); err != nil {
+	if err := r.proposeWait(ctx, &logcodec.LogEntry{Kind: logcodec.KindMemberDel, Member: id}); err != nil {
 		return err
 	}
 	if err := r.raft.RemoveServer(raft.ServerID(id), 0, 0).Error(); err != nil {
@@ -268,7 +269,7 @@ func (r *Raft) registerNode(ctx context.Context, id, clientAddr string) error {
 	if !r.inConfiguration(id) {
 		return fmt.Errorf("node %s is not a member", id)
 	}
-	return r.proposeWait(ctx, &logEntry{Kind: kindMemberSet, Member: id, Addr: clientAddr})
+	return r.proposeWait(ctx, &logcodec.LogEntry{Kind: logcodec.KindMemberSet, Member: id, Addr: clientAddr})
 }
 
 func (r *Raft) inConfiguration(id string) bool {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
+	"github.com/lockserver/lockserver/replication/internal/logcodec"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 )
@@ -61,7 +62,7 @@ type forwarder struct {
 	abandoned bool
 
 	// relays are the forwarded requests that this node answers itself (see
-	// relayTag), by their seq, from when they are tagged until answered;
+	// Relayed replies), by their seq, from when they are tagged until answered;
 	// waiting counts those the leader has answered.
 	relayMu  sync.Mutex
 	relays   map[uint64]*relayed
@@ -111,7 +112,7 @@ func (f *forwarder) next() []*Request {
 	defer f.mu.Unlock()
 	n, size := 0, 0
 	for n < len(f.queue) && n < maxForwardBatch && (n == 0 || size < maxForwardBatchBytes) {
-		size += cmdsSize(f.queue[n].Cmds)
+		size += logcodec.CmdsSize(f.queue[n].Cmds)
 		n++
 	}
 	batch := append([]*Request(nil), f.queue[:n]...)
@@ -199,7 +200,7 @@ func (f *forwarder) send(batch []*Request) {
 	deadline := time.Now().Add(r.opts.ForwardWait)
 	var payload []byte
 	// seqs are the relay numbers of the batch's requests, 0 for those not
-	// relayed, or nil if none is (see relayTag); set with payload.
+	// relayed, or nil if none is (see tag); set with payload.
 	var seqs []uint64
 	lastErr := "no leader"
 	for backoff := 5 * time.Millisecond; ; backoff = min(2*backoff, 100*time.Millisecond) {
@@ -218,7 +219,7 @@ func (f *forwarder) send(batch []*Request) {
 		default:
 			if payload == nil {
 				seqs = f.tag(batch)
-				payload = encodeRequests(batch)
+				payload = encodeForward(batch)
 			}
 			sent := time.Now()
 			res, abandoned, err := f.call(leader, addr, payload)
@@ -314,7 +315,7 @@ func (f *forwarder) leaderChanged() {
 // answer relays the leader's replies to a batch whose relay numbers are
 // seqs. A relayed request that succeeded waits for this node's own reply.
 func (f *forwarder) answer(batch []*Request, seqs []uint64, res string) {
-	leaderApplied, replies, calls, err := decodeForwardReply([]byte(res))
+	leaderApplied, replies, calls, err := logcodec.DecodeForwardReply([]byte(res))
 	if err == nil && len(replies) != len(batch) {
 		err = fmt.Errorf("%d replies to %d requests", len(replies), len(batch))
 	}
@@ -361,10 +362,6 @@ func (f *forwarder) finishAll(batch []*Request, reply keyspace.Reply) {
 // of 0 answers it, which is true then of this node. Scripts are not relayed:
 // what PUBLISH returns to them is the same on every node (keyspace.Replicated).
 
-// relayTag names a relayed request: the forwarding node's origin and its
-// number for the request, from 1.
-type relayTag struct{ origin, seq uint64 }
-
 // relayed is a relayed request and, once the leader has answered it, the
 // leader's reply, its scripts' calls and its applied index.
 type relayed struct {
@@ -410,7 +407,7 @@ func (f *forwarder) tag(batch []*Request) []uint64 {
 		}
 		f.relaySeq++
 		seqs[i] = f.relaySeq
-		req.relay = relayTag{origin: f.r.origin, seq: f.relaySeq}
+		req.relay = logcodec.RelayTag{Origin: f.r.origin, Seq: f.relaySeq}
 		f.relays[f.relaySeq] = &relayed{req: req}
 		f.relayMu.Unlock()
 	}
@@ -425,7 +422,7 @@ func (f *forwarder) untag(batch []*Request, seqs []uint64) {
 	for i, seq := range seqs {
 		if seq != 0 {
 			delete(f.relays, seq)
-			batch[i].relay = relayTag{}
+			batch[i].relay = logcodec.RelayTag{}
 		}
 	}
 }
@@ -648,7 +645,7 @@ func (r *Raft) submitBatch(batch []*Request) bool {
 // memory is over maxmemory is the leader's to say, as for its own clients:
 // the FORWARD request carries what this node's server found.
 func (r *Raft) serveForward(req *Request, payload []byte) {
-	batch, err := decodeRequests(payload)
+	batch, err := decodeForward(payload)
 	if err != nil {
 		req.finish(keyspace.Error("ERR " + err.Error()))
 		return
@@ -668,7 +665,7 @@ func (r *Raft) serveForward(req *Request, payload []byte) {
 		for i, in := range batch {
 			replies[i] = in.Wait(context.Background())
 			calls[i] = in.Calls
-			relayed = relayed || in.relay.seq != 0
+			relayed = relayed || in.relay.Seq != 0
 		}
 		// The sender of relayed requests needs an applied index that their
 		// entries do not exceed. Those applied were answered during the FSM's
@@ -681,8 +678,31 @@ func (r *Raft) serveForward(req *Request, payload []byte) {
 			r.smMu.Unlock()
 			r.sendCommitIndex()
 		}
-		req.finish(keyspace.Bulk(string(encodeForwardReply(applied, replies, calls))))
+		req.finish(keyspace.Bulk(string(logcodec.EncodeForwardReply(applied, replies, calls))))
 	}()
+}
+
+// encodeForward encodes a batch of requests for LOCKSERVER FORWARD.
+func encodeForward(batch []*Request) []byte {
+	reqs := make([]logcodec.Request, len(batch))
+	for i, r := range batch {
+		reqs[i] = logcodec.Request{DB: r.DB, Cmds: r.Cmds, Multi: r.Multi, Watch: r.Watch, WatchKeys: r.WatchKeys, User: r.User, Relay: r.relay}
+	}
+	return logcodec.EncodeRequests(reqs)
+}
+
+// decodeForward decodes what encodeForward encoded. The requests' byte
+// strings alias payload.
+func decodeForward(payload []byte) ([]*Request, error) {
+	reqs, err := logcodec.DecodeRequests(payload)
+	if err != nil {
+		return nil, err
+	}
+	batch := make([]*Request, len(reqs))
+	for i, r := range reqs {
+		batch[i] = &Request{DB: r.DB, Cmds: r.Cmds, Multi: r.Multi, Watch: r.Watch, WatchKeys: r.WatchKeys, User: r.User, relay: r.Relay}
+	}
+	return batch, nil
 }
 
 // sendCommitIndex makes the leader tell the followers its commit index now,
@@ -694,7 +714,7 @@ func (r *Raft) sendCommitIndex() {
 	r.proposeMu.Lock()
 	defer r.proposeMu.Unlock()
 	if len(r.pendingProps) == 0 && r.leadingLocked() {
-		r.proposeLocked(&logEntry{Kind: kindBarrier}, nil, false)
+		r.proposeLocked(&logcodec.LogEntry{Kind: logcodec.KindBarrier}, nil, false)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/replication/internal/logcodec"
 )
 
 // TestReadOnlyByCommandTable: a forwarded request whose fate is unknown is
@@ -47,7 +48,7 @@ func TestReadOnlyByCommandTable(t *testing.T) {
 func TestForwardTakesTheLeadersMemoryVerdict(t *testing.T) {
 	c := newTestCluster(t, 3)
 	forward := func(over bool) keyspace.Reply {
-		payload := encodeRequests([]*Request{{Cmds: [][][]byte{words("SET", "k", "v")}}})
+		payload := encodeForward([]*Request{{Cmds: [][][]byte{words("SET", "k", "v")}}})
 		var res keyspace.Reply
 		for range 50 { // a node that no longer leads refuses the batch: try the new leader
 			req := &Request{Cmds: [][][]byte{{argLockserver, argForward, payload}}, OverMemory: over}
@@ -59,7 +60,7 @@ func TestForwardTakesTheLeadersMemoryVerdict(t *testing.T) {
 		if res.Kind != keyspace.KindBulk {
 			t.Fatalf("FORWARD = %+v", res)
 		}
-		_, replies, _, err := decodeForwardReply([]byte(res.Str))
+		_, replies, _, err := logcodec.DecodeForwardReply([]byte(res.Str))
 		if err != nil || len(replies) != 1 {
 			t.Fatalf("FORWARD reply %q: %v", res.Str, err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/lockserver/lockserver/internal/wire"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
+	"github.com/lockserver/lockserver/replication/internal/logcodec"
 )
 
 // fsm is the Raft engine as hashicorp/raft sees it: its state machine.
@@ -56,7 +57,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 // the log's time line rather than its own wall clock's; this node's own only
 // raise it (logclock.Clock.Observe): it may have stamped later batches since.
 func (r *Raft) applyLog(l *raft.Log) {
-	entries, err := decodeBatch(l.Data)
+	entries, err := logcodec.DecodeBatch(l.Data)
 	if err != nil {
 		// Every node skips the same bytes, so the replicas stay alike.
 		r.log.Error("skipping an undecodable log entry", "index", l.Index, "err", err)
@@ -84,12 +85,12 @@ func (r *Raft) applyLog(l *raft.Log) {
 // published, so it answers the entry's request on the node that serves the
 // client: this node's own proposals, and the requests this node forwarded and
 // relays (a replay's entries carry another process's origin, so neither).
-func (r *Raft) applyEntry(index uint64, i int, e *logEntry) bool {
+func (r *Raft) applyEntry(index uint64, i int, e *logcodec.LogEntry) bool {
 	reply := keyspace.OK
 	var denials []acl.Denial
 	var calls []luaexec.ScriptCall
 	switch e.Kind {
-	case kindCommand:
+	case logcodec.KindCommand:
 		var pub keyspace.Publisher
 		if index > r.replayUntil {
 			pub = r.pub
@@ -98,18 +99,18 @@ func (r *Raft) applyEntry(index uint64, i int, e *logEntry) bool {
 		sm := r.sm.Load()
 		// The calls of scripts are counted by the node that answers the
 		// client, and only it times them.
-		relayed := e.Relay.origin == r.origin
+		relayed := e.Relay.Origin == r.origin
 		sm.record(e.Origin == r.origin || relayed)
 		reply = sm.Apply(&e.Entry, index<<16|uint64(i), pub)
 		denials, calls = sm.takeDenials(), sm.calls()
 		if relayed {
-			r.fwd.appliedHere(e.Relay.seq, reply, calls)
+			r.fwd.appliedHere(e.Relay.Seq, reply, calls)
 		}
-	case kindMemberSet:
+	case logcodec.KindMemberSet:
 		r.setMember(e.Member, e.Addr)
-	case kindMemberDel:
+	case logcodec.KindMemberDel:
 		r.setMember(e.Member, "")
-	case kindSweep:
+	case logcodec.KindSweep:
 		sm := r.sm.Load()
 		start := time.Now()
 		removed := sm.Sweep(e.Entry.Time, e.Entry.DB, e.Sweep.From, e.Sweep.Shards)
@@ -122,7 +123,7 @@ func (r *Raft) applyEntry(index uint64, i int, e *logEntry) bool {
 	if e.Origin == r.origin {
 		r.appliedLocal(e.Seq, reply, denials, calls)
 	}
-	return e.Kind == kindCommand || e.Kind == kindSweep
+	return e.Kind == logcodec.KindCommand || e.Kind == logcodec.KindSweep
 }
 
 // logFailed stops a node whose log could not be written, or failed a check
@@ -359,13 +360,13 @@ func readSnapshot(rd io.Reader, r *Raft) (*StateMachine, map[string]string, uint
 	if !bytes.HasPrefix(header, []byte(snapshotMagic)) {
 		return nil, nil, 0, errors.New("not a lockserver snapshot of this version")
 	}
-	d := newDecoder(header[len(snapshotMagic):])
+	d := wire.NewDecoder(header[len(snapshotMagic):])
 	applied := d.Uvarint()
 	last := d.Varint()
 	members := make(map[string]string)
 	for n := d.Count(2); n > 0; n-- {
-		id := d.string()
-		members[id] = d.string()
+		id := string(d.Bytes())
+		members[id] = string(d.Bytes())
 	}
 	if err := d.Finish(); err != nil {
 		return nil, nil, 0, fmt.Errorf("snapshot header: %w", err)

@@ -18,6 +18,7 @@ import (
 	"github.com/lockserver/lockserver/internal/testcerts"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
+	"github.com/lockserver/lockserver/replication/internal/logcodec"
 )
 
 // tcpMember is a member on a loopback TCP member link, with its log.
@@ -206,8 +207,8 @@ func (f forger) forge(t *testing.T, m *tcpMember) []error {
 	}
 	id, addr := raft.ServerID(m.peer.ID), raft.ServerAddress(m.peer.RaftAddr)
 	header := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("forger"), Addr: []byte(f.trans.LocalAddr())}
-	e := &logEntry{Kind: kindCommand, Entry: Entry{Time: time.Now().UnixMilli(), Cmds: [][][]byte{words("SET", "pwned", f.name)}}}
-	data := encodeBatch([]*logEntry{e}, e.size())
+	e := &logcodec.LogEntry{Kind: logcodec.KindCommand, Entry: logcodec.Entry{Time: time.Now().UnixMilli(), Cmds: [][][]byte{words("SET", "pwned", f.name)}}}
+	data := logcodec.EncodeBatch([]*logcodec.LogEntry{e}, e.Size())
 	var errs []error
 	var aer raft.AppendEntriesResponse
 	errs = append(errs, f.trans.AppendEntries(id, addr, &raft.AppendEntriesRequest{

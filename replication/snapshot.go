@@ -48,7 +48,7 @@ func (sm *StateMachine) readSnapshot(r io.Reader) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := newDecoder(meta)
+	d := wire.NewDecoder(meta)
 	header := d.Bytes()
 	n := d.Count(1)
 	scripts := make([]string, 0, n)

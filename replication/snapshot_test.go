@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
+	"github.com/lockserver/lockserver/replication/internal/logcodec"
 )
 
 // stateBytes writes sm's state (keyspace and script cache) as a snapshot
@@ -49,15 +50,15 @@ func replayLog(t *testing.T, n *testNode, index uint64) *StateMachine {
 		if l.Type != raft.LogCommand {
 			continue
 		}
-		entries, err := decodeBatch(l.Data)
+		entries, err := logcodec.DecodeBatch(l.Data)
 		if err != nil {
 			t.Fatalf("log entry %d: %v", i, err)
 		}
 		for j, e := range entries {
 			switch e.Kind {
-			case kindCommand:
+			case logcodec.KindCommand:
 				sm.Apply(&e.Entry, i<<16|uint64(j), nil)
-			case kindSweep:
+			case logcodec.KindSweep:
 				sm.Sweep(e.Entry.Time, e.Entry.DB, e.Sweep.From, e.Sweep.Shards)
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/lockserver/lockserver/internal/logclock"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
+	"github.com/lockserver/lockserver/replication/internal/logcodec"
 )
 
 // StandaloneOptions configure a Standalone engine.
@@ -226,7 +227,7 @@ func (s *Standalone) exec(q queued) (reply keyspace.Reply) {
 	case !q.write:
 		return s.sm.readAs(req.DB, req.Cmds, req.Multi, req.Watch, q.now, req.User)
 	}
-	e := Entry{Time: q.now, DB: req.DB, Cmds: req.Cmds, Multi: req.Multi, Watch: req.Watch, OOM: req.OverMemory, User: req.User}
+	e := logcodec.Entry{Time: q.now, DB: req.DB, Cmds: req.Cmds, Multi: req.Multi, Watch: req.Watch, OOM: req.OverMemory, User: req.User}
 	s.applied++
 	return s.sm.Apply(&e, s.applied-1, s.hub)
 }

@@ -3,7 +3,7 @@
 //
 // The path of one command: the server hands a Request to an Engine. The engine
 // asks the StateMachine to Prepare it (validate, classify as read or write). A
-// write becomes an Entry stamped by the log clock; the engine applies it with
+// write becomes a logcodec.Entry stamped by the log clock; the engine applies it with
 // StateMachine.Apply (Standalone directly, Raft on every node once committed).
 // A read runs with StateMachine.Read at the log clock's current time.
 package replication
@@ -12,35 +12,11 @@ import (
 	"github.com/lockserver/lockserver/internal/acl"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
+	"github.com/lockserver/lockserver/replication/internal/logcodec"
 )
 
-// Entry is one replicated change: a single command, or the queued commands of
-// an EXEC. It is what the log holds.
-type Entry struct {
-	// Time is the log clock's stamp in milliseconds. Apply runs the entry at
-	// max(Time, previous entry's time) so that time never goes backwards; 0,
-	// no stamp, runs it at the previous entry's time.
-	Time int64
-	DB   int
-	Cmds [][][]byte
-	// Multi marks an EXEC: the reply is the array of the commands' replies.
-	Multi bool
-	// Watch lists the keys WATCHed before an EXEC; if any changed, the EXEC
-	// replies a null array and runs nothing.
-	Watch []Watch
-	// OOM is set when the leader was over maxmemory at proposal: commands
-	// flagged DenyOOM inside scripts then fail, on every node alike.
-	OOM bool
-	// User names the ACL user the entry's scripts run as (Request.User).
-	User string
-}
-
 // Watch is a key a connection WATCHed and what it looked like then.
-type Watch struct {
-	DB      int
-	Key     string
-	Version uint64 // keyspace.Store.Version at WATCH time
-}
+type Watch = logcodec.Watch
 
 // StateMachine is the deterministic core that every node runs: the keyspace,
 // the script engine and the time of the last applied entry.
@@ -91,7 +67,7 @@ func (sm *StateMachine) LastTime() int64 { return sm.last }
 // math.random from it. pub receives the messages the entry publishes; pass
 // nil when the entry is not applied live (log replay, snapshot restore), so
 // that nothing is delivered twice.
-func (sm *StateMachine) Apply(e *Entry, seed uint64, pub keyspace.Publisher) keyspace.Reply {
+func (sm *StateMachine) Apply(e *logcodec.Entry, seed uint64, pub keyspace.Publisher) keyspace.Reply {
 	if e.Time > sm.last {
 		sm.last = e.Time
 	}

@@ -1,4 +1,4 @@
-package replication
+package logcodec
 
 import (
 	"bytes"
@@ -18,26 +18,26 @@ func words(s ...string) [][]byte {
 	return out
 }
 
-func sampleEntries() []*logEntry {
-	return []*logEntry{
-		{Kind: kindCommand, Origin: 0xdeadbeefcafe, Seq: 7, Entry: Entry{
+func sampleEntries() []*LogEntry {
+	return []*LogEntry{
+		{Kind: KindCommand, Origin: 0xdeadbeefcafe, Seq: 7, Entry: Entry{
 			Time: 1700000000123, DB: 3, Cmds: [][][]byte{words("SET", "lock", "owner", "PX", "30000", "NX")},
 		}},
-		{Kind: kindCommand, Origin: 1, Seq: math.MaxUint64, Entry: Entry{
+		{Kind: KindCommand, Origin: 1, Seq: math.MaxUint64, Entry: Entry{
 			Time: -5, DB: 15, Multi: true, OOM: true,
 			Cmds:  [][][]byte{words("INCR", "a"), words("GET", "\x00\r\n")},
 			Watch: []Watch{{DB: 0, Key: "a", Version: 42}, {DB: 15, Key: "", Version: math.MaxUint64}},
 		}},
-		{Kind: kindCommand, Origin: 2, Seq: 8, Relay: relayTag{origin: math.MaxUint64, seq: 1}, Entry: Entry{
+		{Kind: KindCommand, Origin: 2, Seq: 8, Relay: RelayTag{Origin: math.MaxUint64, Seq: 1}, Entry: Entry{
 			Cmds: [][][]byte{words("PUBLISH", "ch", "m")},
 		}},
-		{Kind: kindCommand, Origin: 2, Seq: 9, Relay: relayTag{origin: 5, seq: 6}, Entry: Entry{
+		{Kind: KindCommand, Origin: 2, Seq: 9, Relay: RelayTag{Origin: 5, Seq: 6}, Entry: Entry{
 			Cmds: [][][]byte{words("EVALSHA", "abc", "0")}, User: "alice",
 		}},
-		{Kind: kindBarrier, Origin: 9, Seq: 1},
-		{Kind: kindMemberSet, Origin: 9, Seq: 2, Member: "n1", Addr: "10.0.0.1:6379"},
-		{Kind: kindMemberDel, Origin: 9, Seq: 3, Member: "n2"},
-		{Kind: kindSweep, Origin: 9, Seq: 4, Entry: Entry{Time: 1700000000123, DB: 15}, Sweep: sweepRange{From: 1023, Shards: 1024}},
+		{Kind: KindBarrier, Origin: 9, Seq: 1},
+		{Kind: KindMemberSet, Origin: 9, Seq: 2, Member: "n1", Addr: "10.0.0.1:6379"},
+		{Kind: KindMemberDel, Origin: 9, Seq: 3, Member: "n2"},
+		{Kind: KindSweep, Origin: 9, Seq: 4, Entry: Entry{Time: 1700000000123, DB: 15}, Sweep: SweepRange{From: 1023, Shards: 1024}},
 	}
 }
 
@@ -57,7 +57,7 @@ func TestLogEntryRoundTrip(t *testing.T) {
 
 // A worked byte-level example pins the format, which the log on disk holds.
 func TestLogEntryFormat(t *testing.T) {
-	e := &logEntry{Kind: kindCommand, Origin: 1, Seq: 2, Entry: Entry{
+	e := &LogEntry{Kind: KindCommand, Origin: 1, Seq: 2, Entry: Entry{
 		Time: 3, DB: 4, Multi: true, Cmds: [][][]byte{words("GET", "k")},
 	}}
 	want := []byte{
@@ -78,7 +78,7 @@ func TestLogEntryFormat(t *testing.T) {
 
 	// A relayed entry: a flag, and the relaying node's origin and number
 	// before the commands. Entries without one keep the format above.
-	e = &logEntry{Kind: kindCommand, Origin: 1, Seq: 2, Relay: relayTag{origin: 5, seq: 6}, Entry: Entry{
+	e = &LogEntry{Kind: KindCommand, Origin: 1, Seq: 2, Relay: RelayTag{Origin: 5, Seq: 6}, Entry: Entry{
 		Time: 3, Cmds: [][][]byte{words("GET", "k")},
 	}}
 	want = []byte{
@@ -93,27 +93,27 @@ func TestLogEntryFormat(t *testing.T) {
 	}
 
 	// A sweep: its stamp, database and range of shards.
-	e = &logEntry{Kind: kindSweep, Origin: 1, Seq: 2, Entry: Entry{Time: 3, DB: 4}, Sweep: sweepRange{From: 5, Shards: 200}}
+	e = &LogEntry{Kind: KindSweep, Origin: 1, Seq: 2, Entry: Entry{Time: 3, DB: 4}, Sweep: SweepRange{From: 5, Shards: 200}}
 	want = []byte{5, 1, 0, 0, 0, 0, 0, 0, 0, 2, 6, 4, 5, 0xc8, 1}
 	if got := encodeLogEntry(e); !bytes.Equal(got, want) {
 		t.Fatalf("sweep encoding = %v, want %v", got, want)
 	}
 }
 
-func sampleRequests() []*Request {
-	return []*Request{
+func sampleRequests() []Request {
+	return []Request{
 		{DB: 0, Cmds: [][][]byte{words("GET", "k")}},
 		{DB: 2, Multi: true, Cmds: [][][]byte{words("SET", "a", "1"), words("DEL", "a")},
 			Watch: []Watch{{DB: 2, Key: "a", Version: 3}}},
 		{DB: 1, WatchKeys: []string{"x", ""}},
-		{DB: 3, Cmds: [][][]byte{words("PUBLISH", "ch", "m")}, relay: relayTag{origin: 0xfeed, seq: math.MaxUint64}},
-		{DB: 0, Cmds: [][][]byte{words("EVAL", "return 1", "0")}, relay: relayTag{origin: 1, seq: 2}, User: "bob"},
+		{DB: 3, Cmds: [][][]byte{words("PUBLISH", "ch", "m")}, Relay: RelayTag{Origin: 0xfeed, Seq: math.MaxUint64}},
+		{DB: 0, Cmds: [][][]byte{words("EVAL", "return 1", "0")}, Relay: RelayTag{Origin: 1, Seq: 2}, User: "bob"},
 	}
 }
 
 func TestRequestsRoundTrip(t *testing.T) {
 	reqs := sampleRequests()
-	got, err := decodeRequests(encodeRequests(reqs))
+	got, err := DecodeRequests(EncodeRequests(reqs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestForwardReplyRoundTrip(t *testing.T) {
 	}
 	calls[len(calls)-1] = []luaexec.ScriptCall{{Cmd: keyspace.Lookup([]byte("hincrby")), Nanos: math.MaxInt64}}
 	for _, applied := range []uint64{0, 1, math.MaxUint64} {
-		gotApplied, got, gotCalls, err := decodeForwardReply(encodeForwardReply(applied, replies, calls))
+		gotApplied, got, gotCalls, err := DecodeForwardReply(EncodeForwardReply(applied, replies, calls))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,12 +170,12 @@ func TestForwardReplyRoundTrip(t *testing.T) {
 			t.Fatalf("round trip: applied %d, %+v, %+v; want %d, %+v, %+v", gotApplied, got, gotCalls, applied, replies, calls)
 		}
 	}
-	if _, _, _, err := decodeForwardReply(nil); err == nil {
+	if _, _, _, err := DecodeForwardReply(nil); err == nil {
 		t.Error("an empty forward reply decoded")
 	}
 	// A reply without its calls is cut short.
-	b := encodeForwardReply(0, replies, calls)
-	if _, _, _, err := decodeForwardReply(b[:len(b)-1]); err == nil {
+	b := EncodeForwardReply(0, replies, calls)
+	if _, _, _, err := DecodeForwardReply(b[:len(b)-1]); err == nil {
 		t.Error("a truncated forward reply decoded")
 	}
 }
@@ -183,8 +183,8 @@ func TestForwardReplyRoundTrip(t *testing.T) {
 // A Raft log entry holds the entries of a batch, in order.
 func TestBatchRoundTrip(t *testing.T) {
 	entries := sampleEntries()
-	enc := encodeBatch(entries, 0)
-	got, err := decodeBatch(enc)
+	enc := EncodeBatch(entries, 0)
+	got, err := DecodeBatch(enc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestBatchRoundTrip(t *testing.T) {
 	}
 	// The count is the first byte: a varint below 128.
 	enc[0]++
-	if _, err := decodeBatch(enc); err == nil {
+	if _, err := DecodeBatch(enc); err == nil {
 		t.Fatal("a batch that claims one entry more than it holds decoded")
 	}
 }
@@ -227,7 +227,7 @@ func TestDecodeRejectsGarbage(t *testing.T) {
 	if _, err := decodeReplies([]byte{1, byte(keyspace.KindMap), replyElems, 1, byte(keyspace.KindNull), 0}); err == nil {
 		t.Error("a map with an odd number of elements decoded")
 	}
-	if _, err := decodeRequests([]byte{1, 0, 0, 0, 0}); err == nil {
+	if _, err := DecodeRequests([]byte{1, 0, 0, 0, 0}); err == nil {
 		t.Error("a request without commands decoded")
 	}
 }
@@ -252,14 +252,14 @@ func FuzzDecodeLogEntry(f *testing.F) {
 }
 
 func FuzzDecodeBatch(f *testing.F) {
-	f.Add(encodeBatch(sampleEntries(), 0))
+	f.Add(EncodeBatch(sampleEntries(), 0))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		entries, err := decodeBatch(b)
+		entries, err := DecodeBatch(b)
 		if err != nil {
 			return
 		}
-		enc := encodeBatch(entries, 0)
-		again, err := decodeBatch(enc)
+		enc := EncodeBatch(entries, 0)
+		again, err := DecodeBatch(enc)
 		if err != nil || len(again) != len(entries) {
 			t.Fatalf("%+v re-encoded to %v, which decodes to %+v, %v", entries, enc, again, err)
 		}
@@ -267,15 +267,15 @@ func FuzzDecodeBatch(f *testing.F) {
 }
 
 func FuzzDecodeRequests(f *testing.F) {
-	f.Add(encodeRequests(sampleRequests()))
+	f.Add(EncodeRequests(sampleRequests()))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		reqs, err := decodeRequests(b)
+		reqs, err := DecodeRequests(b)
 		if err != nil {
 			return
 		}
-		enc := encodeRequests(reqs)
-		again, err := decodeRequests(enc)
-		if err != nil || !bytes.Equal(encodeRequests(again), enc) {
+		enc := EncodeRequests(reqs)
+		again, err := DecodeRequests(enc)
+		if err != nil || !bytes.Equal(EncodeRequests(again), enc) {
 			t.Fatalf("%+v re-encoded to %v, which decodes to %+v, %v", reqs, enc, again, err)
 		}
 	})

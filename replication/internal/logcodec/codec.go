@@ -1,4 +1,15 @@
-package replication
+// Package logcodec is the binary form of what the members of a cluster write
+// to the Raft log and send to each other: log entries, the batches of them
+// that one Raft log entry holds, and the requests a follower forwards to the
+// leader with the replies it gets back.
+//
+// The contract: the log on disk holds these encodings, so an encoding once
+// written is read the same way by every later version, and every member
+// decodes the same bytes to the same values, which keeps the replicas alike. Decoders
+// treat their input as hostile: garbage fails with an error, never panics,
+// and never allocates much more than its own size. Decoded byte strings
+// alias the input, which the caller must not change while it uses them.
+package logcodec
 
 import (
 	"bytes"
@@ -12,44 +23,85 @@ import (
 	"github.com/lockserver/lockserver/luaexec"
 )
 
-// The binary encodings of what travels between nodes: log entries (the Raft
-// log and snapshots hold them) and forwarded requests and their replies.
 // Integers are varints, strings and byte strings are a length then the bytes.
-// Decoders treat their input as hostile: every count is checked against the
-// bytes left before anything is allocated, so garbage fails with an error and
-// never panics or allocates much more than its own size.
+// Every count is checked against the bytes left before anything is
+// allocated.
 
-// entryKind says what a log entry holds.
-type entryKind byte
+// Kind says what a log entry holds.
+type Kind byte
 
 const (
-	kindCommand   entryKind = 1 // an Entry: commands to run
-	kindBarrier   entryKind = 2 // nothing to run: a new leader's first entry
-	kindMemberSet entryKind = 3 // set a member's client address
-	kindMemberDel entryKind = 4 // forget a member
-	kindSweep     entryKind = 5 // remove expired keys from a range of shards
+	KindCommand   Kind = 1 // an Entry: commands to run
+	KindBarrier   Kind = 2 // nothing to run: a new leader's first entry
+	KindMemberSet Kind = 3 // set a member's client address
+	KindMemberDel Kind = 4 // forget a member
+	KindSweep     Kind = 5 // remove expired keys from a range of shards
 )
 
-// logEntry is what one Raft log entry holds. Origin and Seq identify the
-// proposal on the node that made it, so that its FSM recognises its own
-// entries as it applies them.
-type logEntry struct {
-	Kind   entryKind
-	Origin uint64 // random per process start of the proposing node
-	Seq    uint64 // the proposal's number on that node
-	Entry  Entry  // kindCommand
-	Member string // kindMemberSet, kindMemberDel: the node id
-	Addr   string // kindMemberSet: its client address
-	// Relay names the follower that forwarded a kindCommand entry's request
-	// and answers it with its own reply (see forwarder.relays); zero if none.
-	Relay relayTag
-	// Sweep is the range of shards of database Entry.DB that a kindSweep
-	// entry sweeps at Entry.Time.
-	Sweep sweepRange
+// Entry is one replicated change: a single command, or the queued commands of
+// an EXEC. It is what the log holds.
+type Entry struct {
+	// Time is the log clock's stamp in milliseconds. Apply runs the entry at
+	// max(Time, previous entry's time) so that time never goes backwards; 0,
+	// no stamp, runs it at the previous entry's time.
+	Time int64
+	DB   int
+	Cmds [][][]byte
+	// Multi marks an EXEC: the reply is the array of the commands' replies.
+	Multi bool
+	// Watch lists the keys WATCHed before an EXEC; if any changed, the EXEC
+	// replies a null array and runs nothing.
+	Watch []Watch
+	// OOM is set when the leader was over maxmemory at proposal: commands
+	// flagged DenyOOM inside scripts then fail, on every node alike.
+	OOM bool
+	// User names the ACL user the entry's scripts run as.
+	User string
 }
 
-// sweepRange is Shards shards of a database, from shard From on.
-type sweepRange struct{ From, Shards int }
+// Watch is a key a connection WATCHed and what it looked like then.
+type Watch struct {
+	DB      int
+	Key     string
+	Version uint64 // keyspace.Store.Version at WATCH time
+}
+
+// LogEntry is one entry of what a Raft log entry holds. Origin and Seq
+// identify the proposal on the node that made it, so that its FSM recognises
+// its own entries as it applies them.
+type LogEntry struct {
+	Kind   Kind
+	Origin uint64 // random per process start of the proposing node
+	Seq    uint64 // the proposal's number on that node
+	Entry  Entry  // KindCommand
+	Member string // KindMemberSet, KindMemberDel: the node id
+	Addr   string // KindMemberSet: its client address
+	// Relay names the follower that forwarded a KindCommand entry's request
+	// and answers it with its own reply; zero if none.
+	Relay RelayTag
+	// Sweep is the range of shards of database Entry.DB that a KindSweep
+	// entry sweeps at Entry.Time.
+	Sweep SweepRange
+}
+
+// SweepRange is Shards shards of a database, from shard From on.
+type SweepRange struct{ From, Shards int }
+
+// RelayTag names a relayed request: the forwarding node's origin and its
+// number for the request, from 1.
+type RelayTag struct{ Origin, Seq uint64 }
+
+// Request is a request as a follower forwards it to the leader: what the
+// leader needs to run it. Its fields are those of the engine's request.
+type Request struct {
+	DB        int
+	Cmds      [][][]byte
+	Multi     bool
+	Watch     []Watch
+	WatchKeys []string // set for a WATCH: the keys whose versions it asks
+	User      string
+	Relay     RelayTag // zero unless the forwarding node relays the reply
+}
 
 // Entry flags.
 const (
@@ -60,7 +112,7 @@ const (
 )
 
 // Request flags. A forwarded request carries no OverMemory: the leader's
-// server decides it (see serveForward).
+// server decides it.
 const (
 	reqMulti = 1 << iota
 	reqWatchKeys
@@ -73,11 +125,11 @@ const (
 const maxReplyDepth = 1000
 
 // encodeLogEntry returns the encoding of e.
-func encodeLogEntry(e *logEntry) []byte { return appendLogEntry(make([]byte, 0, e.size()), e) }
+func encodeLogEntry(e *LogEntry) []byte { return appendLogEntry(make([]byte, 0, e.Size()), e) }
 
-// size estimates the encoded size of e, to size buffers and batches.
-func (e *logEntry) size() int {
-	n := 32 + cmdsSize(e.Entry.Cmds) + len(e.Member) + len(e.Addr) + len(e.Entry.User)
+// Size estimates the encoded size of e, to size buffers and batches.
+func (e *LogEntry) Size() int {
+	n := 32 + CmdsSize(e.Entry.Cmds) + len(e.Member) + len(e.Addr) + len(e.Entry.User)
 	for _, w := range e.Entry.Watch {
 		n += 16 + len(w.Key)
 	}
@@ -85,12 +137,12 @@ func (e *logEntry) size() int {
 }
 
 // appendLogEntry appends the encoding of e to b.
-func appendLogEntry(b []byte, e *logEntry) []byte {
+func appendLogEntry(b []byte, e *LogEntry) []byte {
 	b = append(b, byte(e.Kind))
 	b = binary.LittleEndian.AppendUint64(b, e.Origin)
 	b = binary.AppendUvarint(b, e.Seq)
 	switch e.Kind {
-	case kindCommand:
+	case KindCommand:
 		x := &e.Entry
 		b = binary.AppendVarint(b, x.Time)
 		b = binary.AppendUvarint(b, uint64(x.DB))
@@ -101,7 +153,7 @@ func appendLogEntry(b []byte, e *logEntry) []byte {
 		if x.OOM {
 			flags |= flagOOM
 		}
-		if e.Relay != (relayTag{}) {
+		if e.Relay != (RelayTag{}) {
 			flags |= flagRelay
 		}
 		if x.User != "" {
@@ -116,12 +168,12 @@ func appendLogEntry(b []byte, e *logEntry) []byte {
 		}
 		b = appendCmds(b, x.Cmds)
 		b = appendWatches(b, x.Watch)
-	case kindMemberSet:
+	case KindMemberSet:
 		b = wire.AppendString(b, e.Member)
 		b = wire.AppendString(b, e.Addr)
-	case kindMemberDel:
+	case KindMemberDel:
 		b = wire.AppendString(b, e.Member)
-	case kindSweep:
+	case KindSweep:
 		b = binary.AppendVarint(b, e.Entry.Time)
 		b = binary.AppendUvarint(b, uint64(e.Entry.DB))
 		b = binary.AppendUvarint(b, uint64(e.Sweep.From))
@@ -130,8 +182,8 @@ func appendLogEntry(b []byte, e *logEntry) []byte {
 	return b
 }
 
-// cmdsSize estimates the encoded size of commands, to size buffers and batches.
-func cmdsSize(cmds [][][]byte) int {
+// CmdsSize estimates the encoded size of commands, to size buffers and batches.
+func CmdsSize(cmds [][][]byte) int {
 	n := 16
 	for _, args := range cmds {
 		n += 2
@@ -143,9 +195,9 @@ func cmdsSize(cmds [][][]byte) int {
 }
 
 // decodeLogEntry decodes an entry. Its byte strings alias b.
-func decodeLogEntry(b []byte) (*logEntry, error) {
+func decodeLogEntry(b []byte) (*LogEntry, error) {
 	d := newDecoder(b)
-	e := new(logEntry)
+	e := new(LogEntry)
 	if err := d.logEntry(e); err != nil {
 		return nil, err
 	}
@@ -153,12 +205,12 @@ func decodeLogEntry(b []byte) (*logEntry, error) {
 }
 
 // logEntry decodes all that is left of d into e.
-func (d *decoder) logEntry(e *logEntry) error {
-	e.Kind = entryKind(d.Byte())
+func (d *decoder) logEntry(e *LogEntry) error {
+	e.Kind = Kind(d.Byte())
 	e.Origin = d.Uint64()
 	e.Seq = d.Uvarint()
 	switch e.Kind {
-	case kindCommand:
+	case KindCommand:
 		e.Entry.Time = d.Varint()
 		e.Entry.DB = d.db()
 		flags := d.Byte()
@@ -172,20 +224,20 @@ func (d *decoder) logEntry(e *logEntry) error {
 		}
 		e.Entry.Cmds = d.cmds()
 		e.Entry.Watch = d.watches()
-	case kindBarrier:
-	case kindMemberSet:
+	case KindBarrier:
+	case KindMemberSet:
 		e.Member = d.string()
 		e.Addr = d.string()
-	case kindMemberDel:
+	case KindMemberDel:
 		e.Member = d.string()
-	case kindSweep:
+	case KindSweep:
 		e.Entry.Time = d.Varint()
 		e.Entry.DB = d.db()
 		from, shards := d.Uvarint(), d.Uvarint()
 		if d.Err() == nil && (from >= keyspace.NumShards || shards == 0 || shards > keyspace.NumShards) {
 			d.Fail(fmt.Errorf("sweep of %d shards from %d", shards, from))
 		}
-		e.Sweep = sweepRange{From: int(from), Shards: int(shards)}
+		e.Sweep = SweepRange{From: int(from), Shards: int(shards)}
 	default:
 		d.Fail(fmt.Errorf("unknown entry kind %d", e.Kind))
 	}
@@ -199,9 +251,9 @@ func (d *decoder) logEntry(e *logEntry) error {
 // while earlier ones commit go to the log, and to every disk, as one write:
 // a count, then each entry's length and encoding.
 
-// encodeBatch returns a Raft log entry's data for entries, whose sizes add up
+// EncodeBatch returns a Raft log entry's data for entries, whose sizes add up
 // to about size.
-func encodeBatch(entries []*logEntry, size int) []byte {
+func EncodeBatch(entries []*LogEntry, size int) []byte {
 	b := make([]byte, 0, binary.MaxVarintLen64*(1+len(entries))+size)
 	b = binary.AppendUvarint(b, uint64(len(entries)))
 	var scratch []byte
@@ -213,14 +265,14 @@ func encodeBatch(entries []*logEntry, size int) []byte {
 	return b
 }
 
-// decodeBatch decodes the entries of a Raft log entry. Their byte strings
+// DecodeBatch decodes the entries of a Raft log entry. Their byte strings
 // alias b. Every node decodes every batch, so the entries and their argument
 // lists come out of a few shared allocations rather than several each.
-func decodeBatch(b []byte) ([]*logEntry, error) {
+func DecodeBatch(b []byte) ([]*LogEntry, error) {
 	d := newDecoder(b)
 	n := d.Count(1)
-	slab := make([]logEntry, n)
-	entries := make([]*logEntry, 0, n)
+	slab := make([]LogEntry, n)
+	entries := make([]*LogEntry, 0, n)
 	for i := 0; i < n && d.Err() == nil; i++ {
 		ed := decoder{Decoder: wire.NewDecoder(d.Bytes()), slabs: d.slabs}
 		if err := ed.logEntry(&slab[i]); err != nil {
@@ -236,11 +288,12 @@ func decodeBatch(b []byte) ([]*logEntry, error) {
 	return entries, nil
 }
 
-// encodeRequests returns the encoding of a batch of requests, for forwarding.
-func encodeRequests(reqs []*Request) []byte {
+// EncodeRequests returns the encoding of a batch of requests, for forwarding.
+func EncodeRequests(reqs []Request) []byte {
 	var b []byte
 	b = binary.AppendUvarint(b, uint64(len(reqs)))
-	for _, r := range reqs {
+	for i := range reqs {
+		r := &reqs[i]
 		b = binary.AppendUvarint(b, uint64(r.DB))
 		var flags byte
 		if r.Multi {
@@ -249,7 +302,7 @@ func encodeRequests(reqs []*Request) []byte {
 		if r.WatchKeys != nil {
 			flags |= reqWatchKeys
 		}
-		if r.relay != (relayTag{}) {
+		if r.Relay != (RelayTag{}) {
 			flags |= reqRelay
 		}
 		if r.User != "" {
@@ -257,7 +310,7 @@ func encodeRequests(reqs []*Request) []byte {
 		}
 		b = append(b, flags)
 		if flags&reqRelay != 0 {
-			b = appendRelayTag(b, r.relay)
+			b = appendRelayTag(b, r.Relay)
 		}
 		if flags&reqUser != 0 {
 			b = wire.AppendString(b, r.User)
@@ -274,17 +327,17 @@ func encodeRequests(reqs []*Request) []byte {
 	return b
 }
 
-// decodeRequests decodes a batch of requests. Their byte strings alias b.
-func decodeRequests(b []byte) ([]*Request, error) {
+// DecodeRequests decodes a batch of requests. Their byte strings alias b.
+func DecodeRequests(b []byte) ([]Request, error) {
 	d := newDecoder(b)
 	n := d.Count(3)
-	reqs := make([]*Request, 0, n)
+	reqs := make([]Request, 0, n)
 	for i := 0; i < n && d.Err() == nil; i++ {
-		r := &Request{DB: d.db()}
+		r := Request{DB: d.db()}
 		flags := d.Byte()
 		r.Multi = flags&reqMulti != 0
 		if flags&reqRelay != 0 {
-			r.relay = d.relayTag()
+			r.Relay = d.relayTag()
 		}
 		if flags&reqUser != 0 {
 			r.User = d.string()
@@ -360,11 +413,11 @@ func appendReply(b []byte, r *keyspace.Reply) []byte {
 	return b
 }
 
-// encodeForwardReply returns the reply to a forwarded batch: the leader's
+// EncodeForwardReply returns the reply to a forwarded batch: the leader's
 // applied index once it had applied the batch, which no entry of the batch
 // exceeds, then the replies, then for each reply the commands its scripts
-// called (Request.Calls), which the forwarding node counts.
-func encodeForwardReply(applied uint64, replies []keyspace.Reply, calls [][]luaexec.ScriptCall) []byte {
+// called, which the forwarding node counts.
+func EncodeForwardReply(applied uint64, replies []keyspace.Reply, calls [][]luaexec.ScriptCall) []byte {
 	b := binary.AppendUvarint(nil, applied)
 	b = append(b, encodeReplies(replies)...)
 	for i := range replies {
@@ -397,8 +450,8 @@ func appendCalls(b []byte, calls []luaexec.ScriptCall) []byte {
 	return b
 }
 
-// decodeForwardReply decodes what encodeForwardReply encoded.
-func decodeForwardReply(b []byte) (applied uint64, replies []keyspace.Reply, calls [][]luaexec.ScriptCall, err error) {
+// DecodeForwardReply decodes what EncodeForwardReply encoded.
+func DecodeForwardReply(b []byte) (applied uint64, replies []keyspace.Reply, calls [][]luaexec.ScriptCall, err error) {
 	applied, n := binary.Uvarint(b)
 	if n <= 0 {
 		return 0, nil, nil, errors.New("decode forward reply: bad applied index")
@@ -479,9 +532,9 @@ func appendCmds(b []byte, cmds [][][]byte) []byte {
 	return b
 }
 
-func appendRelayTag(b []byte, t relayTag) []byte {
-	b = binary.LittleEndian.AppendUint64(b, t.origin)
-	return binary.AppendUvarint(b, t.seq)
+func appendRelayTag(b []byte, t RelayTag) []byte {
+	b = binary.LittleEndian.AppendUint64(b, t.Origin)
+	return binary.AppendUvarint(b, t.Seq)
 }
 
 func appendWatches(b []byte, ws []Watch) []byte {
@@ -554,8 +607,8 @@ func (d *decoder) cmds() [][][]byte {
 	return cmds
 }
 
-func (d *decoder) relayTag() relayTag {
-	return relayTag{origin: d.Uint64(), seq: d.Uvarint()}
+func (d *decoder) relayTag() RelayTag {
+	return RelayTag{Origin: d.Uint64(), Seq: d.Uvarint()}
 }
 
 func (d *decoder) watches() []Watch {
