@@ -465,8 +465,8 @@ func (s *Server) Do(ctx context.Context, args ...any) (any, error) {
 }
 
 // Fault receives the error that stopped a cluster member on its own: its
-// Raft log could not be written to disk, or read back as written (a
-// replication.CorruptionError, which says what to do). The member then
+// Raft log could not be written to disk, or read back as written (the error
+// then says what to do). The member then
 // answers no more commands; Close it and exit, for a supervisor to restart
 // the process from its data directory. A standalone server never sends.
 func (s *Server) Fault() <-chan error { return s.fault }

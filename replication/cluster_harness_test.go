@@ -3,7 +3,6 @@ package replication
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/lockserver/lockserver/internal/attempt"
 	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/replication/internal/storage/storagetest"
 )
 
 // The failure-detection timeouts of the harness's nodes. A node that hears
@@ -56,8 +56,8 @@ type testNode struct {
 	c       *testCluster
 	id      string
 	trans   *raft.InmemTransport
-	store   *raft.InmemStore // kept across restarts, replaced by a wipe
-	gate    *gatedStore      // in front of store, for tests that stall or fail its writes
+	store   *raft.InmemStore        // kept across restarts, replaced by a wipe
+	gate    *storagetest.GatedStore // in front of store, for tests that stall or fail its writes
 	snaps   raft.SnapshotStore
 	hub     *recordingHub
 	wallAdd atomic.Int64 // nanoseconds added to this node's wall clock
@@ -124,7 +124,7 @@ func (n *testNode) open(opts RaftOptions) (*Raft, error) {
 	c.mu.Unlock()
 	opts.NodeID = n.id
 	opts.ClientAddr = n.clientAddr()
-	n.gate = &gatedStore{LogStore: n.store}
+	n.gate = &storagetest.GatedStore{LogStore: n.store}
 	opts.Transport, opts.LogStore, opts.StableStore, opts.SnapshotStore = n.trans, n.gate, n.store, n.snaps
 	opts.Peers = &testPeers{from: n}
 	opts.Hub = n.hub
@@ -423,54 +423,6 @@ func lastTime(n *testNode) int64 {
 	defer n.eng.smMu.Unlock()
 	return n.eng.sm.Load().LastTime()
 }
-
-// gatedStore is a node's log store with a gate: while held, writes wait; a
-// dropped write is lost, as one a crash cuts short.
-type gatedStore struct {
-	raft.LogStore
-	mu      sync.Mutex
-	held    chan struct{} // closed to let writes through; nil when open
-	dropped bool
-	waiting atomic.Int32 // writes waiting at the gate
-}
-
-// hold stops writes at the gate.
-func (g *gatedStore) hold() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.held = make(chan struct{})
-}
-
-// release lets the writes through; with drop, they fail unwritten.
-func (g *gatedStore) release(drop bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.dropped = drop
-	if g.held != nil {
-		close(g.held)
-		g.held = nil
-	}
-}
-
-func (g *gatedStore) StoreLogs(logs []*raft.Log) error {
-	g.mu.Lock()
-	held := g.held
-	g.mu.Unlock()
-	if held != nil {
-		g.waiting.Add(1)
-		<-held
-		g.waiting.Add(-1)
-	}
-	g.mu.Lock()
-	dropped := g.dropped
-	g.mu.Unlock()
-	if dropped {
-		return errors.New("the write was lost")
-	}
-	return g.LogStore.StoreLogs(logs)
-}
-
-func (g *gatedStore) StoreLog(l *raft.Log) error { return g.StoreLogs([]*raft.Log{l}) }
 
 // nodeLog keeps what a test's nodes log, at Info and above (elections,
 // leadership lost, failed heartbeats), and prints it if the test fails: on a

@@ -11,8 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,7 +22,7 @@ import (
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
 	"github.com/lockserver/lockserver/replication/internal/logcodec"
-	"go.etcd.io/bbolt"
+	"github.com/lockserver/lockserver/replication/internal/storage"
 )
 
 // RaftOptions configure a Raft engine. NodeID is required, and RaftAddr
@@ -198,7 +196,7 @@ type Raft struct {
 	log   *slog.Logger
 	raft  *raft.Raft
 	node  atomic.Pointer[raft.Raft] // raft, for the log store, which raft calls before NewRaft returns
-	logs  *logStore
+	logs  *storage.Log
 	trans raft.Transport
 	link  *memberLink // nil when Transport was given
 	// cluster is the identity of this member's cluster, set before Raft starts.
@@ -313,7 +311,7 @@ type logBatch struct {
 // batches in flight, a log entry per proposal, or a second batch once the
 // first is on the leader's disk all measured slower here: smaller batches and
 // more fsyncs on a shared disk. Two in flight still did with the leader's
-// write in the background (see logStore): 12.0k -> 7.5k lock ops/s at 16
+// write in the background (see storage.Log): 12.0k -> 7.5k lock ops/s at 16
 // clients, 24.7k -> 17.6k at 50.
 //
 // A client answered by a batch usually sends its next request at once, but
@@ -464,41 +462,16 @@ func (r *Raft) open() error {
 	var logs raft.LogStore
 	var stable raft.StableStore
 	var snaps raft.SnapshotStore
-	var checked *checkedSnapshots
+	var dir *storage.Dir
 	if o.DataDir != "" {
-		if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
-			return err
-		}
-		bolt, err := openCheckedStore(filepath.Join(o.DataDir, "raft.db"), &bbolt.Options{
-			// Fail rather than wait forever when another process has the directory.
-			Timeout: time.Second,
-			// The freelist is rebuilt at open instead of written at every
-			// commit: each commit then writes and syncs less.
-			NoFreelistSync: true,
-			FreelistType:   bbolt.FreelistMapType,
-		})
-		if err != nil {
-			return err
-		}
 		// Corruption found once the node runs stops it (see logFailed).
-		bolt.fault = r.logFailed
-		// Rewritten smaller once the log is compacted to a fraction of it.
-		db := newCompactingStore(bolt)
-		r.closer = append(r.closer, db)
-		j, err := openJournal(filepath.Join(o.DataDir, "raft.journal"), db, defaultJournalSize, defaultFlushAt)
+		d, err := storage.OpenDir(o.DataDir, hl, r.logFailed)
 		if err != nil {
 			return err
 		}
-		r.closer = append(r.closer, j) // closed before bolt, which it flushes to
-		logs, stable = j, db
-		if checked, err = openCheckedSnapshots(o.DataDir, hl); err != nil {
-			return err
-		}
-		if err := checked.checkLog(j); err != nil {
-			return err
-		}
-		checked.fault = r.logFailed
-		snaps = checked
+		dir = d
+		r.closer = append(r.closer, dir)
+		logs, stable, snaps = dir.LogStore, dir.StableStore, dir.SnapshotStore
 	} else {
 		mem := raft.NewInmemStore()
 		logs, stable, snaps = mem, mem, raft.NewInmemSnapshotStore()
@@ -512,9 +485,9 @@ func (r *Raft) open() error {
 	if o.SnapshotStore != nil {
 		snaps = o.SnapshotStore
 	}
-	// The leader writes its log in the background (see logStore); raft is
+	// The leader writes its log in the background (see storage.Log); raft is
 	// handed a transport that tells followers only of commits this node holds.
-	ls, err := newLogStore(logs, func() bool {
+	ls, err := storage.NewLog(logs, func() bool {
 		node := r.node.Load()
 		return node != nil && node.State() == raft.Leader
 	}, r.logFailed, &r.metrics.logWrite)
@@ -553,10 +526,10 @@ func (r *Raft) open() error {
 			return err
 		}
 	}
-	node, err := raft.NewRaft(conf, (*fsm)(r), logs, stable, snaps, newCommitTransport(r.trans, &ls.durable))
+	node, err := raft.NewRaft(conf, (*fsm)(r), logs, stable, snaps, ls.CommitTransport(r.trans))
 	if err != nil {
-		if checked != nil && checked.failure() != nil {
-			return checked.failure() // raft's own error only says no snapshot restored
+		if dir != nil && dir.SnapshotFailure() != nil {
+			return dir.SnapshotFailure() // raft's own error only says no snapshot restored
 		}
 		return err
 	}

@@ -92,42 +92,10 @@ func (r *Raft) snapshotted(logBytes, index, size uint64) {
 // restart of a member, or of the whole cluster, then reads its snapshot and
 // next to no log. A node whose log failed takes none.
 func (r *Raft) snapshotBeforeClose() {
-	if r.logs.failure() != nil {
+	if r.logs.Failure() != nil {
 		return
 	}
 	if r.logBytes.Load()-r.snapMark.Load() >= max(uint64(r.opts.SnapshotLogBytes), r.snapSize.Load())/8 {
 		r.snapshot()
 	}
 }
-
-// pacer paces background work (a snapshot's frames, raft.db's batches):
-// after each piece, pause sleeps twice as long as the piece took since the
-// last pause, and at least backgroundPause, so that the work has at most a
-// third of the node's time, and less while the rest of the node keeps it
-// waiting for the processor (a piece's time counts that wait). At 5M held
-// locks a leader that paused 100 µs after each 64 kB frame served 0.18x of
-// its usual rate while it wrote its snapshot (on one processor, as a node
-// runs on a small machine); one that paused as long as the frame took,
-// 0.39x in one run; twice as long, 0.42x to 0.78x in three (the runs move
-// with the machine's load), its snapshot taking 13-20 s instead of 9.5 s
-// (bench/RESULTS.md, held-growth). The sleep also lets the scheduler poll the network
-// and run what it readied: a goroutine that only yields goes back to the
-// run queue ahead of the network, which a node on one processor then polls
-// every 10 ms only (a loopback round trip measured p50 22 ms beside such a
-// goroutine, 12 µs beside one that sleeps).
-type pacer struct {
-	resumed time.Time // when the piece under way began; zero before the first
-}
-
-// pause sleeps after a piece of work (see pacer).
-func (p *pacer) pause() {
-	took := time.Duration(0)
-	if !p.resumed.IsZero() {
-		took = time.Since(p.resumed)
-	}
-	time.Sleep(max(backgroundPause, 2*took))
-	p.resumed = time.Now()
-}
-
-// backgroundPause is the shortest of pacer's pauses.
-const backgroundPause = 100 * time.Microsecond

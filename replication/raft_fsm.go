@@ -17,6 +17,7 @@ import (
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
 	"github.com/lockserver/lockserver/replication/internal/logcodec"
+	"github.com/lockserver/lockserver/replication/internal/storage"
 )
 
 // fsm is the Raft engine as hashicorp/raft sees it: its state machine.
@@ -31,8 +32,8 @@ func (f *fsm) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
 // appliedLocal), not through raft's futures.
 func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	r := (*Raft)(f)
-	// Nothing is applied before this node has it on disk (see logStore).
-	if err := r.logs.waitDurable(logs[len(logs)-1].Index); err != nil {
+	// Nothing is applied before this node has it on disk (see storage.Log).
+	if err := r.logs.WaitDurable(logs[len(logs)-1].Index); err != nil {
 		r.logFailed(err)
 		return make([]any, len(logs))
 	}
@@ -127,11 +128,11 @@ func (r *Raft) applyEntry(index uint64, i int, e *logcodec.LogEntry) bool {
 }
 
 // logFailed stops a node whose log could not be written, or failed a check
-// when read (CorruptionError): raft goes on as if the entries were applied,
-// but the state machine must never apply an entry that is not on disk, nor
-// one that is not what was written, so the node can only stop. Its
-// proposals in flight may still be committed by the others: their outcome is
-// unknown.
+// when read (storage.CorruptionError): raft goes on as if the entries were
+// applied, but the state machine must never apply an entry that is not on
+// disk, nor one that is not what was written, so the node can only stop. Its
+// proposals in flight may still be committed by the others: their outcome
+// is unknown.
 func (r *Raft) logFailed(err error) {
 	if r.node.Load() == nil {
 		return // not running yet: NewRaft fails with the error itself
@@ -169,7 +170,7 @@ func (r *Raft) memberAddr(id string) string { return (*r.members.Load())[id] }
 // applied (see logFailed): it takes no snapshot, which would name them.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	r := (*Raft)(f)
-	if err := r.logs.failure(); err != nil {
+	if err := r.logs.Failure(); err != nil {
 		return nil, err
 	}
 	began := time.Now()
@@ -191,8 +192,8 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	read := &counter{r: rc}
 	sm, members, applied, err := readSnapshot(read, r)
 	// Read to the end, where the snapshot store's check of the whole state
-	// comes (see checkedSnapshots.Open): its verdict, when the state is not
-	// what was written, comes before what the decoder made of it.
+	// comes (see storage.Dir): its verdict, when the state is not what was
+	// written, comes before what the decoder made of it.
 	if _, rest := io.Copy(io.Discard, read); rest != nil {
 		err = rest
 	}
@@ -270,14 +271,14 @@ func (s *raftSnapshot) write(w io.Writer) error { return s.sm.write(w, s.header(
 
 // Persist writes the snapshot to raft's sink, beside Apply. It pauses
 // after each frame of the snapshot (64 kB, under a millisecond of work)
-// twice as long as the frame took (see pacer). A goroutine that never blocks keeps
+// twice as long as the frame took (see storage.Pacer). A goroutine that never blocks keeps
 // the processor for Go's whole time slice (10 ms), and every step of a
 // request (its connection, raft, the log writer, the state machine) would
 // wait that long behind it. A node on one processor (the default on a small
 // machine) so keeps at least two thirds of its time for its clients while
 // it writes a snapshot.
 func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
-	written := &counter{w: sink, pace: new(pacer), by: &s.r.closeBy}
+	written := &counter{w: sink, pace: new(storage.Pacer).Pause, by: &s.r.closeBy}
 	if err := s.write(written); err != nil {
 		sink.Cancel()
 		if errors.Is(err, errSnapshotAbandoned) {
@@ -312,7 +313,7 @@ type counter struct {
 	r    io.Reader
 	w    io.Writer
 	n    uint64
-	pace *pacer
+	pace func() // pauses after a write (storage.Pacer.Pause)
 	by   *atomic.Int64
 }
 
@@ -337,7 +338,7 @@ func (c *counter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += uint64(n)
 	if c.pace != nil && by == 0 {
-		c.pace.pause()
+		c.pace()
 	}
 	return n, err
 }

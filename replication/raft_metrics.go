@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/lockserver/lockserver/internal/histogram"
+	"github.com/lockserver/lockserver/replication/internal/storage"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -136,7 +137,7 @@ func (c raftCollector) Collect(ch chan<- prometheus.Metric) {
 	hist(descBatch, &m.batch, batchBounds, 1)
 	hist(descLogWrite, &m.logWrite, timeBounds, 1e-9)
 	if dir := r.opts.DataDir; dir != "" {
-		for _, f := range []struct{ label, name string }{{"journal", "raft.journal"}, {"bolt", "raft.db"}} {
+		for _, f := range []struct{ label, name string }{{"journal", storage.JournalFile}, {"bolt", storage.BoltFile}} {
 			if st, err := os.Stat(filepath.Join(dir, f.name)); err == nil {
 				value(descLogBytes, prometheus.GaugeValue, float64(st.Size()), f.label)
 			}

@@ -307,18 +307,19 @@ func TestSnapshotBeforeCloseIsBounded(t *testing.T) {
 	}
 }
 
-// A snapshot pauses after each frame while the node serves (see pacer),
+// A snapshot pauses after each frame while the node serves (see storage.Pacer),
 // and no longer once it closes, and fails once the time Close gave it is up.
 func TestSnapshotWriterPacesUntilClose(t *testing.T) {
 	var by atomic.Int64
-	c := &counter{w: io.Discard, pace: new(pacer), by: &by}
+	paused := 0
+	c := &counter{w: io.Discard, pace: func() { paused++ }, by: &by}
 	frame := make([]byte, 64<<10)
-	if _, err := c.Write(frame); err != nil || c.pace.resumed.IsZero() {
+	if _, err := c.Write(frame); err != nil || paused == 0 {
 		t.Fatalf("a serving node's snapshot wrote a frame (%v) without pausing after it", err)
 	}
-	c.pace.resumed = time.Time{}
+	paused = 0
 	by.Store(time.Now().Add(time.Hour).UnixNano())
-	if _, err := c.Write(frame); err != nil || !c.pace.resumed.IsZero() {
+	if _, err := c.Write(frame); err != nil || paused != 0 {
 		t.Fatalf("a closing node's snapshot paused after a frame (err %v)", err)
 	}
 	by.Store(time.Now().Add(-time.Nanosecond).UnixNano())

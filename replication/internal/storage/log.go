@@ -1,4 +1,4 @@
-package replication
+package storage
 
 import (
 	"errors"
@@ -11,7 +11,8 @@ import (
 	"github.com/lockserver/lockserver/internal/histogram"
 )
 
-// logStore lets the leader write its own log in parallel with replicating it,
+// Log is the log store as hashicorp/raft uses it, in front of a durable
+// store: it lets the leader write its own log in parallel with replicating it,
 // the optimisation of the Raft thesis (section 10.2.1), on top of
 // hashicorp/raft, which writes first and replicates after.
 //
@@ -26,11 +27,11 @@ import (
 // single follower of three). Two rules keep that from mattering, since
 // nothing outside this node sees an entry before one of them lets it through:
 //   - the state machine applies an entry only once this node has it on disk
-//     (waitDurable, called by the FSM): with raft's commit, a majority then
+//     (WaitDurable, which the FSM calls): with raft's commit, a majority then
 //     holds it durably, so no client is answered, no reader sees and no
 //     subscriber hears of an entry a crash could still take back;
 //   - the commit index that the leader sends its followers is cut to what it
-//     holds on disk itself (commitTransport): a follower applies only entries
+//     holds on disk itself (CommitTransport): a follower applies only entries
 //     that are durable on the leader and, by raft's commit, on a majority.
 //
 // If the leader crashes with entries still queued, they are lost from its log
@@ -44,7 +45,7 @@ import (
 // which raft acts on as soon as it deems them committed, and the no-op of a
 // new term are written before StoreLogs returns, as the standard algorithm
 // does. Writes of either kind wait for the queue: the log is written in order.
-type logStore struct {
+type Log struct {
 	raft.LogStore // the durable store (bolt, or memory in tests)
 	// leading reports whether hashicorp/raft runs its leader loop, which is
 	// the goroutine that calls StoreLogs as a leader.
@@ -69,13 +70,16 @@ type logStore struct {
 
 var errLogClosed = errors.New("replication: the log store is closed")
 
-// newLogStore wraps store and starts the writer.
-func newLogStore(store raft.LogStore, leading func() bool, failed func(error), timed *histogram.Histogram) (*logStore, error) {
+// NewLog wraps store and starts the writer. leading reports whether raft
+// runs its leader loop, the goroutine that calls StoreLogs as a leader;
+// failed is told of a write that failed, after which the log takes nothing
+// more; timed, when set, times each write.
+func NewLog(store raft.LogStore, leading func() bool, failed func(error), timed *histogram.Histogram) (*Log, error) {
 	last, err := store.LastIndex()
 	if err != nil {
 		return nil, err
 	}
-	s := &logStore{LogStore: store, leading: leading, failed: failed, timed: timed, done: make(chan struct{})}
+	s := &Log{LogStore: store, leading: leading, failed: failed, timed: timed, done: make(chan struct{})}
 	s.changed = sync.NewCond(&s.mu)
 	s.durable.Store(last)
 	go s.write()
@@ -83,11 +87,11 @@ func newLogStore(store raft.LogStore, leading func() bool, failed func(error), t
 }
 
 // StoreLog stores one entry; see StoreLogs.
-func (s *logStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
+func (s *Log) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
 
 // StoreLogs queues a leader's command entries and returns; anything else it
 // writes before it returns, after what is queued.
-func (s *logStore) StoreLogs(logs []*raft.Log) error {
+func (s *Log) StoreLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
 		return nil
 	}
@@ -111,7 +115,7 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 }
 
 // usable returns why the store takes nothing more, if it does not. mu is held.
-func (s *logStore) usable() error {
+func (s *Log) usable() error {
 	switch {
 	case s.err != nil:
 		return s.err
@@ -121,8 +125,8 @@ func (s *logStore) usable() error {
 	return nil
 }
 
-// failure returns the write that failed, if one did.
-func (s *logStore) failure() error {
+// Failure returns the write that failed, if one did.
+func (s *Log) Failure() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.err
@@ -130,7 +134,7 @@ func (s *logStore) failure() error {
 
 // waitLocked waits until the entries up to index are durable and, with
 // drain, nothing is queued or being written. mu is held.
-func (s *logStore) waitLocked(index uint64, drain bool) error {
+func (s *Log) waitLocked(index uint64, drain bool) error {
 	for s.durable.Load() < index || drain && len(s.queue)+len(s.writing) > 0 {
 		if err := s.usable(); err != nil {
 			return err
@@ -140,10 +144,10 @@ func (s *logStore) waitLocked(index uint64, drain bool) error {
 	return nil
 }
 
-// waitDurable waits until every entry up to index is on disk. It fails if a
+// WaitDurable waits until every entry up to index is on disk. It fails if a
 // write failed or the store closed first: the entries past the durable index
 // must then never be applied.
-func (s *logStore) waitDurable(index uint64) error {
+func (s *Log) WaitDurable(index uint64) error {
 	if s.durable.Load() >= index {
 		return nil
 	}
@@ -153,7 +157,7 @@ func (s *logStore) waitDurable(index uint64) error {
 }
 
 // write is the writer: it writes what is queued, in order, as one batch.
-func (s *logStore) write() {
+func (s *Log) write() {
 	defer close(s.done)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -190,7 +194,7 @@ func (s *logStore) write() {
 // unwritten returns the indexes of the first and last entries not yet
 // written (being written, then queued: they follow one another), if any. mu
 // is held.
-func (s *logStore) unwritten() (first, last uint64, ok bool) {
+func (s *Log) unwritten() (first, last uint64, ok bool) {
 	if len(s.writing)+len(s.queue) == 0 {
 		return 0, 0, false
 	}
@@ -208,7 +212,7 @@ func (s *logStore) unwritten() (first, last uint64, ok bool) {
 }
 
 // GetLog reads an entry, queued or durable.
-func (s *logStore) GetLog(index uint64, l *raft.Log) error {
+func (s *Log) GetLog(index uint64, l *raft.Log) error {
 	s.mu.Lock()
 	for _, q := range [2][]*raft.Log{s.queue, s.writing} {
 		if e := entryAt(q, index); e != nil {
@@ -231,7 +235,7 @@ func entryAt(run []*raft.Log, index uint64) *raft.Log {
 }
 
 // FirstIndex returns the first index in the log, queued entries included.
-func (s *logStore) FirstIndex() (uint64, error) {
+func (s *Log) FirstIndex() (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	first, err := s.LogStore.FirstIndex()
@@ -243,7 +247,7 @@ func (s *logStore) FirstIndex() (uint64, error) {
 }
 
 // LastIndex returns the last index in the log, queued entries included.
-func (s *logStore) LastIndex() (uint64, error) {
+func (s *Log) LastIndex() (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, last, ok := s.unwritten(); ok {
@@ -256,7 +260,7 @@ func (s *logStore) LastIndex() (uint64, error) {
 // snapshot goroutine beside the writer; or, on a follower, the tail that
 // conflicts with its leader's log, which waits for the queue, as any range
 // that reaches a queued entry does.
-func (s *logStore) DeleteRange(min, max uint64) error {
+func (s *Log) DeleteRange(min, max uint64) error {
 	s.mu.Lock()
 	if first, _, ok := s.unwritten(); ok && first <= max {
 		if err := s.waitLocked(0, true); err != nil {
@@ -282,10 +286,10 @@ func (s *logStore) DeleteRange(min, max uint64) error {
 // snapshot it deletes the whole log rather than leave old entries before the
 // new ones, which a restart would read as entries lost between them (see
 // checkedStore.verify).
-func (s *logStore) IsMonotonic() bool { return true }
+func (s *Log) IsMonotonic() bool { return true }
 
 // Close writes what is queued and stops the writer. Raft must have shut down.
-func (s *logStore) Close() error {
+func (s *Log) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	s.changed.Broadcast()
@@ -294,9 +298,14 @@ func (s *logStore) Close() error {
 	return nil
 }
 
-// commitTransport is the transport as hashicorp/raft sees it: the commit
-// index in the entries a leader sends is cut to what the leader holds on
-// disk (see logStore).
+// CommitTransport returns t as hashicorp/raft must see it: the commit index
+// in the entries a leader sends is cut to what the leader holds on disk.
+func (s *Log) CommitTransport(t raft.Transport) raft.Transport {
+	return newCommitTransport(t, &s.durable)
+}
+
+// commitTransport is a transport whose AppendEntries carry a commit index
+// cut to a durable index (see Log).
 type commitTransport struct {
 	raft.Transport
 	durable *atomic.Uint64

@@ -1,7 +1,8 @@
-package replication
+package storage
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -179,7 +180,7 @@ func (j *journal) open(size int64) error {
 	if err != nil {
 		return err
 	}
-	markPath := filepath.Join(filepath.Dir(j.f.Name()), "raft.mark")
+	markPath := filepath.Join(filepath.Dir(j.f.Name()), markFile)
 	if j.mark, err = openMark(markPath, last); err != nil {
 		return err
 	}
@@ -361,9 +362,17 @@ func (j *journal) write(rec []byte) error {
 // restart begins a new pass at the start of the file with a record of no
 // entries, once every entry is in the store. wmu is held.
 func (j *journal) restart() error {
-	j.gen = randomUint64()
+	j.gen = newGeneration()
 	j.off, j.passFirst = 0, 0
 	return j.write(j.encode(nil))
+}
+
+// newGeneration draws the generation of a new pass: at random, so that no
+// stale record of an earlier pass can continue it.
+func newGeneration() uint64 {
+	var b [8]byte
+	rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:])
 }
 
 // encode returns the record of logs in the current generation, in j.buf.
@@ -565,15 +574,15 @@ func (j *journal) DeleteRange(min, max uint64) error {
 const headPiece = 1024
 
 // deleteHead deletes entries first to last, the oldest of the log, from s: one
-// bolt transaction per headPiece entries, paced (see pacer). Deleted whole,
+// bolt transaction per headPiece entries, paced (see Pacer). Deleted whole,
 // the half million entries a snapshot at 5M held locks compacts took one
 // transaction of half a second, and every write to bolt (the journal's
 // flushes, and so the leader's log once the journal is full) waited behind
 // it. A crash between two pieces leaves the log whole from a later first
 // entry, still covered by the snapshot, which raft deletes again.
 func deleteHead(s raft.LogStore, first, last uint64) error {
-	var pace pacer
-	for from := first; from <= last; pace.pause() {
+	var pace Pacer
+	for from := first; from <= last; pace.Pause() {
 		to := min(last, from+headPiece-1)
 		if err := s.DeleteRange(from, to); err != nil || to == last {
 			return err

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package replication
+package storage
 
 import "os"
 

@@ -1,4 +1,4 @@
-package replication
+package storage
 
 import (
 	"encoding/binary"

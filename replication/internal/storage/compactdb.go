@@ -1,4 +1,4 @@
-package replication
+package storage
 
 import (
 	"errors"
@@ -276,16 +276,16 @@ func (c *compactingStore) broken(src, dst *checkedStore, err error) error {
 
 // copyEntries copies the entries first to last of src to dst as stored
 // (dst is the copy's bolt store: checksums and all), a batch per bolt
-// transaction (see compactBatch), paced (see pacer). With head, entries
+// transaction (see compactBatch), paced (see Pacer). With head, entries
 // missing at the start (the head was deleted meanwhile) are passed over.
 func copyEntries(src *checkedStore, dst interface{ StoreLogs([]*raft.Log) error }, first, last uint64, head bool) error {
 	batch := make([]*raft.Log, 0, compactBatch)
 	bytes := 0
-	var pace pacer
+	var pace Pacer
 	flush := func() error {
 		err := dst.StoreLogs(batch)
 		batch, bytes = batch[:0], 0
-		pace.pause()
+		pace.Pause()
 		return err
 	}
 	for i := first; i <= last && last > 0; i++ {
