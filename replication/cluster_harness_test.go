@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/lockserver/lockserver/internal/attempt"
 	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/replication/internal/memberlink"
 	"github.com/lockserver/lockserver/replication/internal/storage/storagetest"
 )
 
@@ -336,7 +337,7 @@ func (p *testPeers) Call(ctx context.Context, addr string, args ...[]byte) (stri
 	}
 	eng := reachable()
 	if eng == nil {
-		return "", fmt.Errorf("%w: %s unreachable", ErrNotSent, addr)
+		return "", fmt.Errorf("%w: %s unreachable", memberlink.ErrNotSent, addr)
 	}
 	req := &Request{Cmds: [][][]byte{args}}
 	eng.Submit(req)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -13,46 +12,27 @@ import (
 	"strings"
 
 	"github.com/hashicorp/raft"
+	"github.com/lockserver/lockserver/replication/internal/memberlink"
 )
-
-// ClusterID names a cluster for all time. Members bootstrapped with the same
-// voters and token compute the same identity; a member that joins learns it
-// from the cluster; every member keeps it in its stable store.
-type ClusterID [16]byte
-
-func (id ClusterID) String() string { return hex.EncodeToString(id[:]) }
-
-// IsZero reports whether id is unset: a member that has not joined yet.
-func (id ClusterID) IsZero() bool { return id == ClusterID{} }
-
-// parseClusterID reads a cluster identity as String writes it.
-func parseClusterID(s string) (ClusterID, error) {
-	var id ClusterID
-	b, err := hex.DecodeString(s)
-	if err != nil || len(b) != len(id) || ClusterID(b).IsZero() {
-		return id, fmt.Errorf("bad cluster identity %q", s)
-	}
-	return ClusterID(b), nil
-}
 
 // bootstrapClusterID is the identity of a cluster bootstrapped with voters
 // and token: a hash of both, as etcd derives its cluster ID, so that members
 // started with the same list agree, and lists that disagree (one member
 // alone, two together) give different identities.
-func bootstrapClusterID(voters []Peer, token string) ClusterID {
+func bootstrapClusterID(voters []Peer, token string) memberlink.ClusterID {
 	lines := make([]string, len(voters))
 	for i, p := range voters {
 		lines[i] = p.ID + "=" + p.RaftAddr
 	}
 	slices.Sort(lines)
 	sum := sha256.Sum256([]byte("lockserver cluster\x00" + token + "\x00" + strings.Join(lines, "\n")))
-	return ClusterID(sum[:16])
+	return memberlink.ClusterID(sum[:16])
 }
 
 // randomClusterID is the identity of a cluster that a member started alone,
 // with no list of voters: no other member needs to compute it.
-func randomClusterID() ClusterID {
-	var id ClusterID
+func randomClusterID() memberlink.ClusterID {
+	var id memberlink.ClusterID
 	rand.Read(id[:])
 	return id
 }
@@ -70,10 +50,10 @@ func (r *Raft) identify(existing bool, stable raft.StableStore) error {
 	if err != nil && err.Error() != "not found" {
 		return fmt.Errorf("read the cluster identity: %w", err)
 	}
-	var id ClusterID
+	var id memberlink.ClusterID
 	switch {
 	case existing && len(stored) == len(id):
-		id = ClusterID(stored)
+		id = memberlink.ClusterID(stored)
 	case existing && len(stored) > 0:
 		return fmt.Errorf("the stable store holds a bad cluster identity (%d bytes)", len(stored))
 	case existing && o.Bootstrap != nil:
@@ -99,18 +79,18 @@ func (r *Raft) identify(existing bool, stable raft.StableStore) error {
 	}
 	r.cluster = id
 	if r.link != nil {
-		r.link.setCluster(id)
+		r.link.SetCluster(id)
 	}
 	r.log.Info("member of cluster", "cluster", id)
 	return nil
 }
 
 // ClusterID returns the identity of this member's cluster.
-func (r *Raft) ClusterID() ClusterID { return r.cluster }
+func (r *Raft) ClusterID() memberlink.ClusterID { return r.cluster }
 
 // Members returns the listener of member connections: the links on which
 // other members send this one internal commands, in RESP, having proved
-// that they are members (see memberlink.go). The server serves them as
+// that they are members (see memberlink). The server serves them as
 // member connections. Nil when the engine was given a Transport.
 func (r *Raft) Members() net.Listener {
 	if r.link == nil {
@@ -134,7 +114,7 @@ func (o *RaftOptions) checkSecurity() error {
 	}
 	if o.Transport == nil && o.ClusterSecret == "" && o.TLS == nil && !o.InsecureCluster {
 		for _, addr := range []string{o.RaftAddr, o.RaftAdvertise} {
-			if addr != "" && !isLoopback(addr) {
+			if addr != "" && !memberlink.IsLoopback(addr) {
 				return fmt.Errorf("the Raft address %s is not a loopback address, and with neither a cluster secret nor member TLS anyone who reaches it would be taken for a member: give one (or allow it as an insecure cluster)", addr)
 			}
 		}

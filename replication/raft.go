@@ -22,6 +22,7 @@ import (
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
 	"github.com/lockserver/lockserver/replication/internal/logcodec"
+	"github.com/lockserver/lockserver/replication/internal/memberlink"
 	"github.com/lockserver/lockserver/replication/internal/storage"
 )
 
@@ -60,7 +61,7 @@ type RaftOptions struct {
 	// gives up with an error (default one minute).
 	JoinTimeout time.Duration
 
-	// Members prove to each other that they are members (see memberlink.go)
+	// Members prove to each other that they are members (see memberlink)
 	// with mutual TLS, a shared secret, or both. ClusterSecret, when set, is
 	// the secret: at least 16 bytes, the same on every member. TLS, when
 	// set, puts every link between members in mutual TLS.
@@ -130,6 +131,10 @@ type RaftOptions struct {
 	firstStand time.Duration
 }
 
+// MemberTLS secures the links between members with mutual TLS (see
+// memberlink.TLS).
+type MemberTLS = memberlink.TLS
+
 // Peer is one voter of a new cluster.
 type Peer struct {
 	ID       string
@@ -198,9 +203,9 @@ type Raft struct {
 	node  atomic.Pointer[raft.Raft] // raft, for the log store, which raft calls before NewRaft returns
 	logs  *storage.Log
 	trans raft.Transport
-	link  *memberLink // nil when Transport was given
+	link  *memberlink.Link // nil when Transport was given
 	// cluster is the identity of this member's cluster, set before Raft starts.
-	cluster ClusterID
+	cluster memberlink.ClusterID
 	closer  []io.Closer // what NewRaft opened: the bolt store, the TCP transport
 	peers   PeerClient
 	clock   *logclock.Clock
@@ -442,7 +447,7 @@ func (r *Raft) open() error {
 	hl := newHCLogger(r.log)
 	r.peers, r.trans = o.Peers, o.Transport
 	if r.trans == nil {
-		link, err := newMemberLink(o.RaftAddr, o.RaftAdvertise, linkConfig{node: o.NodeID, secret: []byte(o.ClusterSecret), tls: o.TLS, log: r.log})
+		link, err := memberlink.Listen(o.RaftAddr, o.RaftAdvertise, memberlink.Config{Node: o.NodeID, Secret: []byte(o.ClusterSecret), TLS: o.TLS, Log: r.log})
 		if err != nil {
 			return fmt.Errorf("raft transport on %s: %w", o.RaftAddr, err)
 		}
@@ -457,7 +462,7 @@ func (r *Raft) open() error {
 		if r.link == nil {
 			return errors.New("a Transport needs Peers too")
 		}
-		r.peers = newRedisPeers(r.link.dialMember, r.log)
+		r.peers = memberlink.NewPeers(r.link.DialMember, r.log, func(reply string) error { return ReplyError(reply) })
 	}
 	var logs raft.LogStore
 	var stable raft.StableStore

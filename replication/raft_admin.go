@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/replication/internal/logcodec"
+	"github.com/lockserver/lockserver/replication/internal/memberlink"
 )
 
 // The LOCKSERVER command administers the cluster. Any node serves it; the
@@ -290,9 +291,9 @@ func (r *Raft) inConfiguration(id string) bool {
 // this node's credentials ends it at once. It runs before the Raft node
 // starts, so that this node, which has no log, answers no vote request until
 // the leader has removed any older self of it from the voters.
-func (r *Raft) join() (ClusterID, error) {
+func (r *Raft) join() (memberlink.ClusterID, error) {
 	if r.opts.Join == r.opts.RaftAddr {
-		return ClusterID{}, fmt.Errorf("join: %s is this node's own Raft address; give another member's", r.opts.Join)
+		return memberlink.ClusterID{}, fmt.Errorf("join: %s is this node's own Raft address; give another member's", r.opts.Join)
 	}
 	args := [][]byte{argLockserver, []byte("JOIN"), []byte(r.opts.NodeID), []byte(r.trans.LocalAddr()), []byte(r.opts.ClientAddr)}
 	ctx, cancel := context.WithTimeout(r.ctx, r.opts.JoinTimeout)
@@ -303,15 +304,15 @@ func (r *Raft) join() (ClusterID, error) {
 		res, err := r.peers.Call(call, r.opts.Join, args...)
 		cancelCall()
 		if err == nil {
-			id, err := parseClusterID(res)
+			id, err := memberlink.ParseClusterID(res)
 			if err != nil {
 				return id, fmt.Errorf("join via %s: %w", r.opts.Join, err)
 			}
 			r.log.Info("joined the cluster", "via", r.opts.Join, "cluster", id)
 			return id, nil
 		}
-		if errors.Is(err, errLinkRefused) {
-			return ClusterID{}, fmt.Errorf("join via %s: %w", r.opts.Join, err)
+		if errors.Is(err, memberlink.ErrRefused) {
+			return memberlink.ClusterID{}, fmt.Errorf("join via %s: %w", r.opts.Join, err)
 		}
 		if last == nil || ctx.Err() == nil {
 			last = err
@@ -319,7 +320,7 @@ func (r *Raft) join() (ClusterID, error) {
 		r.log.Warn("join failed; retrying", "via", r.opts.Join, "err", err)
 		select {
 		case <-ctx.Done():
-			return ClusterID{}, fmt.Errorf("join via %s: gave up after %v (the join timeout): %w", r.opts.Join, r.opts.JoinTimeout, last)
+			return memberlink.ClusterID{}, fmt.Errorf("join via %s: gave up after %v (the join timeout): %w", r.opts.Join, r.opts.JoinTimeout, last)
 		case <-time.After(backoff):
 		}
 	}
@@ -396,7 +397,7 @@ type RaftStatus struct {
 	// not ready for clients (see Ready); it is empty when the member is ready.
 	NotReady string
 	// Cluster is the identity of the node's cluster.
-	Cluster ClusterID
+	Cluster memberlink.ClusterID
 }
 
 // Member is a node of the configuration.

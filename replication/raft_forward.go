@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -15,8 +13,7 @@ import (
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
 	"github.com/lockserver/lockserver/replication/internal/logcodec"
-	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
+	"github.com/lockserver/lockserver/replication/internal/memberlink"
 )
 
 // PeerClient carries internal LOCKSERVER commands to other members:
@@ -24,13 +21,11 @@ import (
 type PeerClient interface {
 	// Call sends args to the member whose Raft address is addr and returns its
 	// reply, a status or bulk string. An error reply is a ReplyError; an error
-	// that wraps ErrNotSent means the command never reached the node.
+	// that wraps memberlink.ErrNotSent means the command never reached the
+	// node.
 	Call(ctx context.Context, addr string, args ...[]byte) (string, error)
 	Close() error
 }
-
-// ErrNotSent is wrapped by PeerClient errors when the command was not sent.
-var ErrNotSent = errors.New("not sent")
 
 // ReplyError is an error reply from another node.
 type ReplyError string
@@ -223,7 +218,7 @@ func (f *forwarder) send(batch []*Request) {
 			}
 			sent := time.Now()
 			res, abandoned, err := f.call(leader, addr, payload)
-			if !errors.Is(err, ErrNotSent) {
+			if !errors.Is(err, memberlink.ErrNotSent) {
 				f.r.metrics.forwarded.Add(int64(len(batch)))
 				f.r.metrics.forward.Observe(int64(time.Since(sent)))
 			}
@@ -562,7 +557,7 @@ func retryable(err error) bool {
 	if errors.As(err, &rerr) {
 		return strings.HasPrefix(string(rerr), "TRYAGAIN") || strings.HasPrefix(string(rerr), "CLUSTERDOWN")
 	}
-	return errors.Is(err, ErrNotSent)
+	return errors.Is(err, memberlink.ErrNotSent)
 }
 
 // unknownOutcome is the reply to a forwarded request whose fate is unknown:
@@ -716,95 +711,4 @@ func (r *Raft) sendCommitIndex() {
 	if len(r.pendingProps) == 0 && r.leadingLocked() {
 		r.proposeLocked(&logcodec.LogEntry{Kind: logcodec.KindBarrier}, nil, false)
 	}
-}
-
-// redisPeers is the PeerClient over the member link: go-redis, one small
-// pool per member, each connection a member connection of the other's server.
-type redisPeers struct {
-	dial    func(ctx context.Context, addr string) (net.Conn, error)
-	log     *slog.Logger // the node's, for go-redis's messages about its dials
-	mu      sync.Mutex
-	clients map[string]*redis.Client
-}
-
-func newRedisPeers(dial func(ctx context.Context, addr string) (net.Conn, error), log *slog.Logger) *redisPeers {
-	return &redisPeers{dial: dial, log: log, clients: make(map[string]*redis.Client)}
-}
-
-// errPeersClosed is the error of a call after Close: not sent.
-var errPeersClosed = fmt.Errorf("%w: the node is closing", ErrNotSent)
-
-// client returns the pool for addr, or nil after Close.
-func (p *redisPeers) client(addr string) *redis.Client {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.clients == nil {
-		return nil
-	}
-	c := p.clients[addr]
-	if c == nil {
-		opts := &redis.Options{
-			Addr: addr,
-			// A retried forward could apply twice: never retry.
-			MaxRetries:            -1,
-			DialTimeout:           2 * time.Second,
-			ReadTimeout:           -1, // the context bounds each call
-			ContextTimeoutEnabled: true,
-			PoolSize:              4,
-			DisableIdentity:       true,
-			MaintNotificationsConfig: &maintnotifications.Config{
-				Mode: maintnotifications.ModeDisabled,
-			},
-		}
-		// The member link's dialer, its failures marked for goRedisLogger.
-		opts.Dialer = func(ctx context.Context, _, addr string) (net.Conn, error) {
-			conn, err := p.dial(ctx, addr)
-			if err != nil {
-				return nil, &peerDialError{err: err, log: p.log}
-			}
-			return conn, nil
-		}
-		c = redis.NewClient(opts)
-		p.clients[addr] = c
-	}
-	return c
-}
-
-func (p *redisPeers) Call(ctx context.Context, addr string, args ...[]byte) (string, error) {
-	a := make([]any, len(args))
-	for i, b := range args {
-		a[i] = b
-	}
-	c := p.client(addr)
-	if c == nil {
-		return "", errPeersClosed
-	}
-	v, err := c.Do(ctx, a...).Result()
-	if err != nil {
-		var rerr redis.Error
-		var op *net.OpError
-		switch {
-		case errors.As(err, &rerr):
-			return "", ReplyError(rerr.Error())
-		case errors.As(err, &op) && op.Op == "dial", errors.Is(err, errLinkDial):
-			return "", fmt.Errorf("%w: %w", ErrNotSent, err)
-		}
-		return "", err
-	}
-	s, ok := v.(string)
-	if !ok {
-		return "", fmt.Errorf("unexpected %T reply from %s", v, addr)
-	}
-	return s, nil
-}
-
-func (p *redisPeers) Close() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var errs []error
-	for _, c := range p.clients {
-		errs = append(errs, c.Close())
-	}
-	p.clients = nil
-	return errors.Join(errs...)
 }

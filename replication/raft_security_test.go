@@ -3,11 +3,14 @@ package replication
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -16,10 +19,43 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/lockserver/lockserver/internal/freeport"
 	"github.com/lockserver/lockserver/internal/testcerts"
+	"github.com/lockserver/lockserver/internal/testlog"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
 	"github.com/lockserver/lockserver/replication/internal/logcodec"
+	"github.com/lockserver/lockserver/replication/internal/memberlink"
 )
+
+const testSecret = "0123456789abcdef-test-secret"
+
+// logBuf collects a member's log lines, for tests that expect one.
+type logBuf struct{ testlog.Buffer }
+
+func (l *logBuf) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// waitLog waits until the log holds want, failing the test after 20 s.
+func (l *logBuf) waitLog(t *testing.T, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(l.String(), want); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the log never said %q:\n%s", want, l.String())
+		}
+	}
+}
+
+// memberTLS is the member TLS of a member whose certificate is leaf, which
+// trusts the CAs cas and the members named as names says.
+func memberTLS(leaf *testcerts.Leaf, names string, cas ...*testcerts.CA) *MemberTLS {
+	pool := x509.NewCertPool()
+	for _, ca := range cas {
+		pool.AddCert(ca.Cert)
+	}
+	return &MemberTLS{Names: names, Config: func() (*tls.Config, error) {
+		return &tls.Config{Certificates: []tls.Certificate{leaf.TLS}, RootCAs: pool}, nil
+	}}
+}
 
 // tcpMember is a member on a loopback TCP member link, with its log.
 type tcpMember struct {
@@ -129,7 +165,7 @@ type forger struct {
 type forgerStream struct {
 	net.Listener
 	secret  []byte
-	cluster ClusterID
+	cluster memberlink.ClusterID
 	tls     *tls.Config
 }
 
@@ -148,22 +184,9 @@ func (f *forgerStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net
 		}
 		conn = tc
 	}
-	h := hello{channel: chanRaft, cluster: f.cluster, node: "forger"}
-	rand.Read(h.nonce[:])
-	dh := h.encode(true)
-	conn.Write(dh)
-	_, ah, err := readHello(conn, false)
-	theirs := make([]byte, proofSize)
-	if err == nil {
-		_, err = io.ReadFull(conn, theirs)
-	}
-	var verdict [1]byte
-	if err == nil {
-		conn.Write(proof(f.secret, "dialer", dh, append(ah, theirs...)))
-		_, err = io.ReadFull(conn, verdict[:])
-	}
-	if err == nil && verdict[0] != linkOK {
-		err = fmt.Errorf("verdict %d", verdict[0])
+	verdict, err := strangerHandshake(conn, f.cluster, f.secret)
+	if err == nil && verdict != 0 {
+		err = fmt.Errorf("verdict %d", verdict)
 	}
 	if err != nil {
 		nc.Close()
@@ -171,6 +194,55 @@ func (f *forgerStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net
 	}
 	conn.SetDeadline(time.Time{})
 	return conn, nil
+}
+
+// strangerHandshake runs the dialer's side of the member link's handshake
+// for Raft RPCs on conn as node "forger" of cluster, proving secret (none if
+// empty), and returns the acceptor's verdict (0 admits the link). It writes
+// the handshake from its description in package memberlink, as a stranger
+// who knows the protocol would, and checks nothing of the acceptor's.
+func strangerHandshake(conn net.Conn, cluster memberlink.ClusterID, secret []byte) (byte, error) {
+	const magic, version, channel, node = "LKSM", 1, 'R', "forger"
+	var nonce [32]byte
+	rand.Read(nonce[:])
+	dh := append([]byte(magic), version, channel)
+	dh = append(append(dh, cluster[:]...), nonce[:]...)
+	dh = append(append(dh, byte(len(node))), node...)
+	if _, err := conn.Write(dh); err != nil {
+		return 0, err
+	}
+	// The acceptor's hello (magic, version, cluster, nonce, node id), then
+	// its proof.
+	ah := make([]byte, len(magic)+1+len(cluster)+len(nonce)+1)
+	if _, err := io.ReadFull(conn, ah); err != nil {
+		return 0, err
+	}
+	id := make([]byte, ah[len(ah)-1])
+	if _, err := io.ReadFull(conn, id); err != nil {
+		return 0, err
+	}
+	ah = append(ah, id...)
+	theirs := make([]byte, sha256.Size)
+	if _, err := io.ReadFull(conn, theirs); err != nil {
+		return 0, err
+	}
+	// The dialer's proof: an HMAC with the secret over both hellos, the
+	// acceptor's with its proof; zeros without a secret.
+	proof := make([]byte, sha256.Size)
+	if len(secret) > 0 {
+		m := hmac.New(sha256.New, secret)
+		m.Write([]byte("lockserver member link dialer\x00"))
+		m.Write(dh)
+		m.Write(ah)
+		m.Write(theirs)
+		proof = m.Sum(nil)
+	}
+	if _, err := conn.Write(proof); err != nil {
+		return 0, err
+	}
+	var verdict [1]byte
+	_, err := io.ReadFull(conn, verdict[:])
+	return verdict[0], err
 }
 
 func newForger(t *testing.T, name string, stream *forgerStream) forger {
@@ -434,7 +506,7 @@ func TestDisagreeingBootstrapListsStayApart(t *testing.T) {
 func TestBootstrapClusterID(t *testing.T) {
 	abc := []Peer{{"a", "10.0.0.1:7000"}, {"b", "10.0.0.2:7000"}, {"c", "10.0.0.3:7000"}}
 	sum := sha256.Sum256([]byte("lockserver cluster\x00tok\x00a=10.0.0.1:7000\nb=10.0.0.2:7000\nc=10.0.0.3:7000"))
-	if got := bootstrapClusterID([]Peer{abc[2], abc[0], abc[1]}, "tok"); got != ClusterID(sum[:16]) {
+	if got := bootstrapClusterID([]Peer{abc[2], abc[0], abc[1]}, "tok"); got != memberlink.ClusterID(sum[:16]) {
 		t.Fatalf("identity of c,a,b = %s, want %x", got, sum[:16])
 	}
 	if bootstrapClusterID(abc, "tok") == bootstrapClusterID(abc, "other") {
@@ -443,7 +515,7 @@ func TestBootstrapClusterID(t *testing.T) {
 	if bootstrapClusterID(abc, "") == bootstrapClusterID(abc[:1], "") {
 		t.Fatal("one alone and three together share an identity")
 	}
-	if id, err := parseClusterID(bootstrapClusterID(abc, "").String()); err != nil || id != bootstrapClusterID(abc, "") {
+	if id, err := memberlink.ParseClusterID(bootstrapClusterID(abc, "").String()); err != nil || id != bootstrapClusterID(abc, "") {
 		t.Fatalf("parse(String()) = %s, %v", id, err)
 	}
 }

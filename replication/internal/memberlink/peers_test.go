@@ -1,4 +1,4 @@
-package replication
+package memberlink
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 // A call that comes after Close, from a connection still being served while
 // the node shuts down, fails as not sent instead of panicking.
 func TestRedisPeersCallAfterClose(t *testing.T) {
-	p := newRedisPeers(nil, slog.New(slog.DiscardHandler))
+	p := NewPeers(nil, slog.New(slog.DiscardHandler), nil)
 	if err := p.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -33,7 +33,7 @@ func TestRedisPeersDialFailureGoesToTheNodeLog(t *testing.T) {
 		var d net.Dialer
 		return d.DialContext(ctx, "tcp", addr)
 	}
-	p := newRedisPeers(dial, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	p := NewPeers(dial, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), nil)
 	defer p.Close()
 	nobody := freeport.MustAddr(t)
 	if _, err := p.Call(context.Background(), nobody, []byte("PING")); !errors.Is(err, ErrNotSent) {

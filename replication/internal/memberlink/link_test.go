@@ -1,4 +1,4 @@
-package replication
+package memberlink
 
 import (
 	"bytes"
@@ -43,21 +43,21 @@ var testCluster1, testCluster2 = ClusterID{1}, ClusterID{2}
 
 // startLink opens a member link on a free loopback port, member of cluster
 // (none if zero), that serves both channels by echoing what it reads.
-func startLink(t *testing.T, cfg linkConfig, cluster ClusterID) (*memberLink, *logBuf) {
+func startLink(t *testing.T, cfg Config, cluster ClusterID) (*Link, *logBuf) {
 	t.Helper()
 	logs := &logBuf{}
-	if cfg.log == nil {
-		cfg.log = logs.logger()
+	if cfg.Log == nil {
+		cfg.Log = logs.logger()
 	}
 	// Every refusal logged: the tests look for each.
 	cfg.refuseEvery = time.Nanosecond
-	l, err := newMemberLink(freeport.MustAddr(t), "", cfg)
+	l, err := Listen(freeport.MustAddr(t), "", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
 	if !cluster.IsZero() {
-		l.setCluster(cluster)
+		l.SetCluster(cluster)
 	}
 	for _, ln := range []net.Listener{l, l.Members()} {
 		go func() {
@@ -105,33 +105,33 @@ func closedByPeer(t *testing.T, c net.Conn) {
 }
 
 func TestMemberLinkCarriesRaftAndMemberConnections(t *testing.T) {
-	a, _ := startLink(t, linkConfig{node: "a", secret: []byte(testSecret)}, testCluster1)
-	b, _ := startLink(t, linkConfig{node: "b", secret: []byte(testSecret)}, testCluster1)
+	a, _ := startLink(t, Config{Node: "a", Secret: []byte(testSecret)}, testCluster1)
+	b, _ := startLink(t, Config{Node: "b", Secret: []byte(testSecret)}, testCluster1)
 	c, err := b.Dial(linkAddr(a), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	echoes(t, c)
-	c, err = b.dialMember(t.Context(), a.Addr().String())
+	c, err = b.DialMember(t.Context(), a.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	echoes(t, c)
 }
 
-func linkAddr(l *memberLink) raft.ServerAddress { return raft.ServerAddress(l.Addr().String()) }
+func linkAddr(l *Link) raft.ServerAddress { return raft.ServerAddress(l.Addr().String()) }
 
 // A member with another secret is refused in both directions, and the
 // member that refuses says why.
 func TestMemberLinkRefusesAnotherSecret(t *testing.T) {
-	a, alog := startLink(t, linkConfig{node: "a", secret: []byte(testSecret)}, testCluster1)
-	b, blog := startLink(t, linkConfig{node: "b", secret: []byte("another-secret-of-16-bytes")}, testCluster1)
+	a, alog := startLink(t, Config{Node: "a", Secret: []byte(testSecret)}, testCluster1)
+	b, blog := startLink(t, Config{Node: "b", Secret: []byte("another-secret-of-16-bytes")}, testCluster1)
 	if _, err := b.Dial(linkAddr(a), 10*time.Second); err == nil {
 		t.Fatal("a member with another secret established a Raft link")
 	}
 	blog.waitLog(t, "the peer did not prove the cluster secret")
 	alog.waitLog(t, "refused a member link: the peer left before proving itself")
-	if _, err := a.dialMember(t.Context(), b.Addr().String()); err == nil {
+	if _, err := a.DialMember(t.Context(), b.Addr().String()); err == nil {
 		t.Fatal("a member established a link to one with another secret")
 	}
 	alog.waitLog(t, "the peer did not prove the cluster secret")
@@ -141,8 +141,8 @@ func TestMemberLinkRefusesAnotherSecret(t *testing.T) {
 // neither by replaying what a member sent on another link, nor by
 // reflecting the acceptor's own proof back to it.
 func TestMemberLinkRefusesReplayAndReflection(t *testing.T) {
-	a, alog := startLink(t, linkConfig{node: "a", secret: []byte(testSecret)}, testCluster1)
-	b, _ := startLink(t, linkConfig{node: "b", secret: []byte(testSecret)}, testCluster1)
+	a, alog := startLink(t, Config{Node: "a", Secret: []byte(testSecret)}, testCluster1)
+	b, _ := startLink(t, Config{Node: "b", Secret: []byte(testSecret)}, testCluster1)
 
 	// A proxy records what member b sends a on a real link.
 	var recorded logBuf
@@ -229,8 +229,8 @@ func verdictAfterHello(t *testing.T, c net.Conn) byte {
 // Members of another cluster refuse each other, though they share the
 // secret, and each says which clusters.
 func TestMemberLinkRefusesAnotherCluster(t *testing.T) {
-	a, alog := startLink(t, linkConfig{node: "a", secret: []byte(testSecret)}, testCluster1)
-	b, blog := startLink(t, linkConfig{node: "b", secret: []byte(testSecret)}, testCluster2)
+	a, alog := startLink(t, Config{Node: "a", Secret: []byte(testSecret)}, testCluster1)
+	b, blog := startLink(t, Config{Node: "b", Secret: []byte(testSecret)}, testCluster2)
 	if _, err := b.Dial(linkAddr(a), 10*time.Second); err == nil {
 		t.Fatal("a member of another cluster established a Raft link")
 	}
@@ -276,9 +276,9 @@ func handshakeAs(t *testing.T, nc net.Conn, h hello, secret []byte) byte {
 // A node that has not joined (no cluster identity yet) may call members, to
 // join, but may not carry Raft RPCs; and it answers no one.
 func TestMemberLinkJoiner(t *testing.T) {
-	a, _ := startLink(t, linkConfig{node: "a", secret: []byte(testSecret)}, testCluster1)
-	j, _ := startLink(t, linkConfig{node: "j", secret: []byte(testSecret)}, ClusterID{})
-	c, err := j.dialMember(t.Context(), a.Addr().String())
+	a, _ := startLink(t, Config{Node: "a", Secret: []byte(testSecret)}, testCluster1)
+	j, _ := startLink(t, Config{Node: "j", Secret: []byte(testSecret)}, ClusterID{})
+	c, err := j.DialMember(t.Context(), a.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func TestMemberLinkJoiner(t *testing.T) {
 // maxHandshakesPerHost pending handshakes from one host a connection is
 // closed at once.
 func TestMemberLinkBoundsStrangers(t *testing.T) {
-	a, alog := startLink(t, linkConfig{node: "a", secret: []byte(testSecret), timeout: 300 * time.Millisecond}, testCluster1)
+	a, alog := startLink(t, Config{Node: "a", Secret: []byte(testSecret), timeout: 300 * time.Millisecond}, testCluster1)
 	rpc, err := net.Dial("tcp", a.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -319,7 +319,7 @@ func TestMemberLinkBoundsStrangers(t *testing.T) {
 	closedByPeer(t, silent)
 
 	// On a member with the usual deadline, the pending ones stay pending.
-	a, alog = startLink(t, linkConfig{node: "a", secret: []byte(testSecret)}, testCluster1)
+	a, alog = startLink(t, Config{Node: "a", Secret: []byte(testSecret)}, testCluster1)
 	var pending []net.Conn
 	defer func() {
 		for _, c := range pending {
@@ -354,12 +354,12 @@ func TestMemberLinkBoundsStrangers(t *testing.T) {
 
 // memberTLS returns member TLS settings with leaf as the certificate and
 // cas as the cluster's CAs.
-func memberTLS(leaf *testcerts.Leaf, names string, cas ...*testcerts.CA) *MemberTLS {
+func memberTLS(leaf *testcerts.Leaf, names string, cas ...*testcerts.CA) *TLS {
 	pool := x509.NewCertPool()
 	for _, ca := range cas {
 		pool.AddCert(ca.Cert)
 	}
-	return &MemberTLS{Names: names, Config: func() (*tls.Config, error) {
+	return &TLS{Names: names, Config: func() (*tls.Config, error) {
 		return &tls.Config{Certificates: []tls.Certificate{leaf.TLS}, RootCAs: pool}, nil
 	}}
 }
@@ -372,14 +372,14 @@ func TestMemberLinkTLS(t *testing.T) {
 	member := func(name string) *testcerts.Leaf {
 		return ca.Issue(t, testcerts.Options{CommonName: name, DNSNames: []string{name}})
 	}
-	a, alog := startLink(t, linkConfig{node: "a", tls: memberTLS(member("a.members.test"), names, ca)}, testCluster1)
-	b, _ := startLink(t, linkConfig{node: "b", tls: memberTLS(member("b.members.test"), names, ca)}, testCluster1)
+	a, alog := startLink(t, Config{Node: "a", TLS: memberTLS(member("a.members.test"), names, ca)}, testCluster1)
+	b, _ := startLink(t, Config{Node: "b", TLS: memberTLS(member("b.members.test"), names, ca)}, testCluster1)
 	c, err := b.Dial(linkAddr(a), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	echoes(t, c)
-	if c, err = a.dialMember(t.Context(), b.Addr().String()); err != nil {
+	if c, err = a.DialMember(t.Context(), b.Addr().String()); err != nil {
 		t.Fatal(err)
 	}
 	echoes(t, c)
@@ -388,14 +388,14 @@ func TestMemberLinkTLS(t *testing.T) {
 	// theirs, and says why.
 	for _, tc := range []struct {
 		name string
-		tls  *MemberTLS
+		tls  *TLS
 		log  string // what a says
 	}{
 		{"another CA", memberTLS(other.Issue(t, testcerts.Options{DNSNames: []string{"x.members.test"}}), names, ca, other), "certificate signed by unknown authority"},
 		{"a name outside the pattern", memberTLS(member("client.test"), names, ca), `does not match the members' name pattern`},
 		{"an expired certificate", memberTLS(ca.Issue(t, testcerts.Options{DNSNames: []string{"x.members.test"}, Expired: true}), names, ca), "expired"},
 	} {
-		x, _ := startLink(t, linkConfig{node: "x", tls: tc.tls}, testCluster1)
+		x, _ := startLink(t, Config{Node: "x", TLS: tc.tls}, testCluster1)
 		if _, err := x.Dial(linkAddr(a), 10*time.Second); err == nil {
 			t.Errorf("%s: established a Raft link to a", tc.name)
 		}
@@ -407,7 +407,7 @@ func TestMemberLinkTLS(t *testing.T) {
 
 	// A member without TLS, even with the right cluster, gets no further
 	// than the TLS handshake.
-	plain, _ := startLink(t, linkConfig{node: "p"}, testCluster1)
+	plain, _ := startLink(t, Config{Node: "p"}, testCluster1)
 	if _, err := plain.Dial(linkAddr(a), 10*time.Second); err == nil {
 		t.Fatal("a member without TLS established a Raft link to a TLS member")
 	}

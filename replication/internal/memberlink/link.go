@@ -1,4 +1,45 @@
-package replication
+// Package memberlink is the link between the members of a cluster, and the
+// client that carries internal commands over it.
+//
+// The member link carries every connection between members: Raft's RPCs,
+// and the internal LOCKSERVER commands (forwarded requests, JOIN, REGISTER,
+// APPLIED, ACKED) that a member sends to another member's server. Both go
+// to the Raft address, and a connection carries nothing until both ends have
+// proved that they are members of the same cluster:
+//
+//   - with TLS (Config.TLS), in a session where each end presented a certificate
+//     issued by the cluster's CA whose names match the configured pattern;
+//   - with a cluster secret, by a challenge-response: each end sends a fresh
+//     nonce and proves that it knows the secret by an HMAC over both ends'
+//     hellos, labelled with its role, so that an answer can be neither
+//     replayed on another connection nor reflected back to its sender;
+//   - and in every case, by the cluster identity each end holds (ClusterID):
+//     a member refuses a peer of another cluster, and says so.
+//
+// Either credential may be used alone or both together. With neither, only
+// the cluster identity is checked: anyone who reaches the port is a member,
+// which the engine allows on loopback addresses only, unless told otherwise.
+//
+// The handshake, all of it before the first RPC:
+//
+//	dialer   -> acceptor  hello: magic, version, channel, cluster, nonce, node id
+//	acceptor -> dialer    hello: magic, version, cluster, nonce, node id; proof
+//	dialer   -> acceptor  proof
+//	acceptor -> dialer    verdict: one byte, linkOK or why it refuses
+//
+// Every field has a fixed size but the node id, which is at most 255 bytes,
+// and the whole handshake must end within handshakeTimeout: a peer that
+// sends garbage, or nothing, costs one bounded goroutine for that long, and
+// a few such peers at once (maxHandshakesPerHost) cannot hold up the others.
+//
+// Who is trusted when: nothing is read from a connection but the handshake
+// until both ends have passed it, and a member that knows no cluster identity
+// yet (one that is joining) accepts no link and dials only member
+// connections. Once a link is established, the peer is a member: its Raft
+// RPCs go to raft, and its member connections to the server, which lets
+// them send the commands reserved to members. The node id a peer gives is
+// for the logs only: any member may claim any id.
+package memberlink
 
 import (
 	"cmp"
@@ -23,39 +64,8 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// The member link carries every connection between members: Raft's RPCs,
-// and the internal LOCKSERVER commands (forwarded requests, JOIN, REGISTER,
-// APPLIED, ACKED) that a member sends to another member's server. Both go
-// to the Raft address, and a connection carries nothing until both ends have
-// proved that they are members of the same cluster:
-//
-//   - with MemberTLS, in a TLS session where each end presented a certificate
-//     issued by the cluster's CA whose names match the configured pattern;
-//   - with a cluster secret, by a challenge-response: each end sends a fresh
-//     nonce and proves that it knows the secret by an HMAC over both ends'
-//     hellos, labelled with its role, so that an answer can be neither
-//     replayed on another connection nor reflected back to its sender;
-//   - and in every case, by the cluster identity each end holds (ClusterID):
-//     a member refuses a peer of another cluster, and says so.
-//
-// Either credential may be used alone or both together. With neither, only
-// the cluster identity is checked: anyone who reaches the port is a member,
-// which NewRaft allows on loopback addresses only, unless told otherwise.
-//
-// The handshake, all of it before the first RPC:
-//
-//	dialer   -> acceptor  hello: magic, version, channel, cluster, nonce, node id
-//	acceptor -> dialer    hello: magic, version, cluster, nonce, node id; proof
-//	dialer   -> acceptor  proof
-//	acceptor -> dialer    verdict: one byte, linkOK or why it refuses
-//
-// Every field has a fixed size but the node id, which is at most 255 bytes,
-// and the whole handshake must end within handshakeTimeout: a peer that
-// sends garbage, or nothing, costs one bounded goroutine for that long, and
-// a few such peers at once (maxHandshakesPerHost) cannot hold up the others.
-
-// MemberTLS secures the links between members with mutual TLS.
-type MemberTLS struct {
+// TLS secures the links between members with mutual TLS.
+type TLS struct {
 	// Config returns the settings for a new link: this member's certificate,
 	// Certificates[0], which it presents to both ends of a link (so it must
 	// allow both server and client authentication), and the cluster's CA,
@@ -178,12 +188,12 @@ func proof(secret []byte, role string, dialerHello, acceptorHello []byte) []byte
 	return m.Sum(nil)
 }
 
-// linkConfig is what a member link needs to know.
-type linkConfig struct {
-	node   string // this member's id, for the peers' logs
-	secret []byte
-	tls    *MemberTLS
-	log    *slog.Logger
+// Config is what a member link needs to know.
+type Config struct {
+	Node   string // this member's id, for the peers' logs
+	Secret []byte // the cluster secret; nil for none
+	TLS    *TLS   // nil for no TLS
+	Log    *slog.Logger
 	// timeout bounds a handshake; 0 means handshakeTimeout.
 	timeout time.Duration
 	// refuseEvery is how often a refusal is logged for one peer host and
@@ -191,18 +201,18 @@ type linkConfig struct {
 	refuseEvery time.Duration
 }
 
-func (c *linkConfig) handshakeTimeout() time.Duration {
+func (c *Config) handshakeTimeout() time.Duration {
 	if c.timeout > 0 {
 		return c.timeout
 	}
 	return handshakeTimeout
 }
 
-// memberLink is the member link of one member: a raft.StreamLayer for the
-// Raft transport, a listener of the member connections that the server
-// serves, and the dialer of both.
-type memberLink struct {
-	cfg     linkConfig
+// Link is the member link of one member: a raft.StreamLayer for the Raft
+// transport, a listener of the member connections that the server serves,
+// and the dialer of both.
+type Link struct {
+	cfg     Config
 	ln      net.Listener
 	addr    net.Addr
 	cluster atomic.Pointer[ClusterID] // nil until known: a joiner refuses every link until then
@@ -218,9 +228,9 @@ type memberLink struct {
 	wg        sync.WaitGroup
 }
 
-// newMemberLink listens on addr. The other members reach this one at
+// Listen opens the member link on addr. The other members reach this one at
 // advertise (a proxy's or a NAT's), or at addr if it is empty.
-func newMemberLink(addr, advertise string, cfg linkConfig) (*memberLink, error) {
+func Listen(addr, advertise string, cfg Config) (*Link, error) {
 	tcp, err := net.ResolveTCPAddr("tcp", cmp.Or(advertise, addr))
 	if err != nil {
 		return nil, err
@@ -232,7 +242,7 @@ func newMemberLink(addr, advertise string, cfg linkConfig) (*memberLink, error) 
 	if err != nil {
 		return nil, err
 	}
-	l := &memberLink{
+	l := &Link{
 		cfg: cfg, ln: ln, addr: tcp,
 		raftQ: newConnQueue(tcp), memberQ: newConnQueue(tcp),
 		perHost: map[string]int{},
@@ -242,18 +252,18 @@ func newMemberLink(addr, advertise string, cfg linkConfig) (*memberLink, error) 
 	return l, nil
 }
 
-// setCluster sets the identity this member carries in its handshakes, once
+// SetCluster sets the identity this member carries in its handshakes, once
 // known; until then it refuses every link.
-func (l *memberLink) setCluster(id ClusterID) { l.cluster.Store(&id) }
+func (l *Link) SetCluster(id ClusterID) { l.cluster.Store(&id) }
 
 // Accept returns the next link that carries Raft RPCs (raft.StreamLayer).
-func (l *memberLink) Accept() (net.Conn, error) { return l.raftQ.Accept() }
+func (l *Link) Accept() (net.Conn, error) { return l.raftQ.Accept() }
 
 // Addr returns the address the other members reach this one at.
-func (l *memberLink) Addr() net.Addr { return l.addr }
+func (l *Link) Addr() net.Addr { return l.addr }
 
 // Close stops accepting links; those handed out go on until closed.
-func (l *memberLink) Close() error {
+func (l *Link) Close() error {
 	var err error
 	l.closeOnce.Do(func() {
 		err = l.ln.Close()
@@ -266,35 +276,35 @@ func (l *memberLink) Close() error {
 
 // Members returns the listener of the member connections: links that carry
 // RESP, from members, for the server to serve as member connections.
-func (l *memberLink) Members() net.Listener { return l.memberQ }
+func (l *Link) Members() net.Listener { return l.memberQ }
 
 // Dial opens a link for Raft RPCs to the member at address
 // (raft.StreamLayer).
-func (l *memberLink) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+func (l *Link) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), min(timeout, l.cfg.handshakeTimeout()))
 	defer cancel()
 	return l.dial(ctx, string(address), chanRaft)
 }
 
-// dialMember opens a link for RESP to the server of the member at addr.
-func (l *memberLink) dialMember(ctx context.Context, addr string) (net.Conn, error) {
+// DialMember opens a link for RESP to the server of the member at addr.
+func (l *Link) DialMember(ctx context.Context, addr string) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.handshakeTimeout())
 	defer cancel()
 	return l.dial(ctx, addr, chanMember)
 }
 
 // errLinkDial marks a link that was never established: nothing was sent on
-// it. errLinkRefused marks one that the peer, or this member, refused for its
+// it. ErrRefused marks one that the peer, or this member, refused for its
 // credentials or its cluster: trying again will not help.
 var (
-	errLinkDial    = errors.New("member link not established")
-	errLinkRefused = fmt.Errorf("%w: refused", errLinkDial)
+	errLinkDial = errors.New("member link not established")
+	ErrRefused  = fmt.Errorf("%w: refused", errLinkDial)
 )
 
 // refusal marks err as a refusal.
-func refusal(err error) error { return fmt.Errorf("%w: %w", errLinkRefused, err) }
+func refusal(err error) error { return fmt.Errorf("%w: %w", ErrRefused, err) }
 
-func (l *memberLink) dial(ctx context.Context, addr string, channel byte) (net.Conn, error) {
+func (l *Link) dial(ctx context.Context, addr string, channel byte) (net.Conn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -323,16 +333,16 @@ func (l *memberLink) dial(ctx context.Context, addr string, channel byte) (net.C
 }
 
 // dialHandshake runs the dialer's side of the handshake on nc.
-func (l *memberLink) dialHandshake(nc net.Conn, addr string, channel byte) (net.Conn, error) {
+func (l *Link) dialHandshake(nc net.Conn, addr string, channel byte) (net.Conn, error) {
 	conn := nc
-	if l.cfg.tls != nil {
+	if l.cfg.TLS != nil {
 		cfg, err := l.tlsConfig(false)
 		if err != nil {
 			return nil, err
 		}
 		tc := tls.Client(nc, cfg)
 		if err := tc.Handshake(); err != nil {
-			if errors.Is(err, errLinkRefused) { // this member refused the peer's certificate
+			if errors.Is(err, ErrRefused) { // this member refused the peer's certificate
 				l.refuse(addr, "tls", "refused a member link: TLS handshake failed", "peer", addr, "err", err)
 			}
 			return nil, fmt.Errorf("TLS: %w", err)
@@ -346,7 +356,7 @@ func (l *memberLink) dialHandshake(nc net.Conn, addr string, channel byte) (net.
 	if channel == chanRaft && mine.IsZero() {
 		return nil, errors.New("this member has not joined a cluster yet")
 	}
-	h := hello{channel: channel, cluster: mine, node: l.cfg.node}
+	h := hello{channel: channel, cluster: mine, node: l.cfg.Node}
 	rand.Read(h.nonce[:])
 	dh := h.encode(true)
 	if _, err := conn.Write(dh); err != nil {
@@ -360,13 +370,13 @@ func (l *memberLink) dialHandshake(nc net.Conn, addr string, channel byte) (net.
 	if _, err := io.ReadFull(conn, theirs); err != nil {
 		return nil, err
 	}
-	if !hmac.Equal(theirs, proof(l.cfg.secret, "acceptor", dh, ah)) {
+	if !hmac.Equal(theirs, proof(l.cfg.Secret, "acceptor", dh, ah)) {
 		l.refuse(addr, "bad_proof", "refused a member link: the peer did not prove the cluster secret", "peer", addr, "node", peer.node)
 		return nil, refusal(errors.New("the peer did not prove the cluster secret"))
 	}
 	// The peer has proved itself: this one proves itself too, so that the
 	// peer, which judges the link, can say why it refuses it if it does.
-	if _, err := conn.Write(proof(l.cfg.secret, "dialer", dh, append(ah, theirs...))); err != nil {
+	if _, err := conn.Write(proof(l.cfg.Secret, "dialer", dh, append(ah, theirs...))); err != nil {
 		return nil, err
 	}
 	var verdict [1]byte
@@ -384,7 +394,7 @@ func (l *memberLink) dialHandshake(nc net.Conn, addr string, channel byte) (net.
 	return conn, nil
 }
 
-func (l *memberLink) acceptLoop() {
+func (l *Link) acceptLoop() {
 	defer l.wg.Done()
 	var backoff time.Duration
 	for {
@@ -394,7 +404,7 @@ func (l *memberLink) acceptLoop() {
 				return
 			}
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			l.cfg.log.Warn("member link: accept failed; backing off", "err", err, "backoff", backoff)
+			l.cfg.Log.Warn("member link: accept failed; backing off", "err", err, "backoff", backoff)
 			time.Sleep(backoff)
 			continue
 		}
@@ -415,7 +425,7 @@ func (l *memberLink) acceptLoop() {
 }
 
 // admit counts a handshake from host in, or reports that there are too many.
-func (l *memberLink) admit(host string) bool {
+func (l *Link) admit(host string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.total >= maxHandshakes || l.perHost[host] >= maxHandshakesPerHost {
@@ -426,7 +436,7 @@ func (l *memberLink) admit(host string) bool {
 	return true
 }
 
-func (l *memberLink) release(host string) {
+func (l *Link) release(host string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.total--
@@ -437,14 +447,14 @@ func (l *memberLink) release(host string) {
 
 // accept runs the acceptor's side of the handshake on nc and hands the link
 // to Raft or to the server.
-func (l *memberLink) accept(nc net.Conn) {
+func (l *Link) accept(nc net.Conn) {
 	deadline := time.Now().Add(l.cfg.handshakeTimeout())
 	nc.SetDeadline(deadline)
 	conn, channel, err := l.acceptHandshake(nc)
 	if err != nil {
 		nc.Close()
 		if err != errRefused {
-			l.cfg.log.Debug("member link: handshake failed", "peer", nc.RemoteAddr(), "err", err)
+			l.cfg.Log.Debug("member link: handshake failed", "peer", nc.RemoteAddr(), "err", err)
 		}
 		return
 	}
@@ -461,7 +471,7 @@ func (l *memberLink) accept(nc net.Conn) {
 // errRefused is the error of a handshake whose refusal was logged already.
 var errRefused = errors.New("refused")
 
-func (l *memberLink) acceptHandshake(nc net.Conn) (net.Conn, byte, error) {
+func (l *Link) acceptHandshake(nc net.Conn) (net.Conn, byte, error) {
 	from := nc.RemoteAddr().String()
 	id := l.cluster.Load()
 	if id == nil {
@@ -469,10 +479,10 @@ func (l *memberLink) acceptHandshake(nc net.Conn) (net.Conn, byte, error) {
 		return nil, 0, errors.New("this member has not joined a cluster yet")
 	}
 	conn := nc
-	if l.cfg.tls != nil {
+	if l.cfg.TLS != nil {
 		cfg, err := l.tlsConfig(true)
 		if err != nil {
-			l.cfg.log.Error("member link: no TLS settings", "err", err)
+			l.cfg.Log.Error("member link: no TLS settings", "err", err)
 			return nil, 0, errRefused
 		}
 		tc := tls.Server(nc, cfg)
@@ -491,10 +501,10 @@ func (l *memberLink) acceptHandshake(nc net.Conn) (net.Conn, byte, error) {
 		l.refuse(from, "bad_handshake", "refused a member link: unknown channel", "peer", from, "channel", peer.channel)
 		return nil, 0, errRefused
 	}
-	h := hello{cluster: *id, node: l.cfg.node}
+	h := hello{cluster: *id, node: l.cfg.Node}
 	rand.Read(h.nonce[:])
 	ah := h.encode(false)
-	mine := proof(l.cfg.secret, "acceptor", dh, ah)
+	mine := proof(l.cfg.Secret, "acceptor", dh, ah)
 	if _, err := conn.Write(append(ah, mine...)); err != nil {
 		return nil, 0, err
 	}
@@ -506,7 +516,7 @@ func (l *memberLink) acceptHandshake(nc net.Conn) (net.Conn, byte, error) {
 	}
 	verdict := linkOK
 	switch {
-	case !hmac.Equal(theirs, proof(l.cfg.secret, "dialer", dh, append(ah, mine...))):
+	case !hmac.Equal(theirs, proof(l.cfg.Secret, "dialer", dh, append(ah, mine...))):
 		verdict = linkBadProof
 		l.refuse(from, "bad_proof", "refused a member link: the peer did not prove the cluster secret", "peer", from, "node", peer.node)
 	case peer.cluster.IsZero() && peer.channel == chanRaft:
@@ -528,8 +538,8 @@ func (l *memberLink) acceptHandshake(nc net.Conn) (net.Conn, byte, error) {
 // or as its dialer. Each end verifies the other's certificate against the
 // cluster's CA and the name pattern, not against a host name: members are
 // reached at addresses, and a certificate's names say who is a member.
-func (l *memberLink) tlsConfig(server bool) (*tls.Config, error) {
-	base, err := l.cfg.tls.Config()
+func (l *Link) tlsConfig(server bool) (*tls.Config, error) {
+	base, err := l.cfg.TLS.Config()
 	if err != nil {
 		return nil, err
 	}
@@ -553,7 +563,7 @@ func (l *memberLink) tlsConfig(server bool) (*tls.Config, error) {
 		cfg.InsecureSkipVerify = true
 	}
 	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
-		if err := verifyMember(cs.PeerCertificates, base.RootCAs, usage, l.cfg.tls.Names); err != nil {
+		if err := verifyMember(cs.PeerCertificates, base.RootCAs, usage, l.cfg.TLS.Names); err != nil {
 			return refusal(err)
 		}
 		return nil
@@ -585,7 +595,7 @@ func verifyMember(chain []*x509.Certificate, roots *x509.CertPool, usage x509.Ex
 
 // refuse logs a refused link, at most once per period for each peer host
 // and reason: a peer that keeps calling, or an attacker, cannot flood the log.
-func (l *memberLink) refuse(peer, reason, msg string, args ...any) {
+func (l *Link) refuse(peer, reason, msg string, args ...any) {
 	if host, _, err := net.SplitHostPort(peer); err == nil {
 		peer = host // each call comes from another port
 	}
@@ -594,7 +604,7 @@ func (l *memberLink) refuse(peer, reason, msg string, args ...any) {
 		if n > 0 {
 			args = append(args, "also_refused_since_last_said", n)
 		}
-		l.cfg.log.Warn(msg, args...)
+		l.cfg.Log.Warn(msg, args...)
 	}
 }
 
@@ -670,8 +680,8 @@ func (q *connQueue) deliver(c net.Conn, deadline time.Time) bool {
 	return false
 }
 
-// isLoopback reports whether addr's host is a loopback address (or localhost).
-func isLoopback(addr string) bool {
+// IsLoopback reports whether addr's host is a loopback address (or localhost).
+func IsLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false
