@@ -6,8 +6,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"net"
-	"path"
 	"slices"
 	"strings"
 
@@ -87,40 +85,3 @@ func (r *Raft) identify(existing bool, stable raft.StableStore) error {
 
 // ClusterID returns the identity of this member's cluster.
 func (r *Raft) ClusterID() memberlink.ClusterID { return r.cluster }
-
-// Members returns the listener of member connections: the links on which
-// other members send this one internal commands, in RESP, having proved
-// that they are members (see memberlink). The server serves them as
-// member connections. Nil when the engine was given a Transport.
-func (r *Raft) Members() net.Listener {
-	if r.link == nil {
-		return nil
-	}
-	return r.link.Members()
-}
-
-// checkSecurity checks how members will tell each other from strangers.
-func (o *RaftOptions) checkSecurity() error {
-	if o.ClusterSecret != "" && len(o.ClusterSecret) < minSecret {
-		return fmt.Errorf("the cluster secret must be at least %d bytes", minSecret)
-	}
-	if o.TLS != nil {
-		if o.TLS.Config == nil || o.TLS.Names == "" {
-			return errors.New("member TLS needs Config and Names (the pattern of the members' certificate names)")
-		}
-		if _, err := path.Match(o.TLS.Names, ""); err != nil {
-			return fmt.Errorf("member certificate name pattern %q: %w", o.TLS.Names, err)
-		}
-	}
-	if o.Transport == nil && o.ClusterSecret == "" && o.TLS == nil && !o.InsecureCluster {
-		for _, addr := range []string{o.RaftAddr, o.RaftAdvertise} {
-			if addr != "" && !memberlink.IsLoopback(addr) {
-				return fmt.Errorf("the Raft address %s is not a loopback address, and with neither a cluster secret nor member TLS anyone who reaches it would be taken for a member: give one (or allow it as an insecure cluster)", addr)
-			}
-		}
-	}
-	return nil
-}
-
-// minSecret is the shortest cluster secret accepted: 128 bits, if random.
-const minSecret = 16

@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,13 @@ import (
 	"github.com/lockserver/lockserver/replication/internal/logcodec"
 	"github.com/lockserver/lockserver/replication/internal/memberlink"
 )
+
+// isClusterCommand reports whether req is a LOCKSERVER command, which the node
+// that receives it serves itself.
+func isClusterCommand(req *Request) bool {
+	return len(req.Cmds) == 1 && !req.Multi && req.WatchKeys == nil &&
+		bytes.EqualFold(req.Cmds[0][0], []byte("lockserver"))
+}
 
 // The LOCKSERVER command administers the cluster. Any node serves it; the
 // subcommands that change the membership run on the leader, to which the
@@ -185,23 +193,6 @@ func (r *Raft) onLeader(ctx context.Context, args [][]byte, change func() error)
 		case <-time.After(backoff):
 		}
 	}
-}
-
-// proposeWait proposes an entry of the engine's own and waits until it is applied.
-func (r *Raft) proposeWait(ctx context.Context, e *logcodec.LogEntry) error {
-	req := &Request{}
-	req.start()
-	r.proposeMu.Lock()
-	if !r.leadingLocked() {
-		r.proposeMu.Unlock()
-		return ReplyError(errTryAgain)
-	}
-	r.proposeLocked(e, req, false)
-	r.proposeMu.Unlock()
-	if reply := req.Wait(ctx); reply.IsError() {
-		return ReplyError(reply.Str)
-	}
-	return nil
 }
 
 // addNode adds a node as a non-voter, and records its client address. A node

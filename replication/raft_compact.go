@@ -63,19 +63,6 @@ func (r *Raft) keepLogSinceSnapshot() {
 	})
 }
 
-// reloadConfig applies change to raft's reloadable configuration, one
-// change at a time: each reads the configuration whole and writes it back.
-// What failed to change is logged by what.
-func (r *Raft) reloadConfig(what string, change func(*raft.ReloadableConfig)) {
-	r.reloadMu.Lock()
-	defer r.reloadMu.Unlock()
-	rc := r.raft.ReloadableConfig()
-	change(&rc)
-	if err := r.raft.ReloadConfig(rc); err != nil {
-		r.log.Warn("setting "+what+" failed", "err", err)
-	}
-}
-
 // snapshotted records a snapshot taken, or restored, when logBytes of the
 // log had been applied, holding the entries up to index in size bytes.
 func (r *Raft) snapshotted(logBytes, index, size uint64) {

@@ -16,22 +16,6 @@ import (
 	"github.com/lockserver/lockserver/replication/internal/memberlink"
 )
 
-// PeerClient carries internal LOCKSERVER commands to other members:
-// forwarded requests, joins, member registrations, progress checks.
-type PeerClient interface {
-	// Call sends args to the member whose Raft address is addr and returns its
-	// reply, a status or bulk string. An error reply is a ReplyError; an error
-	// that wraps memberlink.ErrNotSent means the command never reached the
-	// node.
-	Call(ctx context.Context, addr string, args ...[]byte) (string, error)
-	Close() error
-}
-
-// ReplyError is an error reply from another node.
-type ReplyError string
-
-func (e ReplyError) Error() string { return string(e) }
-
 // The internal commands. LOCKSERVER is one row of the command table; the node
 // that receives it serves it itself (see clusterCommand).
 var (
@@ -596,19 +580,6 @@ func readOnly(req *Request) bool {
 		}
 	}
 	return true
-}
-
-// leaderID returns the id of the node this node believes leads, or "".
-func (r *Raft) leaderID() string {
-	_, id := r.raft.LeaderWithID()
-	return string(id)
-}
-
-// leaderLink returns the id and the Raft address, which members call each
-// other at, of the node this node believes leads; "" and "" if none.
-func (r *Raft) leaderLink() (id, addr string) {
-	a, i := r.raft.LeaderWithID()
-	return string(i), string(a)
 }
 
 // submitBatch submits requests that this node's forwarder holds, or that

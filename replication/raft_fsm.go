@@ -127,29 +127,6 @@ func (r *Raft) applyEntry(index uint64, i int, e *logcodec.LogEntry) bool {
 	return e.Kind == logcodec.KindCommand || e.Kind == logcodec.KindSweep
 }
 
-// logFailed stops a node whose log could not be written, or failed a check
-// when read (storage.CorruptionError): raft goes on as if the entries were
-// applied, but the state machine must never apply an entry that is not on
-// disk, nor one that is not what was written, so the node can only stop. Its
-// proposals in flight may still be committed by the others: their outcome
-// is unknown.
-func (r *Raft) logFailed(err error) {
-	if r.node.Load() == nil {
-		return // not running yet: NewRaft fails with the error itself
-	}
-	r.failOnce.Do(func() {
-		r.log.Error("stopping the node: its raft log failed", "err", err)
-		r.fault <- err
-		go r.Close()
-	})
-	r.localMu.Lock()
-	local := append([]*proposal(nil), r.local...)
-	r.localMu.Unlock()
-	for _, p := range local {
-		r.failProposal(p, raft.ErrRaftShutdown)
-	}
-}
-
 // setMember records a node's client address; "" forgets the node.
 func (r *Raft) setMember(id, addr string) {
 	m := maps.Clone(*r.members.Load())

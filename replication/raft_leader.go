@@ -73,6 +73,64 @@ func (r *Raft) WatchLeader(f func(Leader)) {
 	}()
 }
 
+// leadershipLoop proposes the barrier as soon as this node wins an election,
+// rather than at its first request; while it leads, it tracks which members
+// fail heartbeats; and it tells the forwarder when the leader changes.
+func (r *Raft) leadershipLoop() {
+	obs := make(chan raft.Observation, 64)
+	observer := raft.NewObserver(obs, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation, raft.LeaderObservation:
+			return true
+		}
+		return false
+	})
+	r.raft.RegisterObserver(observer)
+	defer r.raft.DeregisterObserver(observer)
+	for {
+		select {
+		case <-r.stop:
+			return
+		case isLeader := <-r.raft.LeaderCh():
+			r.peerMu.Lock()
+			r.unreachable = map[string]bool{}
+			r.peerMu.Unlock()
+			if isLeader {
+				r.leading()
+			}
+		case o := <-obs:
+			if lo, ok := o.Data.(raft.LeaderObservation); ok {
+				r.metrics.leaderChanges.Add(1)
+				r.log.Info("leader changed", "event", "leader_change", "leader", string(lo.LeaderID),
+					"leader_addr", r.memberAddr(string(lo.LeaderID)), "term", r.raft.CurrentTerm(), "state", lowerState(r.raft.State()))
+				r.fwd.leaderChanged()
+				continue
+			}
+			r.peerMu.Lock()
+			switch d := o.Data.(type) {
+			case raft.FailedHeartbeatObservation:
+				r.unreachable[string(d.PeerID)] = true
+			case raft.ResumedHeartbeatObservation:
+				delete(r.unreachable, string(d.PeerID))
+			}
+			r.peerMu.Unlock()
+		}
+	}
+}
+
+// leaderID returns the id of the node this node believes leads, or "".
+func (r *Raft) leaderID() string {
+	_, id := r.raft.LeaderWithID()
+	return string(id)
+}
+
+// leaderLink returns the id and the Raft address, which members call each
+// other at, of the node this node believes leads; "" and "" if none.
+func (r *Raft) leaderLink() (id, addr string) {
+	a, i := r.raft.LeaderWithID()
+	return string(i), string(a)
+}
+
 // Unreachable returns the ids of the members whose heartbeats fail, as the
 // leader sees them. It is empty on a follower, which hears from the leader only.
 func (r *Raft) Unreachable() []string {
