@@ -1,8 +1,6 @@
 package replication
 
 import (
-	"context"
-	"errors"
 	mrand "math/rand/v2"
 	"slices"
 	"time"
@@ -144,6 +142,14 @@ func (r *Raft) Unreachable() []string {
 	return ids
 }
 
+// heard reports whether the leader's heartbeats reach member id: none of
+// them has failed since the last one that did, in this term.
+func (r *Raft) heard(id string) bool {
+	r.peerMu.Lock()
+	defer r.peerMu.Unlock()
+	return !r.unreachable[id]
+}
+
 // Timeouts returns how long a follower goes without hearing from the leader
 // before it may start an election (heartbeat), and how long an election may
 // take before another starts (election).
@@ -199,38 +205,4 @@ func (r *Raft) standUnheard() {
 func (r *Raft) standsEarly() bool {
 	_, ok := r.trans.(raft.WithPreVote)
 	return ok
-}
-
-// Errors of TransferLeadership.
-var (
-	// ErrNoOtherVoter means that no voter but the leader could take over.
-	ErrNoOtherVoter = errors.New("no other voter can take over leadership")
-	// ErrTransferInProgress means that a leadership transfer is under way already.
-	ErrTransferInProgress = raft.ErrLeadershipTransferInProgress
-)
-
-// TransferLeadership makes the leader hand leadership to the most up-to-date
-// other voter, and returns once it has stepped down. A follower sends args,
-// the command that asked for the transfer, to the leader, which serves it
-// the same way; an error reply from there is returned as a ReplyError.
-func (r *Raft) TransferLeadership(ctx context.Context, args [][]byte) error {
-	return r.onLeader(ctx, args, func() error {
-		if !r.hasOtherVoter() {
-			return ErrNoOtherVoter
-		}
-		return r.raft.LeadershipTransfer().Error()
-	})
-}
-
-func (r *Raft) hasOtherVoter() bool {
-	cf := r.raft.GetConfiguration()
-	if cf.Error() != nil {
-		return false
-	}
-	for _, s := range cf.Configuration().Servers {
-		if s.Suffrage == raft.Voter && string(s.ID) != r.opts.NodeID {
-			return true
-		}
-	}
-	return false
 }

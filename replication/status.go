@@ -1,0 +1,96 @@
+package replication
+
+import (
+	"strings"
+
+	"github.com/hashicorp/raft"
+	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/replication/internal/memberlink"
+)
+
+// RaftStatus describes a node of the cluster, as LOCKSERVER STATUS shows it.
+type RaftStatus struct {
+	NodeID     string
+	State      string // leader, follower, candidate or shutdown
+	Term       uint64
+	LeaderID   string
+	LeaderAddr string // the leader's client address
+	// CommitIndex is the last entry this node knows to be committed;
+	// AppliedIndex the last its state machine applied; LastIndex the last in its log.
+	CommitIndex, AppliedIndex, LastIndex uint64
+	Members                              []Member
+	// NotReady, filled in for LOCKSERVER STATUS only, says why the member is
+	// not ready for clients (see Ready); it is empty when the member is ready.
+	NotReady string
+	// Cluster is the identity of the node's cluster.
+	Cluster memberlink.ClusterID
+}
+
+// Member is a node of the configuration.
+type Member struct {
+	ID, RaftAddr, ClientAddr string
+	Voter                    bool
+}
+
+// Status returns this node's view of the cluster.
+func (r *Raft) Status() RaftStatus {
+	leader := r.leaderID()
+	st := RaftStatus{
+		NodeID:       r.opts.NodeID,
+		State:        strings.ToLower(r.raft.State().String()),
+		Term:         r.raft.CurrentTerm(),
+		LeaderID:     leader,
+		LeaderAddr:   r.memberAddr(leader),
+		CommitIndex:  r.raft.CommitIndex(),
+		AppliedIndex: r.applied.Load(),
+		LastIndex:    r.raft.LastIndex(),
+		Cluster:      r.cluster,
+	}
+	if cf := r.raft.GetConfiguration(); cf.Error() == nil {
+		for _, s := range cf.Configuration().Servers {
+			st.Members = append(st.Members, Member{
+				ID: string(s.ID), RaftAddr: string(s.Address), ClientAddr: r.memberAddr(string(s.ID)),
+				Voter: s.Suffrage == raft.Voter,
+			})
+		}
+	}
+	return st
+}
+
+func (st RaftStatus) reply() keyspace.Reply {
+	ready := 0
+	if st.NotReady == "" {
+		ready = 1
+	}
+	u := func(n uint64) keyspace.Reply { return keyspace.Int(int64(n)) }
+	return keyspace.Map(
+		keyspace.Bulk("node"), keyspace.Bulk(st.NodeID),
+		keyspace.Bulk("state"), keyspace.Bulk(st.State),
+		keyspace.Bulk("term"), u(st.Term),
+		keyspace.Bulk("leader"), keyspace.Bulk(st.LeaderID),
+		keyspace.Bulk("leader_client"), keyspace.Bulk(st.LeaderAddr),
+		keyspace.Bulk("commit_index"), u(st.CommitIndex),
+		keyspace.Bulk("applied_index"), u(st.AppliedIndex),
+		keyspace.Bulk("last_index"), u(st.LastIndex),
+		keyspace.Bulk("members"), keyspace.Int(int64(len(st.Members))),
+		keyspace.Bulk("ready"), keyspace.Int(int64(ready)),
+		keyspace.Bulk("not_ready_because"), keyspace.Bulk(st.NotReady),
+		keyspace.Bulk("cluster"), keyspace.Bulk(st.Cluster.String()),
+	)
+}
+
+func (m Member) reply(leader bool) keyspace.Reply {
+	role := "nonvoter"
+	if m.Voter {
+		role = "voter"
+	}
+	if leader {
+		role = "leader"
+	}
+	return keyspace.Map(
+		keyspace.Bulk("id"), keyspace.Bulk(m.ID),
+		keyspace.Bulk("raft"), keyspace.Bulk(m.RaftAddr),
+		keyspace.Bulk("client"), keyspace.Bulk(m.ClientAddr),
+		keyspace.Bulk("role"), keyspace.Bulk(role),
+	)
+}
