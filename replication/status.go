@@ -1,7 +1,11 @@
 package replication
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/lockserver/lockserver/keyspace"
@@ -93,4 +97,65 @@ func (m Member) reply(leader bool) keyspace.Reply {
 		keyspace.Bulk("client"), keyspace.Bulk(m.ClientAddr),
 		keyspace.Bulk("role"), keyspace.Bulk(role),
 	)
+}
+
+// Info describes the node for INFO. The leader is the "master" and its
+// replicas are the members that WAIT counts (see replicaSet), so that a
+// client that waits for connected_slaves replicas gets them. A follower is a
+// "slave", though it takes writes (it forwards them).
+func (r *Raft) Info() Info {
+	info := Info{Role: "slave"}
+	if r.raft.State() == raft.Leader {
+		info.Role = "master"
+		info.Replicas = len(r.replicaSet())
+	}
+	r.smMu.Lock()
+	r.sm.Load().figures(&info)
+	r.smMu.Unlock()
+	info.Scripts = r.sm.Load().Scripts()
+	return info
+}
+
+// readyWait is how long a readiness check waits for the member to apply
+// what it knows to be committed: under load it is always a little behind.
+const readyWait = 250 * time.Millisecond
+
+// Ready reports whether the member is ready for clients, or why not: it
+// knows a leader, and it has applied every entry committed when asked (the
+// leader's index for WAIT, which it asks the leader for), waiting for that
+// until ctx ends. A member cut off from the others knows no leader or cannot
+// reach it; one catching up has not applied what the leader committed. Its
+// own commit index would not do: a member that just rejoined knows of the
+// leader before it learns how far the log has gone.
+func (r *Raft) Ready(ctx context.Context) error {
+	if r.closed.Load() {
+		return errors.New("the node is shut down")
+	}
+	if r.leaderID() == "" {
+		return errors.New("no leader is known")
+	}
+	target, err := r.leaderAcked()
+	if err != nil {
+		return fmt.Errorf("the leader's commit index is not known: %w", err)
+	}
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for {
+		applied := r.applied.Load()
+		if applied >= target {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("applied index %d is behind the commit index %d", applied, target)
+		case <-t.C:
+		}
+	}
+}
+
+// readyNow is Ready with readyWait.
+func (r *Raft) readyNow() error {
+	ctx, cancel := context.WithTimeout(r.ctx, readyWait)
+	defer cancel()
+	return r.Ready(ctx)
 }

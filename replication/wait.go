@@ -11,23 +11,6 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Info describes the node for INFO. The leader is the "master" and its
-// replicas are the members that WAIT counts (see replicaSet), so that a
-// client that waits for connected_slaves replicas gets them. A follower is a
-// "slave", though it takes writes (it forwards them).
-func (r *Raft) Info() Info {
-	info := Info{Role: "slave"}
-	if r.raft.State() == raft.Leader {
-		info.Role = "master"
-		info.Replicas = len(r.replicaSet())
-	}
-	r.smMu.Lock()
-	r.sm.Load().figures(&info)
-	r.smMu.Unlock()
-	info.Scripts = r.sm.Load().Scripts()
-	return info
-}
-
 // WAIT on a cluster member.
 //
 // Every write acknowledged so far, on any node, lies at or below the index

@@ -1,13 +1,9 @@
 package replication
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sync/atomic"
-	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/lockserver/lockserver/internal/histogram"
@@ -209,48 +205,4 @@ func (r *Raft) followerApplied() map[string]int64 {
 		out[a.id] = a.applied
 	}
 	return out
-}
-
-// readyWait is how long a readiness check waits for the member to apply
-// what it knows to be committed: under load it is always a little behind.
-const readyWait = 250 * time.Millisecond
-
-// Ready reports whether the member is ready for clients, or why not: it
-// knows a leader, and it has applied every entry committed when asked (the
-// leader's index for WAIT, which it asks the leader for), waiting for that
-// until ctx ends. A member cut off from the others knows no leader or cannot
-// reach it; one catching up has not applied what the leader committed. Its
-// own commit index would not do: a member that just rejoined knows of the
-// leader before it learns how far the log has gone.
-func (r *Raft) Ready(ctx context.Context) error {
-	if r.closed.Load() {
-		return errors.New("the node is shut down")
-	}
-	if r.leaderID() == "" {
-		return errors.New("no leader is known")
-	}
-	target, err := r.leaderAcked()
-	if err != nil {
-		return fmt.Errorf("the leader's commit index is not known: %w", err)
-	}
-	t := time.NewTicker(time.Millisecond)
-	defer t.Stop()
-	for {
-		applied := r.applied.Load()
-		if applied >= target {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("applied index %d is behind the commit index %d", applied, target)
-		case <-t.C:
-		}
-	}
-}
-
-// readyNow is Ready with readyWait.
-func (r *Raft) readyNow() error {
-	ctx, cancel := context.WithTimeout(r.ctx, readyWait)
-	defer cancel()
-	return r.Ready(ctx)
 }
