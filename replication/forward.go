@@ -22,6 +22,8 @@ type forwarder struct {
 	r    *Raft
 	wake chan struct{}
 
+	// mu and relayMu are never held together, and are taken last (see the
+	// lock order on Raft).
 	mu      sync.Mutex
 	queue   []*Request
 	sending bool // a batch is on its way and not answered

@@ -55,10 +55,27 @@ type Raft struct {
 	// Hub, Replicated (nil without a Hub).
 	pub keyspace.Publisher
 
+	// Lock order. Where two of the engine's mutexes are held together, the
+	// first below is taken first:
+	//
+	//	proposeMu -> localMu      proposeLocked; submit, placing a read
+	//	proposeMu -> fwd.mu       submit, asking whether the forwarder is busy
+	//	smMu      -> localMu      the FSM answering this node's proposals (appliedLocal)
+	//	smMu      -> fwd.relayMu  the FSM answering relayed requests (appliedHere, passed)
+	//
+	// proposeMu and smMu are never held together: the FSM proposes nothing,
+	// and submit lets go of proposeMu before Prepare and before it reads.
+	// localMu, peerMu, reloadMu, waits.mu, fwd.mu and fwd.relayMu are
+	// innermost, as are the locks of the queues, the log clock, ret and the
+	// ACL registry, which either outer one may be held for. logFailed, which
+	// the storage may call under its own locks, takes localMu alone. Under
+	// smMu the state machine calls the Hub and the registry's OnChange,
+	// which must not call back into the engine.
+
 	// smMu serialises the use of the state machine (Apply, Read, the
 	// leader's looks for expired keys, snapshots); the FSM holds it while it
-	// applies a batch. sm changes only
-	// when a snapshot is restored. Prepare may run beside the rest, unlocked.
+	// applies a batch. sm changes only when a snapshot is restored. Prepare
+	// may run beside the rest, unlocked.
 	smMu    sync.Mutex
 	sm      atomic.Pointer[StateMachine]
 	members atomic.Pointer[map[string]string] // node id -> client address; replaced, never modified
@@ -111,9 +128,9 @@ type Raft struct {
 	peerMu      sync.Mutex
 	unreachable map[string]bool // on the leader: members whose heartbeats fail
 
-	waits replicaWaits // the WAITs under way (raft_info.go)
+	waits replicaWaits // the WAITs under way (wait.go)
 
-	metrics raftMetrics // raft_metrics.go
+	metrics raftMetrics // metrics.go
 	// committed is when the FSM was handed the batch it applies now: the
 	// commit of this node's proposals in it. Written by the FSM only.
 	committed time.Time

@@ -65,6 +65,9 @@ type Standalone struct {
 	wg      sync.WaitGroup
 	ret     osReturn
 
+	// qmu is taken under mu, by the holder that takes the queue
+	// (runQueued), never the other way: enqueue lets go of qmu before it
+	// tries mu.
 	qmu        sync.Mutex
 	queue      []queued     // scripts submitted while mu was held, in order; guarded by qmu
 	spare      []queued     // the other queue buffer, swapped with queue; guarded by mu

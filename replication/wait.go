@@ -51,6 +51,8 @@ type replicaWait struct {
 
 // replicaWaits is what the WAITs of a node share; its zero value is ready.
 type replicaWaits struct {
+	// mu is held alone: the engine's state it needs (replicaSet,
+	// ackedIndex) is read before it is taken.
 	mu      sync.Mutex
 	wake    chan struct{}     // wakes replicaLoop
 	acked   map[string]uint64 // member id -> the applied index it reported last
