@@ -7,7 +7,33 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver/internal/attempt"
+	"github.com/lockserver/lockserver/keyspace"
 )
+
+// What INFO reports: the leader is the master with both other members as
+// connected replicas once they have registered their client addresses (WAIT
+// can count them then), one fewer while one is cut off; a follower is a
+// replica.
+func TestClusterInfo(t *testing.T) {
+	attempt.Run(t, func(t testing.TB) {
+		c := newTestCluster(t, 3)
+		l := c.leader()
+		fs := c.followers(l)
+		wantReply(t, "SET", do(l, 0, "SET", "k", "v", "PX", "60000"), keyspace.OK)
+		c.eventually("the leader counts both replicas", func() bool { return l.eng.Info().Replicas == 2 })
+		info := l.eng.Info()
+		if info.Role != "master" || info.Replicas != 2 || info.Keys[0] != 1 || info.Expires[0] != 1 {
+			t.Fatalf("leader's info = %+v, want a master with 2 replicas, 1 key with a deadline", info)
+		}
+		if info := fs[0].eng.Info(); info.Role != "slave" || info.Replicas != 0 {
+			t.Fatalf("follower's info = %+v, want a replica", info)
+		}
+		c.partition(fs[0])
+		c.eventually("the leader counts one replica while the other is cut off", func() bool { return l.eng.Info().Replicas == 1 })
+		c.heal()
+		c.eventually("both replicas back", func() bool { return l.eng.Info().Replicas == 2 })
+	})
+}
 
 // ready asks n whether it is ready, waiting at most a moment.
 func ready(n *testNode) error {
