@@ -74,7 +74,7 @@ func restores(t *testing.T, n *testNode, source string) float64 {
 // its own, count it and log a snapshot line saying which.
 func TestClusterCountsSnapshotRestores(t *testing.T) {
 	logs := &testlog.Buffer{}
-	c := newTestClusterWith(t, 3, RaftOptions{SnapshotThreshold: 1 << 30, TrailingLogs: 4,
+	c := newTestClusterWith(t, 3, RaftOptions{snapshotThreshold: 1 << 30, trailingLogs: 4,
 		Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	defer c.close()
 	l := c.leader()

@@ -126,14 +126,14 @@ func (n *testNode) open(opts RaftOptions) (*Raft, error) {
 	opts.NodeID = n.id
 	opts.ClientAddr = n.clientAddr()
 	n.gate = &storagetest.GatedStore{LogStore: n.store}
-	opts.Transport, opts.LogStore, opts.StableStore, opts.SnapshotStore = n.trans, n.gate, n.store, n.snaps
-	opts.Peers = &testPeers{from: n}
+	opts.transport, opts.logStore, opts.stableStore, opts.snapshotStore = n.trans, n.gate, n.store, n.snaps
+	opts.peers = &testPeers{from: n}
 	opts.Hub = n.hub
-	opts.Wall = func() time.Time { return time.Now().Add(time.Duration(n.wallAdd.Load())) }
+	opts.wall = func() time.Time { return time.Now().Add(time.Duration(n.wallAdd.Load())) }
 	if opts.HeartbeatTimeout == 0 { // a test may give a node its own
 		opts.HeartbeatTimeout, opts.ElectionTimeout = testHeartbeat, testElection
 	}
-	opts.ForwardWait = 2 * time.Second
+	opts.forwardWait = 2 * time.Second
 	if opts.Logger == nil { // a test that reads the logs gives its own
 		opts.Logger = c.logs.logger
 	}
@@ -320,7 +320,7 @@ func (c *testCluster) byRaftAddr(addr string) *testNode {
 	return nil
 }
 
-// testPeers is a node's PeerClient in the harness: a call submits the
+// testPeers is a node's peerClient in the harness: a call submits the
 // command to the other node's engine, as that node's server would.
 type testPeers struct{ from *testNode }
 
@@ -415,14 +415,14 @@ func do(n *testNode, db int, cmd ...string) keyspace.Reply {
 func localGet(n *testNode, key string) keyspace.Reply {
 	n.eng.smMu.Lock()
 	defer n.eng.smMu.Unlock()
-	return n.eng.sm.Load().Read(0, [][][]byte{words("GET", key)}, false, nil, n.eng.sm.Load().LastTime())
+	return n.eng.sm.Load().read(0, [][][]byte{words("GET", key)}, false, nil, n.eng.sm.Load().lastTime())
 }
 
 // lastTime returns the time of the last entry n applied.
 func lastTime(n *testNode) int64 {
 	n.eng.smMu.Lock()
 	defer n.eng.smMu.Unlock()
-	return n.eng.sm.Load().LastTime()
+	return n.eng.sm.Load().lastTime()
 }
 
 // nodeLog keeps what a test's nodes log, at Info and above (elections,

@@ -134,7 +134,7 @@ func waitReply(req *Request) keyspace.Reply {
 }
 
 // With no majority there is no leader: a write fails with CLUSTERDOWN, which
-// says that nothing was written, once ForwardWait has passed.
+// says that nothing was written, once forwardWait has passed.
 func TestClusterNoQuorum(t *testing.T) {
 	c := newTestCluster(t, 3)
 	l := c.leader()
@@ -176,7 +176,7 @@ func TestClusterPubSub(t *testing.T) {
 // leader's snapshot, a restarted node restores its own and replays the rest,
 // and a node wiped of its data rejoins, catches up and is promoted to voter.
 func TestClusterSnapshots(t *testing.T) {
-	c := newTestClusterWith(t, 3, RaftOptions{SnapshotThreshold: 1 << 30, TrailingLogs: 8})
+	c := newTestClusterWith(t, 3, RaftOptions{snapshotThreshold: 1 << 30, trailingLogs: 8})
 	l := c.leader()
 	lag := c.followers(l)[0]
 	lag.stop()
@@ -197,12 +197,12 @@ func TestClusterSnapshots(t *testing.T) {
 		n.eng.smMu.Lock()
 		defer n.eng.smMu.Unlock()
 		for _, i := range []int{0, 1, 199} {
-			got := n.eng.sm.Load().Read(i%3, [][][]byte{words("GET", fmt.Sprint("k", i))}, false, nil, n.eng.sm.Load().LastTime())
+			got := n.eng.sm.Load().read(i%3, [][][]byte{words("GET", fmt.Sprint("k", i))}, false, nil, n.eng.sm.Load().lastTime())
 			wantReply(t, fmt.Sprintf("%s: GET k%d in db %d", n.id, i, i%3), got, keyspace.Bulk(fmt.Sprint(i)))
 		}
-		evalsha := n.eng.sm.Load().Read(0, [][][]byte{words("EVALSHA", sha1Hex(script), "1", "k0")}, false, nil, n.eng.sm.Load().LastTime())
+		evalsha := n.eng.sm.Load().read(0, [][][]byte{words("EVALSHA", sha1Hex(script), "1", "k0")}, false, nil, n.eng.sm.Load().lastTime())
 		wantReply(t, n.id+": EVALSHA of the script loaded before the snapshot", evalsha, keyspace.Bulk("0"))
-		ttl := n.eng.sm.Load().Read(0, [][][]byte{words("PTTL", "lease")}, false, nil, n.eng.sm.Load().LastTime())
+		ttl := n.eng.sm.Load().read(0, [][][]byte{words("PTTL", "lease")}, false, nil, n.eng.sm.Load().lastTime())
 		if ttl.Kind != keyspace.KindInt || ttl.Int <= 0 || ttl.Int > 600000 {
 			t.Fatalf("%s: PTTL lease = %+v, want the lease's remaining time", n.id, ttl)
 		}
@@ -233,7 +233,7 @@ func TestClusterSnapshots(t *testing.T) {
 	// It learned the cluster's identity from the cluster, and restarted
 	// members kept theirs.
 	for _, n := range []*testNode{w, lag, l} {
-		if got, want := n.eng.ClusterID(), bootstrapClusterID(c.peers, ""); got != want {
+		if got, want := n.eng.cluster, bootstrapClusterID(c.peers, ""); got != want {
 			t.Fatalf("%s: cluster identity %s, want the bootstrap list's %s", n.id, got, want)
 		}
 	}

@@ -52,7 +52,7 @@ type expiryCursor struct {
 // database and the shards, how many keys they hold and how many of those
 // have expired; no shards when no database has a key with a deadline. Each
 // step moves on to the next database.
-func (c *expiryCursor) look(sm *StateMachine, now int64) (db, from, shards, examined, expired int) {
+func (c *expiryCursor) look(sm *stateMachine, now int64) (db, from, shards, examined, expired int) {
 	c.step = max(c.step, expiryStep)
 	for range keyspace.NumDBs {
 		db, c.db = c.db, (c.db+1)%keyspace.NumDBs
@@ -208,7 +208,7 @@ func (o *osReturn) stop() {
 }
 
 // keyCount returns the number of keys in every database of sm.
-func (sm *StateMachine) keyCount() int {
+func (sm *stateMachine) keyCount() int {
 	n := 0
 	for db := range keyspace.NumDBs {
 		n += sm.store.DBSize(db)

@@ -167,10 +167,10 @@ func (f *forwarder) close() {
 }
 
 // send delivers a batch to the leader and answers its requests. While no
-// leader is reachable and nothing was sent it retries, for up to ForwardWait.
+// leader is reachable and nothing was sent it retries, for up to forwardWait.
 func (f *forwarder) send(batch []*Request) {
 	r := f.r
-	deadline := time.Now().Add(r.opts.ForwardWait)
+	deadline := time.Now().Add(r.opts.forwardWait)
 	var payload []byte
 	// seqs are the relay numbers of the batch's requests, 0 for those not
 	// relayed, or nil if none is (see tag); set with payload.
@@ -253,7 +253,7 @@ func (f *forwarder) call(leader, addr string, payload []byte) (res string, aband
 		res string
 		err error
 	}
-	// A PeerClient need not stop waiting when ctx ends (go-redis only sets
+	// A peerClient need not stop waiting when ctx ends (go-redis only sets
 	// deadlines from it).
 	rep, ok := awaitOr(func() reply {
 		res, err := f.r.peers.Call(ctx, addr, argLockserver, argForward, payload)
@@ -351,7 +351,7 @@ func unknownOutcome(req *Request, why string) keyspace.Reply {
 }
 
 // readOnly reports whether req certainly does not write, by the command table
-// as Prepare reads it: no command in it (a container's subcommand, as it
+// as prepare reads it: no command in it (a container's subcommand, as it
 // runs) writes or publishes, and none is a script, whose writes only running
 // it would tell.
 func readOnly(req *Request) bool {

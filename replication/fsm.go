@@ -62,7 +62,7 @@ func (r *Raft) applyLog(l *raft.Log) {
 	if !stamped {
 		return
 	}
-	if last := r.sm.Load().LastTime(); entries[0].Origin == r.origin {
+	if last := r.sm.Load().lastTime(); entries[0].Origin == r.origin {
 		r.clock.Observe(last)
 	} else {
 		r.clock.Follow(last)
@@ -93,7 +93,7 @@ func (r *Raft) applyEntry(index uint64, i int, e *logcodec.LogEntry) bool {
 		// client, and only it times them.
 		relayed := e.Relay.Origin == r.origin
 		sm.record(e.Origin == r.origin || relayed)
-		reply = sm.Apply(&e.Entry, index<<16|uint64(i), pub)
+		reply = sm.apply(&e.Entry, index<<16|uint64(i), pub)
 		denials, calls = sm.takeDenials(), sm.calls()
 		if relayed {
 			r.fwd.appliedHere(e.Relay.Seq, reply, calls)
@@ -105,7 +105,7 @@ func (r *Raft) applyEntry(index uint64, i int, e *logcodec.LogEntry) bool {
 	case logcodec.KindSweep:
 		sm := r.sm.Load()
 		start := time.Now()
-		removed := sm.Sweep(e.Entry.Time, e.Entry.DB, e.Sweep.From, e.Sweep.Shards)
+		removed := sm.sweep(e.Entry.Time, e.Entry.DB, e.Sweep.From, e.Sweep.Shards)
 		r.sweepTime.Add(int64(time.Since(start)))
 		if removed > 0 {
 			r.ret.swept(removed, sm.keyCount())

@@ -20,13 +20,13 @@ import (
 const snapshotCheck = time.Second
 
 // snapshotLoop takes a snapshot once the log written since the last one
-// holds SnapshotLogBytes and half as many bytes as that snapshot (see
+// holds snapshotLogBytes and half as many bytes as that snapshot (see
 // RaftOptions): a snapshot costs about its size to write, and a restart
 // replays the log written since, so the two stay in proportion however
 // large the state grows.
 func (r *Raft) snapshotLoop() {
 	every(r.stop, snapshotCheck, func() {
-		if r.logBytes.Load()-r.snapMark.Load() >= max(uint64(r.opts.SnapshotLogBytes), r.snapSize.Load()/2) {
+		if r.logBytes.Load()-r.snapMark.Load() >= max(uint64(r.opts.snapshotLogBytes), r.snapSize.Load()/2) {
 			r.snapshot()
 		}
 	})
@@ -42,7 +42,7 @@ func (r *Raft) snapshot() {
 
 // takeSnapshot takes a snapshot, after which the log keeps the entries
 // written since the last one, that one's last entry included (and at least
-// TrailingLogs; see keepLogSinceSnapshot): a follower that fell behind by
+// trailingLogs; see keepLogSinceSnapshot): a follower that fell behind by
 // less than that catches up from the log (the leader sends entries with the
 // one before them, which the follower checks against its own). LOCKSERVER
 // SNAPSHOT takes one so too.
@@ -51,7 +51,7 @@ func (r *Raft) takeSnapshot() error { return r.raft.Snapshot().Error() }
 // snapshotBeforeClose takes a snapshot as the node closes, as redis-server
 // saves at shutdown, when replaying the log written since the last one
 // would cost a restart more than reading a snapshot: when it holds an
-// eighth of SnapshotLogBytes and of the last snapshot's size (a byte of log
+// eighth of snapshotLogBytes and of the last snapshot's size (a byte of log
 // costs several times what a byte of snapshot does to apply). A planned
 // restart of a member, or of the whole cluster, then reads its snapshot and
 // next to no log. A node whose log failed takes none.
@@ -59,13 +59,13 @@ func (r *Raft) snapshotBeforeClose() {
 	if r.logs.Failure() != nil {
 		return
 	}
-	if r.logBytes.Load()-r.snapMark.Load() >= max(uint64(r.opts.SnapshotLogBytes), r.snapSize.Load())/8 {
+	if r.logBytes.Load()-r.snapMark.Load() >= max(uint64(r.opts.snapshotLogBytes), r.snapSize.Load())/8 {
 		r.snapshot()
 	}
 }
 
 // Snapshot freezes the state under the lock, in constant time (see
-// keyspace.Frozen); raft writes it in the background while Apply goes on.
+// keyspace.Frozen); raft writes it in the background while apply goes on.
 // A node whose log could not be written has skipped entries raft counts as
 // applied (see logFailed): it takes no snapshot, which would name them.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
@@ -101,7 +101,7 @@ type raftSnapshot struct {
 // freeze takes the engine's state for a snapshot. smMu is held.
 func (r *Raft) freeze() *raftSnapshot {
 	sm := r.sm.Load()
-	return &raftSnapshot{r: r, logBytes: r.logBytes.Load(), applied: r.applied.Load(), last: sm.LastTime(), members: *r.members.Load(), sm: sm.freeze()}
+	return &raftSnapshot{r: r, logBytes: r.logBytes.Load(), applied: r.applied.Load(), last: sm.lastTime(), members: *r.members.Load(), sm: sm.freeze()}
 }
 
 // header encodes the applied index, the log clock's last stamp and the
@@ -122,7 +122,7 @@ func (s *raftSnapshot) header() []byte {
 // write writes the snapshot: the state machine's, with the header.
 func (s *raftSnapshot) write(w io.Writer) error { return s.sm.write(w, s.header()) }
 
-// Persist writes the snapshot to raft's sink, beside Apply. It pauses
+// Persist writes the snapshot to raft's sink, beside apply. It pauses
 // after each frame of the snapshot (64 kB, under a millisecond of work)
 // twice as long as the frame took (see storage.Pacer). A goroutine that never blocks keeps
 // the processor for Go's whole time slice (10 ms), and every step of a
@@ -173,7 +173,7 @@ const compactSlack = 16
 func (r *Raft) keepLogSinceSnapshot() {
 	r.reloadConfig("the log entries kept after a snapshot", func(rc *raft.ReloadableConfig) {
 		last, since := r.raft.LastIndex(), r.snapIndex.Load()
-		rc.TrailingLogs = r.opts.TrailingLogs
+		rc.TrailingLogs = r.opts.trailingLogs
 		if last >= since {
 			rc.TrailingLogs = max(rc.TrailingLogs, last-since+1+compactSlack)
 		}
@@ -238,7 +238,7 @@ func (s *raftSnapshot) Release() {
 
 // Restore replaces the state with a snapshot's: at start, and when the leader
 // installs one on a lagging follower. Nothing is delivered to subscribers.
-// The new state is read beside Apply, which goes on with the old one until
+// The new state is read beside apply, which goes on with the old one until
 // the new one is complete and checked, to the stream's end.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	r := (*Raft)(f)
@@ -267,12 +267,12 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	r.fwd.passed(applied)
 	r.smMu.Unlock()
 	// A snapshot is another node's time line, or this node's before a restart.
-	r.clock.Follow(sm.LastTime())
+	r.clock.Follow(sm.lastTime())
 	return nil
 }
 
 // readSnapshot reads what raftSnapshot.Persist wrote into a new state machine.
-func readSnapshot(rd io.Reader, r *Raft) (*StateMachine, map[string]string, uint64, error) {
+func readSnapshot(rd io.Reader, r *Raft) (*stateMachine, map[string]string, uint64, error) {
 	sm := newStateMachine(r.opts.Lua, r.opts.Users)
 	header, err := sm.readSnapshot(rd)
 	if err != nil {

@@ -82,6 +82,3 @@ func (r *Raft) identify(existing bool, stable raft.StableStore) error {
 	r.log.Info("member of cluster", "cluster", id)
 	return nil
 }
-
-// ClusterID returns the identity of this member's cluster.
-func (r *Raft) ClusterID() memberlink.ClusterID { return r.cluster }

@@ -97,7 +97,7 @@ func (r *Raft) clusterCommand(req *Request) {
 	case sub == "status":
 		st := r.Status()
 		if err := r.readyNow(); err != nil {
-			st.NotReady = err.Error()
+			st.notReady = err.Error()
 		}
 		req.finish(st.reply())
 	case sub == "members":

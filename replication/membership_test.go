@@ -69,7 +69,7 @@ func TestClusterJoinRefusesALiveMembersID(t *testing.T) {
 		}
 		return Member{}, false
 	}
-	if m, _ := member(live.id); !m.Voter || m.RaftAddr != live.raftAddr() {
+	if m, _ := member(live.id); !m.Voter || m.raftAddr != live.raftAddr() {
 		t.Fatalf("after the refused JOIN, %s is %+v", live.id, m)
 	}
 	wantReply(t, "SET after the refused JOINs", do(via, 0, "SET", "k", "v"), keyspace.OK)
@@ -84,7 +84,7 @@ func TestClusterJoinRefusesALiveMembersID(t *testing.T) {
 	c.eventually("the JOIN of the stopped "+live.id+" at new addresses", func() bool {
 		return do(c.leader(), 0, "LOCKSERVER", "JOIN", live.id, "raft-moved", "client-moved").Kind != keyspace.KindError
 	})
-	if m, ok := member(live.id); !ok || m.Voter || m.RaftAddr != "raft-moved" || m.ClientAddr != "client-moved" {
+	if m, ok := member(live.id); !ok || m.Voter || m.raftAddr != "raft-moved" || m.ClientAddr != "client-moved" {
 		t.Fatalf("after the JOIN of the stopped member at new addresses, it is %+v", m)
 	}
 }

@@ -16,9 +16,8 @@ import (
 	"github.com/lockserver/lockserver/replication/internal/memberlink"
 )
 
-// RaftOptions configure a Raft engine. NodeID is required, and RaftAddr
-// unless Transport is given; the zero value of every other field is a
-// sensible default.
+// RaftOptions configure a Raft engine. NodeID and RaftAddr are required;
+// the zero value of every other field is a sensible default.
 type RaftOptions struct {
 	// NodeID names this node in the cluster for all time.
 	NodeID string
@@ -37,8 +36,8 @@ type RaftOptions struct {
 	DataDir string
 	// Bootstrap lists the voters of a new cluster, this node among them at
 	// RaftAdvertise or else RaftAddr (NewRaft refuses a list that is not: the
-	// others could never reach this node). It is used, and checked, only when the node has no state yet.
-	// Never bootstrap a member whose data was wiped: with no log it would vote
+	// others could never reach this node). It is used, and checked, only
+	// when the node has no state yet. Never bootstrap a member whose data was wiped: with no log it would vote
 	// for any candidate, even a stale one. Give it Join instead.
 	Bootstrap []Peer
 	// Join is the Raft address of any member of an existing cluster. A node
@@ -74,21 +73,9 @@ type RaftOptions struct {
 	Hub    keyspace.Publisher
 	Logger *slog.Logger
 
-	// HeartbeatTimeout and ElectionTimeout default to 1 s, CommitTimeout to 5 ms.
-	// A leader that hears from no majority for HeartbeatTimeout steps down.
-	HeartbeatTimeout, ElectionTimeout, CommitTimeout time.Duration
-	// A snapshot starts once the log written since the last one holds
-	// SnapshotLogBytes (default 64 MB) and half as many bytes as that
-	// snapshot: a large state is snapshotted rarely, and a restart replays
-	// at most about half its size of log. SnapshotThreshold, when set, starts
-	// one after as many entries too. After a snapshot the log keeps the
-	// entries written since the one before, and at least TrailingLogs
-	// (default 10240), so that a follower that fell behind by less catches up
-	// from the log rather than by receiving a snapshot.
-	SnapshotLogBytes                int64
-	SnapshotThreshold, TrailingLogs uint64
-	// SnapshotInterval is how often SnapshotThreshold is checked (default 30 s).
-	SnapshotInterval time.Duration
+	// HeartbeatTimeout and ElectionTimeout default to 1 s. A leader that
+	// hears from no majority for HeartbeatTimeout steps down.
+	HeartbeatTimeout, ElectionTimeout time.Duration
 	// CloseSnapshotTimeout bounds the snapshot Close takes when much log was
 	// written since the last one, and one under way when Close is called
 	// (default 5 s): past it the snapshot is abandoned and the restart
@@ -97,24 +84,42 @@ type RaftOptions struct {
 	// process is killed anyway, and at millions of keys a snapshot takes
 	// longer than that.
 	CloseSnapshotTimeout time.Duration
-	// ForwardWait is how long a follower waits for a reachable leader before it
-	// answers CLUSTERDOWN (default 3 s).
-	ForwardWait time.Duration
+
+	// The fields below tune what the engine decides itself; tests set them.
+	//
+	// commitTimeout is raft's CommitTimeout (default 5 ms).
+	commitTimeout time.Duration
+	// A snapshot starts once the log written since the last one holds
+	// snapshotLogBytes (default 64 MB) and half as many bytes as that
+	// snapshot: a large state is snapshotted rarely, and a restart replays
+	// at most about half its size of log. snapshotThreshold, when set, starts
+	// one after as many entries too. After a snapshot the log keeps the
+	// entries written since the one before, and at least trailingLogs
+	// (default 10240), so that a follower that fell behind by less catches up
+	// from the log rather than by receiving a snapshot.
+	snapshotLogBytes                int64
+	snapshotThreshold, trailingLogs uint64
+	// snapshotInterval is how often snapshotThreshold is checked (default 30 s).
+	snapshotInterval time.Duration
+	// forwardWait is how long a follower waits for a reachable leader before
+	// it answers CLUSTERDOWN (default 3 s).
+	forwardWait time.Duration
 
 	// The fields below replace what DataDir, RaftAddr and the process give, so
 	// that tests can run nodes in memory, cut the network and step clocks.
-	// Transport and Peers replace the member link together.
-	Transport     raft.Transport
-	LogStore      raft.LogStore
-	StableStore   raft.StableStore
-	SnapshotStore raft.SnapshotStore
-	// Peers carries internal commands to other members; nil means go-redis
+	// transport and peers replace the member link together; with them,
+	// RaftAddr is not needed.
+	transport     raft.Transport
+	logStore      raft.LogStore
+	stableStore   raft.StableStore
+	snapshotStore raft.SnapshotStore
+	// peers carries internal commands to other members; nil means go-redis
 	// over the member link.
-	Peers PeerClient
-	// Mono and Wall are the clocks the log clock reads (see logclock.Clock); nil means
-	// the process's own.
-	Mono func() time.Duration
-	Wall func() time.Time
+	peers peerClient
+	// mono and wall are the clocks the log clock reads (see logclock.Clock);
+	// nil means the process's own.
+	mono func() time.Duration
+	wall func() time.Time
 	// firstStand, when set, replaces the wait of standUnheard, so that a
 	// test can tell a member that stands early from one that waits for
 	// raft's own timer.
@@ -139,19 +144,19 @@ func (o RaftOptions) withDefaults() RaftOptions {
 	}
 	def(&o.HeartbeatTimeout, time.Second)
 	def(&o.ElectionTimeout, time.Second)
-	def(&o.CommitTimeout, 5*time.Millisecond)
-	def(&o.SnapshotInterval, 30*time.Second)
+	def(&o.commitTimeout, 5*time.Millisecond)
+	def(&o.snapshotInterval, 30*time.Second)
 	def(&o.CloseSnapshotTimeout, 5*time.Second)
-	def(&o.ForwardWait, 3*time.Second)
+	def(&o.forwardWait, 3*time.Second)
 	def(&o.JoinTimeout, time.Minute)
-	if o.SnapshotLogBytes <= 0 {
-		o.SnapshotLogBytes = 64 << 20
+	if o.snapshotLogBytes <= 0 {
+		o.snapshotLogBytes = 64 << 20
 	}
-	if o.SnapshotThreshold == 0 {
-		o.SnapshotThreshold = math.MaxUint64 // by bytes alone (see snapshotLoop)
+	if o.snapshotThreshold == 0 {
+		o.snapshotThreshold = math.MaxUint64 // by bytes alone (see snapshotLoop)
 	}
-	if o.TrailingLogs == 0 {
-		o.TrailingLogs = 10240
+	if o.trailingLogs == 0 {
+		o.trailingLogs = 10240
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -172,7 +177,7 @@ func (o *RaftOptions) checkSecurity() error {
 			return fmt.Errorf("member certificate name pattern %q: %w", o.TLS.Names, err)
 		}
 	}
-	if o.Transport == nil && o.ClusterSecret == "" && o.TLS == nil && !o.InsecureCluster {
+	if o.transport == nil && o.ClusterSecret == "" && o.TLS == nil && !o.InsecureCluster {
 		for _, addr := range []string{o.RaftAddr, o.RaftAdvertise} {
 			if addr != "" && !memberlink.IsLoopback(addr) {
 				return fmt.Errorf("the Raft address %s is not a loopback address, and with neither a cluster secret nor member TLS anyone who reaches it would be taken for a member: give one (or allow it as an insecure cluster)", addr)
@@ -185,9 +190,9 @@ func (o *RaftOptions) checkSecurity() error {
 // minSecret is the shortest cluster secret accepted: 128 bits, if random.
 const minSecret = 16
 
-// PeerClient carries internal LOCKSERVER commands to other members:
+// peerClient carries internal LOCKSERVER commands to other members:
 // forwarded requests, joins, member registrations, progress checks.
-type PeerClient interface {
+type peerClient interface {
 	// Call sends args to the member whose Raft address is addr and returns its
 	// reply, a status or bulk string. An error reply is a ReplyError; an error
 	// that wraps memberlink.ErrNotSent means the command never reached the

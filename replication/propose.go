@@ -59,7 +59,7 @@ func (r *Raft) submit(req *Request, forwarded bool) {
 		if prepared || req.WatchKeys != nil {
 			break
 		}
-		// Prepare may compile a script: never hold proposeMu meanwhile.
+		// prepare may compile a script: never hold proposeMu meanwhile.
 		r.proposeMu.Unlock()
 		var errReply *keyspace.Reply
 		if write, errReply = r.prepare(req); errReply != nil {
@@ -99,12 +99,12 @@ func (r *Raft) submit(req *Request, forwarded bool) {
 
 // prepare validates req and says whether it writes. A NOSCRIPT while this
 // node has proposals in flight may only mean that the SCRIPT LOAD before it is
-// not applied yet: such a request goes to the log, where Apply decides.
+// not applied yet: such a request goes to the log, where apply decides.
 func (r *Raft) prepare(req *Request) (write bool, errReply *keyspace.Reply) {
 	r.localMu.Lock()
 	inflight := len(r.local) > 0
 	r.localMu.Unlock()
-	write, errReply = r.sm.Load().Prepare(req)
+	write, errReply = r.sm.Load().prepare(req)
 	if errReply != nil && inflight && strings.HasPrefix(errReply.Str, "NOSCRIPT") {
 		return true, nil
 	}

@@ -24,12 +24,12 @@ import (
 )
 
 // Raft is the engine of a cluster member: every write is an entry of a Raft
-// log that each node applies to its own StateMachine, in log order.
+// log that each node applies to its own state machine, in log order.
 //
-// The path of a command on the leader: Submit classifies it with Prepare. A
+// The path of a command on the leader: Submit classifies it with prepare. A
 // write is stamped by the log clock, encoded and proposed; it waits in the
 // list of this node's proposals until the FSM applies the entry and resolves
-// the request with Apply's reply. A read runs on the state machine at its
+// the request with apply's reply. A read runs on the state machine at its
 // place among this node's proposals (after every write submitted before it,
 // before any submitted after it) and is answered once a VerifyLeader round
 // that began after it arrived confirms that this node still leads, in the same
@@ -44,11 +44,11 @@ type Raft struct {
 	node  atomic.Pointer[raft.Raft] // raft, for the log store, which raft calls before NewRaft returns
 	logs  *storage.Log
 	trans raft.Transport
-	link  *memberlink.Link // nil when Transport was given
+	link  *memberlink.Link // nil when a transport was given (tests)
 	// cluster is the identity of this member's cluster, set before Raft starts.
 	cluster memberlink.ClusterID
 	closer  []io.Closer // what NewRaft opened: the bolt store, the TCP transport
-	peers   PeerClient
+	peers   peerClient
 	clock   *logclock.Clock
 	origin  uint64 // tags this process's proposals in the log
 	// pub delivers the messages of the entries this node applies live: the
@@ -64,7 +64,7 @@ type Raft struct {
 	//	smMu      -> fwd.relayMu  the FSM answering relayed requests (appliedHere, passed)
 	//
 	// proposeMu and smMu are never held together: the FSM proposes nothing,
-	// and submit lets go of proposeMu before Prepare and before it reads.
+	// and submit lets go of proposeMu before prepare and before it reads.
 	// localMu, peerMu, reloadMu, waits.mu, fwd.mu and fwd.relayMu are
 	// innermost, as are the locks of the queues, the log clock, ret and the
 	// ACL registry, which either outer one may be held for. logFailed, which
@@ -72,12 +72,12 @@ type Raft struct {
 	// smMu the state machine calls the Hub and the registry's OnChange,
 	// which must not call back into the engine.
 
-	// smMu serialises the use of the state machine (Apply, Read, the
+	// smMu serialises the use of the state machine (apply, read, the
 	// leader's looks for expired keys, snapshots); the FSM holds it while it
-	// applies a batch. sm changes only when a snapshot is restored. Prepare
+	// applies a batch. sm changes only when a snapshot is restored. prepare
 	// may run beside the rest, unlocked.
 	smMu    sync.Mutex
-	sm      atomic.Pointer[StateMachine]
+	sm      atomic.Pointer[stateMachine]
 	members atomic.Pointer[map[string]string] // node id -> client address; replaced, never modified
 	applied atomic.Uint64                     // index of the last entry the FSM applied
 	// logBytes counts the bytes of the log entries applied; snapMark is its
@@ -161,7 +161,7 @@ func NewRaft(opts RaftOptions) (*Raft, error) {
 	r := &Raft{
 		opts:     opts,
 		log:      opts.Logger.With("node", opts.NodeID),
-		clock:    logclock.New(0, opts.Mono, opts.Wall),
+		clock:    logclock.New(0, opts.mono, opts.wall),
 		origin:   randomUint64(),
 		waiter:   newQueue[*logBatch](),
 		verifier: newQueue[*readOp](),
@@ -208,7 +208,7 @@ func randomUint64() uint64 {
 func (r *Raft) open() error {
 	o := &r.opts
 	hl := newHCLogger(r.log)
-	r.peers, r.trans = o.Peers, o.Transport
+	r.peers, r.trans = o.peers, o.transport
 	if r.trans == nil {
 		link, err := memberlink.Listen(o.RaftAddr, o.RaftAdvertise, memberlink.Config{Node: o.NodeID, Secret: []byte(o.ClusterSecret), TLS: o.TLS, Log: r.log})
 		if err != nil {
@@ -244,14 +244,14 @@ func (r *Raft) open() error {
 		mem := raft.NewInmemStore()
 		logs, stable, snaps = mem, mem, raft.NewInmemSnapshotStore()
 	}
-	if o.LogStore != nil {
-		logs = o.LogStore
+	if o.logStore != nil {
+		logs = o.logStore
 	}
-	if o.StableStore != nil {
-		stable = o.StableStore
+	if o.stableStore != nil {
+		stable = o.stableStore
 	}
-	if o.SnapshotStore != nil {
-		snaps = o.SnapshotStore
+	if o.snapshotStore != nil {
+		snaps = o.snapshotStore
 	}
 	// The leader writes its log in the background (see storage.Log); raft is
 	// handed a transport that tells followers only of commits this node holds.
@@ -320,7 +320,7 @@ func (r *Raft) raftConfig(hl *hcLogger) *raft.Config {
 	// As long as allowed: a leader starved of CPU for a moment on a busy
 	// machine should not step down and fail the writes in flight.
 	c.LeaderLeaseTimeout = o.HeartbeatTimeout
-	c.CommitTimeout = o.CommitTimeout
+	c.CommitTimeout = o.commitTimeout
 	// Many concurrent proposals go to the log, and to the FSM, as one batch.
 	// MaxAppendEntries also sizes the slice raft makes for every
 	// AppendEntries it sends and every batch it commits: at 1024 those two
@@ -329,9 +329,9 @@ func (r *Raft) raftConfig(hl *hcLogger) *raft.Config {
 	// than 1024 on the bench's cluster, and 64 fewer.
 	c.BatchApplyCh = true
 	c.MaxAppendEntries = 256
-	c.SnapshotThreshold = o.SnapshotThreshold
-	c.TrailingLogs = o.TrailingLogs
-	c.SnapshotInterval = o.SnapshotInterval
+	c.SnapshotThreshold = o.snapshotThreshold
+	c.TrailingLogs = o.trailingLogs
+	c.SnapshotInterval = o.snapshotInterval
 	c.Logger = hl
 	return c
 }
@@ -392,7 +392,7 @@ func (r *Raft) bootstrapConfiguration() raft.Configuration {
 // Members returns the listener of member connections: the links on which
 // other members send this one internal commands, in RESP, having proved
 // that they are members (see memberlink). The server serves them as
-// member connections. Nil when the engine was given a Transport.
+// member connections. Nil when the engine was given a transport (tests).
 func (r *Raft) Members() net.Listener {
 	if r.link == nil {
 		return nil

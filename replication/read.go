@@ -27,7 +27,7 @@ type readOp struct {
 // read runs a read request on the state machine. smMu is held.
 func (r *Raft) read(req *Request) keyspace.Reply {
 	if req.WatchKeys != nil {
-		return versionsReply(r.sm.Load().Versions(req.DB, req.WatchKeys))
+		return versionsReply(r.sm.Load().versions(req.DB, req.WatchKeys))
 	}
 	sm := r.sm.Load()
 	sm.record(true)

@@ -139,7 +139,7 @@ func (m *tcpMember) value(key string) keyspace.Reply {
 	m.eng.smMu.Lock()
 	defer m.eng.smMu.Unlock()
 	sm := m.eng.sm.Load()
-	return sm.Read(0, [][][]byte{words("GET", key)}, false, nil, sm.LastTime())
+	return sm.read(0, [][][]byte{words("GET", key)}, false, nil, sm.lastTime())
 }
 
 // waitValue waits until m holds key with value.
@@ -291,8 +291,8 @@ func (f forger) forge(t *testing.T, m *tcpMember) []error {
 
 	fake := &Raft{}
 	fake.members.Store(&map[string]string{})
-	sm := NewStateMachine(luaexec.Options{})
-	sm.Apply(&e.Entry, 1, nil)
+	sm := newStateMachine(luaexec.Options{}, nil)
+	sm.apply(&e.Entry, 1, nil)
 	fake.sm.Store(sm)
 	var snap bytes.Buffer
 	if err := fake.freeze().write(&snap); err != nil {
@@ -473,8 +473,8 @@ func TestDisagreeingBootstrapListsStayApart(t *testing.T) {
 		return RaftOptions{Bootstrap: peers}
 	})
 	alone, together := ms[:1], ms[1:]
-	if alone[0].eng.ClusterID() == together[0].eng.ClusterID() || together[0].eng.ClusterID() != together[1].eng.ClusterID() {
-		t.Fatalf("cluster identities: a %s, b %s, c %s", alone[0].eng.ClusterID(), together[0].eng.ClusterID(), together[1].eng.ClusterID())
+	if alone[0].eng.cluster == together[0].eng.cluster || together[0].eng.cluster != together[1].eng.cluster {
+		t.Fatalf("cluster identities: a %s, b %s, c %s", alone[0].eng.cluster, together[0].eng.cluster, together[1].eng.cluster)
 	}
 	set(t, alone, "owner", "a")
 	set(t, together, "owner", "bc")

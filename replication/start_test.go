@@ -19,9 +19,9 @@ func startAlone(t *testing.T, opts RaftOptions) (*Raft, error) {
 	_, trans := raft.NewInmemTransport("raft-" + raft.ServerAddress(opts.NodeID))
 	t.Cleanup(func() { trans.Close() })
 	store := raft.NewInmemStore()
-	opts.Transport, opts.LogStore, opts.StableStore, opts.SnapshotStore = trans, store, store, raft.NewInmemSnapshotStore()
-	if opts.Peers == nil {
-		opts.Peers = &failingPeers{}
+	opts.transport, opts.logStore, opts.stableStore, opts.snapshotStore = trans, store, store, raft.NewInmemSnapshotStore()
+	if opts.peers == nil {
+		opts.peers = &failingPeers{}
 	}
 	opts.HeartbeatTimeout, opts.ElectionTimeout = 300*time.Millisecond, 300*time.Millisecond
 	r, err := NewRaft(opts)
@@ -59,7 +59,7 @@ func TestBootstrapMustNameThisNode(t *testing.T) {
 	_, trans := raft.NewInmemTransport("raft-a")
 	defer trans.Close()
 	store, snaps := raft.NewInmemStore(), raft.NewInmemSnapshotStore()
-	opts := RaftOptions{NodeID: "a", Transport: trans, LogStore: store, StableStore: store, SnapshotStore: snaps, Peers: &failingPeers{}}
+	opts := RaftOptions{NodeID: "a", transport: trans, logStore: store, stableStore: store, snapshotStore: snaps, peers: &failingPeers{}}
 	first, err := NewRaft(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +91,7 @@ func TestJoinGivesUp(t *testing.T) {
 	peers := &failingPeers{}
 	done := make(chan error, 1)
 	go func() {
-		_, err := startAlone(t, RaftOptions{NodeID: "a", Join: "client-nobody", JoinTimeout: 200 * time.Millisecond, Peers: peers})
+		_, err := startAlone(t, RaftOptions{NodeID: "a", Join: "client-nobody", JoinTimeout: 200 * time.Millisecond, peers: peers})
 		done <- err
 	}()
 	select {

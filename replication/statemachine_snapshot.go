@@ -12,16 +12,16 @@ import (
 
 // smSnapshot is the state machine as freeze found it: what a snapshot holds.
 type smSnapshot struct {
-	sm      *StateMachine
+	sm      *stateMachine
 	scripts []string
 	users   []byte // the ACL users, encoded (acl.EncodeUsers)
 	keys    *keyspace.Frozen
 }
 
 // freeze takes the state for a snapshot in constant time (see
-// keyspace.Frozen); the caller keeps Apply out meanwhile, and calls release,
+// keyspace.Frozen); the caller keeps apply out meanwhile, and calls release,
 // the same way, once the snapshot is written.
-func (sm *StateMachine) freeze() smSnapshot {
+func (sm *stateMachine) freeze() smSnapshot {
 	return smSnapshot{sm: sm, scripts: sm.lua.Scripts(), users: sm.users.Encode(), keys: sm.store.Freeze()}
 }
 
@@ -43,7 +43,7 @@ func (s smSnapshot) write(w io.Writer, header []byte) error {
 // readSnapshot reads what smSnapshot.write wrote into sm, which is empty,
 // and returns the engine's header. Nothing is read from r after the
 // snapshot's end.
-func (sm *StateMachine) readSnapshot(r io.Reader) ([]byte, error) {
+func (sm *stateMachine) readSnapshot(r io.Reader) ([]byte, error) {
 	meta, err := sm.store.ReadSnapshot(r)
 	if err != nil {
 		return nil, err

@@ -19,21 +19,24 @@ type RaftStatus struct {
 	Term       uint64
 	LeaderID   string
 	LeaderAddr string // the leader's client address
-	// CommitIndex is the last entry this node knows to be committed;
-	// AppliedIndex the last its state machine applied; LastIndex the last in its log.
-	CommitIndex, AppliedIndex, LastIndex uint64
-	Members                              []Member
-	// NotReady, filled in for LOCKSERVER STATUS only, says why the member is
+	// AppliedIndex is the last entry this node's state machine applied.
+	AppliedIndex uint64
+	Members      []Member
+	// commitIndex is the last entry this node knows to be committed;
+	// lastIndex the last in its log.
+	commitIndex, lastIndex uint64
+	// notReady, filled in for LOCKSERVER STATUS only, says why the member is
 	// not ready for clients (see Ready); it is empty when the member is ready.
-	NotReady string
-	// Cluster is the identity of the node's cluster.
-	Cluster memberlink.ClusterID
+	notReady string
+	// cluster is the identity of the node's cluster.
+	cluster memberlink.ClusterID
 }
 
 // Member is a node of the configuration.
 type Member struct {
-	ID, RaftAddr, ClientAddr string
-	Voter                    bool
+	ID, ClientAddr string
+	Voter          bool
+	raftAddr       string // where the other members reach it
 }
 
 // Status returns this node's view of the cluster.
@@ -45,15 +48,15 @@ func (r *Raft) Status() RaftStatus {
 		Term:         r.raft.CurrentTerm(),
 		LeaderID:     leader,
 		LeaderAddr:   r.memberAddr(leader),
-		CommitIndex:  r.raft.CommitIndex(),
+		commitIndex:  r.raft.CommitIndex(),
 		AppliedIndex: r.applied.Load(),
-		LastIndex:    r.raft.LastIndex(),
-		Cluster:      r.cluster,
+		lastIndex:    r.raft.LastIndex(),
+		cluster:      r.cluster,
 	}
 	if cf := r.raft.GetConfiguration(); cf.Error() == nil {
 		for _, s := range cf.Configuration().Servers {
 			st.Members = append(st.Members, Member{
-				ID: string(s.ID), RaftAddr: string(s.Address), ClientAddr: r.memberAddr(string(s.ID)),
+				ID: string(s.ID), raftAddr: string(s.Address), ClientAddr: r.memberAddr(string(s.ID)),
 				Voter: s.Suffrage == raft.Voter,
 			})
 		}
@@ -63,7 +66,7 @@ func (r *Raft) Status() RaftStatus {
 
 func (st RaftStatus) reply() keyspace.Reply {
 	ready := 0
-	if st.NotReady == "" {
+	if st.notReady == "" {
 		ready = 1
 	}
 	u := func(n uint64) keyspace.Reply { return keyspace.Int(int64(n)) }
@@ -73,13 +76,13 @@ func (st RaftStatus) reply() keyspace.Reply {
 		keyspace.Bulk("term"), u(st.Term),
 		keyspace.Bulk("leader"), keyspace.Bulk(st.LeaderID),
 		keyspace.Bulk("leader_client"), keyspace.Bulk(st.LeaderAddr),
-		keyspace.Bulk("commit_index"), u(st.CommitIndex),
+		keyspace.Bulk("commit_index"), u(st.commitIndex),
 		keyspace.Bulk("applied_index"), u(st.AppliedIndex),
-		keyspace.Bulk("last_index"), u(st.LastIndex),
+		keyspace.Bulk("last_index"), u(st.lastIndex),
 		keyspace.Bulk("members"), keyspace.Int(int64(len(st.Members))),
 		keyspace.Bulk("ready"), keyspace.Int(int64(ready)),
-		keyspace.Bulk("not_ready_because"), keyspace.Bulk(st.NotReady),
-		keyspace.Bulk("cluster"), keyspace.Bulk(st.Cluster.String()),
+		keyspace.Bulk("not_ready_because"), keyspace.Bulk(st.notReady),
+		keyspace.Bulk("cluster"), keyspace.Bulk(st.cluster.String()),
 	)
 }
 
@@ -93,7 +96,7 @@ func (m Member) reply(leader bool) keyspace.Reply {
 	}
 	return keyspace.Map(
 		keyspace.Bulk("id"), keyspace.Bulk(m.ID),
-		keyspace.Bulk("raft"), keyspace.Bulk(m.RaftAddr),
+		keyspace.Bulk("raft"), keyspace.Bulk(m.raftAddr),
 		keyspace.Bulk("client"), keyspace.Bulk(m.ClientAddr),
 		keyspace.Bulk("role"), keyspace.Bulk(role),
 	)
@@ -112,7 +115,7 @@ func (r *Raft) Info() Info {
 	r.smMu.Lock()
 	r.sm.Load().figures(&info)
 	r.smMu.Unlock()
-	info.Scripts = r.sm.Load().Scripts()
+	info.Scripts = r.sm.Load().scripts()
 	return info
 }
 

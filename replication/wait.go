@@ -91,7 +91,7 @@ func (a *replicaWaits) signal() {
 // WaitReplicas waits until n members other than the leader hold every write
 // acknowledged before the call, for at most timeout (0: no limit) or until
 // ctx ends, and returns how many hold them then. A follower that cannot
-// learn the leader's index within ForwardWait, or the timeout, answers
+// learn the leader's index within forwardWait, or the timeout, answers
 // CLUSTERDOWN.
 func (r *Raft) WaitReplicas(ctx context.Context, n int, timeout time.Duration) (int, error) {
 	a := &r.waits
@@ -122,7 +122,7 @@ func (r *Raft) WaitReplicas(ctx context.Context, n int, timeout time.Duration) (
 		expire = t.C
 	}
 	if !leading {
-		t := time.NewTimer(r.opts.ForwardWait)
+		t := time.NewTimer(r.opts.forwardWait)
 		defer t.Stop()
 		noLeader = t.C
 	}

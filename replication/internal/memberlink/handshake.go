@@ -144,7 +144,7 @@ func (l *Link) dialHandshake(nc net.Conn, addr string, channel byte) (net.Conn, 
 	if id := l.cluster.Load(); id != nil {
 		mine = *id
 	}
-	if channel == chanRaft && mine.IsZero() {
+	if channel == chanRaft && mine.isZero() {
 		return nil, errors.New("this member has not joined a cluster yet")
 	}
 	h := hello{channel: channel, cluster: mine, node: l.cfg.Node}
@@ -175,7 +175,7 @@ func (l *Link) dialHandshake(nc net.Conn, addr string, channel byte) (net.Conn, 
 		return nil, err
 	}
 	switch {
-	case verdict[0] == linkOtherCluster || verdict[0] == linkOK && !mine.IsZero() && peer.cluster != mine:
+	case verdict[0] == linkOtherCluster || verdict[0] == linkOK && !mine.isZero() && peer.cluster != mine:
 		l.refuse(addr, "other_cluster", "refused a member link: the peer belongs to another cluster",
 			"peer", addr, "node", peer.node, "its_cluster", peer.cluster, "this_cluster", mine)
 		return nil, refusal(fmt.Errorf("the peer (node %q) belongs to cluster %s, this member to %s", peer.node, peer.cluster, mine))
@@ -236,10 +236,10 @@ func (l *Link) acceptHandshake(nc net.Conn) (net.Conn, byte, error) {
 	case !hmac.Equal(theirs, proof(l.cfg.Secret, "dialer", dh, append(ah, mine...))):
 		verdict = linkBadProof
 		l.refuse(from, "bad_proof", "refused a member link: the peer did not prove the cluster secret", "peer", from, "node", peer.node)
-	case peer.cluster.IsZero() && peer.channel == chanRaft:
+	case peer.cluster.isZero() && peer.channel == chanRaft:
 		verdict = linkNotJoined
 		l.refuse(from, "not_joined", "refused a Raft link from a member that has not joined", "peer", from, "node", peer.node)
-	case !peer.cluster.IsZero() && peer.cluster != *id:
+	case !peer.cluster.isZero() && peer.cluster != *id:
 		verdict = linkOtherCluster
 		l.refuse(from, "other_cluster", "refused a member link: the peer belongs to another cluster; its RPCs and votes are ignored",
 			"peer", from, "node", peer.node, "its_cluster", peer.cluster, "this_cluster", *id)

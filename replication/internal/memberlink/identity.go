@@ -12,14 +12,14 @@ type ClusterID [16]byte
 
 func (id ClusterID) String() string { return hex.EncodeToString(id[:]) }
 
-// IsZero reports whether id is unset: a member that has not joined yet.
-func (id ClusterID) IsZero() bool { return id == ClusterID{} }
+// isZero reports whether id is unset: a member that has not joined yet.
+func (id ClusterID) isZero() bool { return id == ClusterID{} }
 
 // ParseClusterID reads a cluster identity as String writes it.
 func ParseClusterID(s string) (ClusterID, error) {
 	var id ClusterID
 	b, err := hex.DecodeString(s)
-	if err != nil || len(b) != len(id) || ClusterID(b).IsZero() {
+	if err != nil || len(b) != len(id) || ClusterID(b).isZero() {
 		return id, fmt.Errorf("bad cluster identity %q", s)
 	}
 	return ClusterID(b), nil

@@ -56,7 +56,7 @@ func startLink(t *testing.T, cfg Config, cluster ClusterID) (*Link, *logBuf) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	if !cluster.IsZero() {
+	if !cluster.isZero() {
 		l.SetCluster(cluster)
 	}
 	for _, ln := range []net.Listener{l, l.Members()} {
