@@ -66,7 +66,8 @@ type Options struct {
 	// luaexec.DefaultBudget, about a second of one core at worst.
 	ScriptBudget int64
 	// Logger receives structured logs; nil discards them, go-redis's about a
-	// member's peer connections included (see replication/goredis_log.go).
+	// member's peer connections included (see
+	// replication/internal/memberlink/goredis_log.go).
 	Logger *slog.Logger
 	// DisableProtectedMode turns Redis's protected mode off. On (the
 	// default), a server with no Password answers clients from non-loopback

@@ -249,10 +249,10 @@ type logBatch struct {
 // are pending as were pending plus were answered. How long they take depends
 // on how busy the machine is (on a small machine shared with many clients,
 // most of a commit), and a client may not come back at all, so the hold goes
-// in steps (see steppedHold): a
-// holdDivisor'th of the last commit's time, then another each time more
-// proposals arrived during the last, for at most the commit's time and
-// holdMax. A request that no one follows loses one step.
+// in steps (see steppedHold): a holdDivisor'th of the last commit's time,
+// then another each time more proposals arrived during the last, for at
+// most the commit's time and holdMax. A request that no one follows loses
+// one step.
 const (
 	maxInflight     = 1
 	maxBatchEntries = 1024

@@ -37,6 +37,13 @@ import (
 // nothing is read before every entry of earlier terms is applied. On a
 // follower, Submit hands the request to the forwarder, which relays it to the
 // leader in order with the others.
+//
+// By file: writes are propose.go, reads read.go, a follower's requests
+// forward.go and relay.go, applying the log fsm.go, snapshots
+// fsm_snapshot.go, membership changes membership.go, what a member knows of
+// the leader leader.go, WAIT wait.go and a member's status status.go; the
+// LOCKSERVER command, which reaches several of them, is
+// lockserver_command.go.
 type Raft struct {
 	opts  RaftOptions
 	log   *slog.Logger
@@ -47,7 +54,7 @@ type Raft struct {
 	link  *memberlink.Link // nil when a transport was given (tests)
 	// cluster is the identity of this member's cluster, set before Raft starts.
 	cluster memberlink.ClusterID
-	closer  []io.Closer // what NewRaft opened: the bolt store, the TCP transport
+	closer  []io.Closer // what NewRaft opened: the transport, the data directory, the log
 	peers   peerClient
 	clock   *logclock.Clock
 	origin  uint64 // tags this process's proposals in the log
