@@ -66,7 +66,8 @@ type Options struct {
 	// luaexec.DefaultBudget, about a second of one core at worst.
 	ScriptBudget int64
 	// Logger receives structured logs; nil discards them, go-redis's about a
-	// member's peer connections included (see replication/goredis_log.go).
+	// member's peer connections included (see
+	// replication/internal/memberlink/goredis_log.go).
 	Logger *slog.Logger
 	// DisableProtectedMode turns Redis's protected mode off. On (the
 	// default), a server with no Password answers clients from non-loopback
@@ -465,8 +466,8 @@ func (s *Server) Do(ctx context.Context, args ...any) (any, error) {
 }
 
 // Fault receives the error that stopped a cluster member on its own: its
-// Raft log could not be written to disk, or read back as written (a
-// replication.CorruptionError, which says what to do). The member then
+// Raft log could not be written to disk, or read back as written (the error
+// then says what to do). The member then
 // answers no more commands; Close it and exit, for a supervisor to restart
 // the process from its data directory. A standalone server never sends.
 func (s *Server) Fault() <-chan error { return s.fault }

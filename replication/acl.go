@@ -34,7 +34,7 @@ func isACL(args [][]byte) bool {
 }
 
 // prepareACL checks a change of the users before it is proposed.
-func (sm *StateMachine) prepareACL(args [][]byte) *keyspace.Reply {
+func (sm *stateMachine) prepareACL(args [][]byte) *keyspace.Reply {
 	if r, ok := sm.aclArity(args); !ok {
 		return &r
 	}
@@ -60,7 +60,7 @@ func (sm *StateMachine) prepareACL(args [][]byte) *keyspace.Reply {
 
 // aclArity checks the subcommand and the number of arguments of a change of
 // the users.
-func (sm *StateMachine) aclArity(args [][]byte) (keyspace.Reply, bool) {
+func (sm *stateMachine) aclArity(args [][]byte) (keyspace.Reply, bool) {
 	if len(args) < 2 {
 		return keyspace.ErrWrongArity("acl"), false
 	}
@@ -74,7 +74,7 @@ func (sm *StateMachine) aclArity(args [][]byte) (keyspace.Reply, bool) {
 }
 
 // execACL applies a change of the users.
-func (sm *StateMachine) execACL(args [][]byte) keyspace.Reply {
+func (sm *stateMachine) execACL(args [][]byte) keyspace.Reply {
 	if r, ok := sm.aclArity(args); !ok {
 		return r
 	}
@@ -107,7 +107,7 @@ func (sm *StateMachine) execACL(args [][]byte) keyspace.Reply {
 
 // userFor returns the user a request's scripts run as: nil, allowed
 // everything, for no name; a user deleted since has no permissions left.
-func (sm *StateMachine) userFor(name string) *acl.User {
+func (sm *stateMachine) userFor(name string) *acl.User {
 	if name == "" {
 		return nil
 	}
@@ -118,16 +118,13 @@ func (sm *StateMachine) userFor(name string) *acl.User {
 	return u
 }
 
-// Users returns the users the state machine enforces.
-func (sm *StateMachine) Users() *acl.Registry { return sm.users }
-
 // takeDenials returns what scripts were refused since the last call, for the
 // request of this node's client that is being answered.
-func (sm *StateMachine) takeDenials() []acl.Denial { return sm.lua.Denials() }
+func (sm *stateMachine) takeDenials() []acl.Denial { return sm.lua.Denials() }
 
 // useRestoredUsers makes the users the snapshot this state machine was read
 // from held the users enforced, once it replaces the state machine in use.
-func (sm *StateMachine) useRestoredUsers() {
+func (sm *stateMachine) useRestoredUsers() {
 	if sm.restoredUsers != nil {
 		sm.users.Replace(sm.restoredUsers, true)
 		sm.restoredUsers = nil

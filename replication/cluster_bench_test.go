@@ -14,6 +14,7 @@ import (
 	"github.com/lockserver/lockserver/internal/freeport"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
+	"github.com/lockserver/lockserver/replication/internal/logcodec"
 )
 
 // BenchmarkClusterLock measures lock cycles on the leader of a 3-node cluster
@@ -131,11 +132,11 @@ func BenchmarkSnapshotPause(b *testing.B) {
 	const keys = 1_000_000
 	r := &Raft{}
 	r.members.Store(&map[string]string{"n1": "127.0.0.1:6379"})
-	sm := NewStateMachine(luaexec.Options{})
+	sm := newStateMachine(luaexec.Options{}, nil)
 	r.sm.Store(sm)
 	for i := range keys {
-		e := Entry{Time: 1_700_000_000_000, Cmds: [][][]byte{words("SET", fmt.Sprint("lock:", i), "owner-uuid:1", "PX", "30000")}}
-		sm.Apply(&e, uint64(i), nil)
+		e := logcodec.Entry{Time: 1_700_000_000_000, Cmds: [][][]byte{words("SET", fmt.Sprint("lock:", i), "owner-uuid:1", "PX", "30000")}}
+		sm.apply(&e, uint64(i), nil)
 	}
 	var size int
 	var write time.Duration

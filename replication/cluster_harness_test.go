@@ -3,7 +3,6 @@ package replication
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -14,6 +13,8 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/lockserver/lockserver/internal/attempt"
 	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/replication/internal/memberlink"
+	"github.com/lockserver/lockserver/replication/internal/storage/storagetest"
 )
 
 // The failure-detection timeouts of the harness's nodes. A node that hears
@@ -56,8 +57,8 @@ type testNode struct {
 	c       *testCluster
 	id      string
 	trans   *raft.InmemTransport
-	store   *raft.InmemStore // kept across restarts, replaced by a wipe
-	gate    *gatedStore      // in front of store, for tests that stall or fail its writes
+	store   *raft.InmemStore        // kept across restarts, replaced by a wipe
+	gate    *storagetest.GatedStore // in front of store, for tests that stall or fail its writes
 	snaps   raft.SnapshotStore
 	hub     *recordingHub
 	wallAdd atomic.Int64 // nanoseconds added to this node's wall clock
@@ -124,15 +125,15 @@ func (n *testNode) open(opts RaftOptions) (*Raft, error) {
 	c.mu.Unlock()
 	opts.NodeID = n.id
 	opts.ClientAddr = n.clientAddr()
-	n.gate = &gatedStore{LogStore: n.store}
-	opts.Transport, opts.LogStore, opts.StableStore, opts.SnapshotStore = n.trans, n.gate, n.store, n.snaps
-	opts.Peers = &testPeers{from: n}
+	n.gate = &storagetest.GatedStore{LogStore: n.store}
+	opts.transport, opts.logStore, opts.stableStore, opts.snapshotStore = n.trans, n.gate, n.store, n.snaps
+	opts.peers = &testPeers{from: n}
 	opts.Hub = n.hub
-	opts.Wall = func() time.Time { return time.Now().Add(time.Duration(n.wallAdd.Load())) }
+	opts.wall = func() time.Time { return time.Now().Add(time.Duration(n.wallAdd.Load())) }
 	if opts.HeartbeatTimeout == 0 { // a test may give a node its own
 		opts.HeartbeatTimeout, opts.ElectionTimeout = testHeartbeat, testElection
 	}
-	opts.ForwardWait = 2 * time.Second
+	opts.forwardWait = 2 * time.Second
 	if opts.Logger == nil { // a test that reads the logs gives its own
 		opts.Logger = c.logs.logger
 	}
@@ -319,7 +320,7 @@ func (c *testCluster) byRaftAddr(addr string) *testNode {
 	return nil
 }
 
-// testPeers is a node's PeerClient in the harness: a call submits the
+// testPeers is a node's peerClient in the harness: a call submits the
 // command to the other node's engine, as that node's server would.
 type testPeers struct{ from *testNode }
 
@@ -336,7 +337,7 @@ func (p *testPeers) Call(ctx context.Context, addr string, args ...[]byte) (stri
 	}
 	eng := reachable()
 	if eng == nil {
-		return "", fmt.Errorf("%w: %s unreachable", ErrNotSent, addr)
+		return "", fmt.Errorf("%w: %s unreachable", memberlink.ErrNotSent, addr)
 	}
 	req := &Request{Cmds: [][][]byte{args}}
 	eng.Submit(req)
@@ -392,6 +393,15 @@ func (h *recordingHub) messages() []string {
 	return append([]string(nil), h.msgs...)
 }
 
+// words returns a command's arguments.
+func words(s ...string) [][]byte {
+	out := make([][]byte, len(s))
+	for i, a := range s {
+		out[i] = []byte(a)
+	}
+	return out
+}
+
 // do submits one command to n and waits for its reply.
 func do(n *testNode, db int, cmd ...string) keyspace.Reply {
 	req := &Request{DB: db, Cmds: [][][]byte{words(cmd...)}}
@@ -405,63 +415,15 @@ func do(n *testNode, db int, cmd ...string) keyspace.Reply {
 func localGet(n *testNode, key string) keyspace.Reply {
 	n.eng.smMu.Lock()
 	defer n.eng.smMu.Unlock()
-	return n.eng.sm.Load().Read(0, [][][]byte{words("GET", key)}, false, nil, n.eng.sm.Load().LastTime())
+	return n.eng.sm.Load().read(0, [][][]byte{words("GET", key)}, false, nil, n.eng.sm.Load().lastTime())
 }
 
 // lastTime returns the time of the last entry n applied.
 func lastTime(n *testNode) int64 {
 	n.eng.smMu.Lock()
 	defer n.eng.smMu.Unlock()
-	return n.eng.sm.Load().LastTime()
+	return n.eng.sm.Load().lastTime()
 }
-
-// gatedStore is a node's log store with a gate: while held, writes wait; a
-// dropped write is lost, as one a crash cuts short.
-type gatedStore struct {
-	raft.LogStore
-	mu      sync.Mutex
-	held    chan struct{} // closed to let writes through; nil when open
-	dropped bool
-	waiting atomic.Int32 // writes waiting at the gate
-}
-
-// hold stops writes at the gate.
-func (g *gatedStore) hold() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.held = make(chan struct{})
-}
-
-// release lets the writes through; with drop, they fail unwritten.
-func (g *gatedStore) release(drop bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.dropped = drop
-	if g.held != nil {
-		close(g.held)
-		g.held = nil
-	}
-}
-
-func (g *gatedStore) StoreLogs(logs []*raft.Log) error {
-	g.mu.Lock()
-	held := g.held
-	g.mu.Unlock()
-	if held != nil {
-		g.waiting.Add(1)
-		<-held
-		g.waiting.Add(-1)
-	}
-	g.mu.Lock()
-	dropped := g.dropped
-	g.mu.Unlock()
-	if dropped {
-		return errors.New("the write was lost")
-	}
-	return g.LogStore.StoreLogs(logs)
-}
-
-func (g *gatedStore) StoreLog(l *raft.Log) error { return g.StoreLogs([]*raft.Log{l}) }
 
 // nodeLog keeps what a test's nodes log, at Info and above (elections,
 // leadership lost, failed heartbeats), and prints it if the test fails: on a

@@ -170,7 +170,7 @@ func TestClusterRelayedPublishNotAppliedHere(t *testing.T) {
 			}
 			req.start()
 			fwd.tag([]*Request{req})
-			if req.relay.seq == 0 {
+			if req.relay.Seq == 0 {
 				t.Fatalf("%q not tagged", req.Cmds)
 			}
 			return req
@@ -178,7 +178,7 @@ func TestClusterRelayedPublishNotAppliedHere(t *testing.T) {
 
 		// Answered by the leader at an index this node has reached already.
 		now := relayed(false, []string{"PUBLISH", "ch", "m"})
-		fwd.awaitApply(now.relay.seq, keyspace.Int(5), nil, f.eng.applied.Load())
+		fwd.awaitApply(now.relay.Seq, keyspace.Int(5), nil, f.eng.applied.Load())
 		wantReply(t, "PUBLISH whose index this node passed", waitReply(now), keyspace.Int(0))
 
 		// Answered at an index this node reaches later, while its FSM waits.
@@ -189,8 +189,8 @@ func TestClusterRelayedPublishNotAppliedHere(t *testing.T) {
 		leaderApplied := l.eng.applied.Load()
 		single := relayed(false, []string{"PUBLISH", "ch", "m"})
 		multi := relayed(true, []string{"SET", "k", "v"}, []string{"PUBLISH", "ch", "m"}, []string{"SPUBLISH", "ch", "m"}, []string{"GET", "k"})
-		fwd.awaitApply(single.relay.seq, keyspace.Int(5), nil, leaderApplied)
-		fwd.awaitApply(multi.relay.seq, keyspace.Array(keyspace.OK, keyspace.Int(5), keyspace.Int(6), keyspace.Bulk("v")), nil, leaderApplied)
+		fwd.awaitApply(single.relay.Seq, keyspace.Int(5), nil, leaderApplied)
+		fwd.awaitApply(multi.relay.Seq, keyspace.Array(keyspace.OK, keyspace.Int(5), keyspace.Int(6), keyspace.Bulk("v")), nil, leaderApplied)
 		if single.Ready() || multi.Ready() {
 			t.Fatal("answered before this node reached the leader's applied index")
 		}

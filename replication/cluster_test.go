@@ -133,154 +133,8 @@ func waitReply(req *Request) keyspace.Reply {
 	return req.Wait(ctx)
 }
 
-// A leader cut off from the others answers no read from its old state: the
-// reads fail (nothing was written, so with a code clients retry), and after
-// the majority elected a leader and wrote, the cut-off node never returns the
-// old value.
-func TestClusterNoStaleReadFromDeposedLeader(t *testing.T) {
-	c := newTestCluster(t, 3)
-	old := c.leader()
-	wantReply(t, "SET k old", c.set(old, 0, "k", "old"), keyspace.OK)
-
-	c.partition(old)
-	// At once, before it notices, the read may still be confirmed: a
-	// heartbeat answered just before the cut can come back after the read
-	// arrived, and hashicorp/raft's VerifyLeader counts it. That value is not
-	// stale (no other leader can exist yet: the follower that answered heard
-	// from this one just before the cut, and stands for election only after
-	// an election timeout without hearing from it), so "old" or a retry code
-	// are both right.
-	if r := do(old, 0, "GET", "k"); !same(r, keyspace.Bulk("old")) {
-		wantErrPrefix(t, "GET on the partitioned leader", r, "TRYAGAIN", "CLUSTERDOWN")
-	}
-
-	l := c.leader()
-	wantReply(t, "SET k new on the majority", c.set(l, 0, "k", "new"), keyspace.OK)
-	wantErrPrefix(t, "GET on the cut-off node", do(old, 0, "GET", "k"), "TRYAGAIN", "CLUSTERDOWN")
-
-	c.heal()
-	c.eventually("the healed node serves the new value", func() bool {
-		return same(do(old, 0, "GET", "k"), keyspace.Bulk("new"))
-	})
-}
-
-// A leader that has not noticed yet that it was deposed (a paused process:
-// it has not run its lease check since) must not answer a read from its own
-// state once another leader has taken a write that changes the value. Its
-// leadership check before each answer (VerifyLeader) is all that tells it.
-// The node stands in for a paused process with a lease far longer than the
-// others' failure detection: it goes on believing that it leads for seconds
-// after the others have elected another leader and written.
-func TestClusterNoStaleReadFromLeaderThatHasNotNoticed(t *testing.T) {
-	const lease = 12 * time.Second
-	c := newTestCluster(t, 3)
-	paused := c.followers(c.leader())[0]
-	paused.stop()
-	paused.start(RaftOptions{HeartbeatTimeout: lease, ElectionTimeout: lease})
-	for try := 1; ; try++ {
-		c.heal()
-		wantReply(t, "SET k old", c.set(c.leader(), 0, "k", "old"), keyspace.OK)
-		// It takes over, and has applied k.
-		c.eventually(paused.id+" to lead", func() bool {
-			if l := c.leading(); l != nil && l != paused {
-				l.eng.raft.LeadershipTransferToServer(raft.ServerID(paused.id), raft.ServerAddress(paused.raftAddr())).Error()
-			}
-			return c.leading() == paused && paused.eng.leading()
-		})
-		wantReply(t, "GET k on "+paused.id+" while it leads", c.do(paused, 0, "GET", "k"), keyspace.Bulk("old"))
-		// Nothing of its own may be in flight at the read: a read waits
-		// behind the node's proposals, and fails with them when they cannot
-		// commit, whatever VerifyLeader says. The members' registrations of
-		// their addresses are such proposals.
-		c.registered()
-		c.eventually(paused.id+" to have nothing in flight", func() bool {
-			paused.eng.localMu.Lock()
-			defer paused.eng.localMu.Unlock()
-			return len(paused.eng.local) == 0
-		})
-
-		c.partition(paused)
-		l := c.leader()
-		wantReply(t, "SET k new on the new leader "+l.id, c.set(l, 0, "k", "new"), keyspace.OK)
-		// Only a node that still believes it leads tests the check: one that
-		// stepped down (the machine was slower than its lease) forwards the
-		// read, and finds no leader.
-		believes := paused.eng.raft.State() == raft.Leader
-		req := &Request{Cmds: [][][]byte{words("GET", "k")}}
-		paused.eng.Submit(req)
-		ctx, cancel := context.WithTimeout(context.Background(), 3*lease)
-		r := req.Wait(ctx)
-		cancel()
-		if same(r, keyspace.Bulk("old")) {
-			t.Fatalf("%s, deposed, answered GET k from its own state (old) after %s had written new", paused.id, l.id)
-		}
-		wantErrPrefix(t, "GET k on the deposed leader", r, "TRYAGAIN", "CLUSTERDOWN")
-		if believes {
-			return
-		}
-		if try == 3 {
-			t.Fatalf("%s noticed it was cut off before the new leader wrote, %d times: the premise never held", paused.id, try)
-		}
-		t.Logf("attempt %d: %s had stepped down before the read", try, paused.id)
-	}
-}
-
-// A write proposed by a leader that loses its majority before the commit has
-// an unknown outcome, and says so with a code that clients do not retry.
-func TestClusterUnknownOutcome(t *testing.T) {
-	c := newTestCluster(t, 3)
-	for try := 1; ; try++ {
-		l := c.leader()
-		// Nothing of the leader's may be in flight when the partition starts:
-		// a proposal queued behind a batch that never commits is refused
-		// unsent (TRYAGAIN), rightly.
-		c.eventually("every member registered", func() bool {
-			for _, n := range c.nodes {
-				if l.eng.memberAddr(n.id) == "" {
-					return false
-				}
-			}
-			return true
-		})
-		wantReply(t, "SET before the partition", c.set(l, 0, "k", "sure"), keyspace.OK)
-		c.partition(l)
-		// Only a node that leads when the SET arrives proposes it; one that
-		// lost the lead before the cut (a busy machine) forwards it, and
-		// finds no leader: that is another test's case.
-		leading := l.eng.raft.State() == raft.Leader
-		r := do(l, 0, "SET", "k", "maybe")
-		if !leading && try < attempt.Max {
-			t.Logf("attempt %d: %s had lost the lead before the cut (%s)", try, l.id, r.Str)
-			c.heal()
-			continue
-		}
-		wantErrPrefix(t, "SET on a leader that lost its majority", r, "UNKNOWN")
-		if !strings.Contains(r.Str, "may or may not") {
-			t.Fatalf("the unknown-outcome error does not say so: %q", r.Str)
-		}
-		return
-	}
-}
-
-// A forwarded write whose reply is lost has an unknown outcome, and says so;
-// it did take effect here. A lost read is simply retried by the client.
-func TestClusterUnknownOutcomeForwarded(t *testing.T) {
-	attempt.Run(t, func(t testing.TB) {
-		c := newTestCluster(t, 3)
-		l := c.leader()
-		f := c.followers(l)[0]
-		c.loseReplies.Store(true)
-		// CLUSTERDOWN (no leader known yet) says that nothing was sent.
-		r := c.do(f, 0, "SET", "k", "v")
-		wantErrPrefix(t, "a forwarded SET whose reply was lost", r, "UNKNOWN")
-		wantErrPrefix(t, "a forwarded GET whose reply was lost", do(f, 0, "GET", "k"), "TRYAGAIN")
-		c.loseReplies.Store(false)
-		wantReply(t, "GET on the leader", c.do(l, 0, "GET", "k"), keyspace.Bulk("v"))
-	})
-}
-
 // With no majority there is no leader: a write fails with CLUSTERDOWN, which
-// says that nothing was written, once ForwardWait has passed.
+// says that nothing was written, once forwardWait has passed.
 func TestClusterNoQuorum(t *testing.T) {
 	c := newTestCluster(t, 3)
 	l := c.leader()
@@ -322,7 +176,7 @@ func TestClusterPubSub(t *testing.T) {
 // leader's snapshot, a restarted node restores its own and replays the rest,
 // and a node wiped of its data rejoins, catches up and is promoted to voter.
 func TestClusterSnapshots(t *testing.T) {
-	c := newTestClusterWith(t, 3, RaftOptions{SnapshotThreshold: 1 << 30, TrailingLogs: 8})
+	c := newTestClusterWith(t, 3, RaftOptions{snapshotThreshold: 1 << 30, trailingLogs: 8})
 	l := c.leader()
 	lag := c.followers(l)[0]
 	lag.stop()
@@ -343,12 +197,12 @@ func TestClusterSnapshots(t *testing.T) {
 		n.eng.smMu.Lock()
 		defer n.eng.smMu.Unlock()
 		for _, i := range []int{0, 1, 199} {
-			got := n.eng.sm.Load().Read(i%3, [][][]byte{words("GET", fmt.Sprint("k", i))}, false, nil, n.eng.sm.Load().LastTime())
+			got := n.eng.sm.Load().read(i%3, [][][]byte{words("GET", fmt.Sprint("k", i))}, false, nil, n.eng.sm.Load().lastTime())
 			wantReply(t, fmt.Sprintf("%s: GET k%d in db %d", n.id, i, i%3), got, keyspace.Bulk(fmt.Sprint(i)))
 		}
-		evalsha := n.eng.sm.Load().Read(0, [][][]byte{words("EVALSHA", sha1Hex(script), "1", "k0")}, false, nil, n.eng.sm.Load().LastTime())
+		evalsha := n.eng.sm.Load().read(0, [][][]byte{words("EVALSHA", sha1Hex(script), "1", "k0")}, false, nil, n.eng.sm.Load().lastTime())
 		wantReply(t, n.id+": EVALSHA of the script loaded before the snapshot", evalsha, keyspace.Bulk("0"))
-		ttl := n.eng.sm.Load().Read(0, [][][]byte{words("PTTL", "lease")}, false, nil, n.eng.sm.Load().LastTime())
+		ttl := n.eng.sm.Load().read(0, [][][]byte{words("PTTL", "lease")}, false, nil, n.eng.sm.Load().lastTime())
 		if ttl.Kind != keyspace.KindInt || ttl.Int <= 0 || ttl.Int > 600000 {
 			t.Fatalf("%s: PTTL lease = %+v, want the lease's remaining time", n.id, ttl)
 		}
@@ -379,7 +233,7 @@ func TestClusterSnapshots(t *testing.T) {
 	// It learned the cluster's identity from the cluster, and restarted
 	// members kept theirs.
 	for _, n := range []*testNode{w, lag, l} {
-		if got, want := n.eng.ClusterID(), bootstrapClusterID(c.peers, ""); got != want {
+		if got, want := n.eng.cluster, bootstrapClusterID(c.peers, ""); got != want {
 			t.Fatalf("%s: cluster identity %s, want the bootstrap list's %s", n.id, got, want)
 		}
 	}
@@ -434,132 +288,6 @@ func TestClusterClockWallJumps(t *testing.T) {
 		t.Fatalf("time went backwards across the failover: %d after %d", got, before)
 	}
 	leaseBounds(t, "on a new leader whose wall clock is 10 min ahead", pttlOn(t, c, l2, "lock"), lease, taken)
-}
-
-// A new node joins through any member, serves once caught up and becomes a
-// voter; LOCKSERVER REMOVE on any member takes it out again.
-func TestClusterJoinAndRemove(t *testing.T) {
-	c := newTestCluster(t, 3)
-	l := c.leader()
-	via := c.followers(l)[0]
-	wantReply(t, "SET before the join", c.set(l, 0, "k", "v"), keyspace.OK)
-	n4 := c.add("n4")
-	n4.start(RaftOptions{Join: via.raftAddr()})
-	role := func(id string) string {
-		for _, m := range c.leader().eng.Status().Members {
-			if m.ID == id {
-				if m.Voter {
-					return "voter"
-				}
-				return "nonvoter"
-			}
-		}
-		return "absent"
-	}
-	c.eventually("n4 promoted to voter", func() bool { return role("n4") == "voter" })
-	wantReply(t, "GET through n4", c.do(n4, 0, "GET", "k"), keyspace.Bulk("v"))
-
-	members := do(c.leader(), 0, "LOCKSERVER", "MEMBERS")
-	if members.Kind != keyspace.KindArray || len(members.Elems) != 4 {
-		t.Fatalf("LOCKSERVER MEMBERS with four nodes = %+v", members)
-	}
-	wantReply(t, "LOCKSERVER MEMBERS: n4's entry", members.Elems[3], keyspace.Map(
-		keyspace.Bulk("id"), keyspace.Bulk("n4"), keyspace.Bulk("raft"), keyspace.Bulk("raft-n4"),
-		keyspace.Bulk("client"), keyspace.Bulk("client-n4"), keyspace.Bulk("role"), keyspace.Bulk("voter")))
-
-	// After UNKNOWN, whether n4 is still a member says what happened.
-	for r := c.do(via, 0, "LOCKSERVER", "REMOVE", "n4"); !same(r, keyspace.OK); r = c.do(via, 0, "LOCKSERVER", "REMOVE", "n4") {
-		wantErrPrefix(t, "LOCKSERVER REMOVE n4", r, "UNKNOWN")
-		if role("n4") == "absent" {
-			break
-		}
-	}
-	c.eventually("n4 removed", func() bool { return role("n4") == "absent" && c.leader().eng.memberAddr("n4") == "" })
-	wantReply(t, "SET after the removal", c.set(via, 0, "k", "w"), keyspace.OK)
-}
-
-// A JOIN that names a live member's id at other addresses is refused, through
-// the leader or a follower, and the member stays a voter where it is; the same
-// addresses are the member itself, wiped and restarted, and get OK. Once the
-// member is down, a JOIN of its id at new addresses (it moved) is accepted.
-func TestClusterJoinRefusesALiveMembersID(t *testing.T) {
-	c := newTestCluster(t, 3)
-	l := c.leader()
-	fs := c.followers(l)
-	live, via := fs[0], fs[1]
-	for _, n := range []*testNode{l, via} {
-		wantErrPrefix(t, "JOIN of "+live.id+" at other addresses through "+n.id,
-			do(n, 0, "LOCKSERVER", "JOIN", live.id, "raft-elsewhere", "client-elsewhere"), "ERR node "+live.id+" is a live member")
-	}
-	member := func(id string) (Member, bool) {
-		for _, m := range c.leader().eng.Status().Members {
-			if m.ID == id {
-				return m, true
-			}
-		}
-		return Member{}, false
-	}
-	if m, _ := member(live.id); !m.Voter || m.RaftAddr != live.raftAddr() {
-		t.Fatalf("after the refused JOIN, %s is %+v", live.id, m)
-	}
-	wantReply(t, "SET after the refused JOINs", do(via, 0, "SET", "k", "v"), keyspace.OK)
-	c.eventually(live.id+" applies the SET", func() bool { return same(localGet(live, "k"), keyspace.Bulk("v")) })
-
-	// A JOIN's reply is the cluster's identity, which the joiner adopts.
-	wantReply(t, "JOIN of "+live.id+" at its own addresses", do(via, 0, "LOCKSERVER", "JOIN", live.id, live.raftAddr(), live.clientAddr()),
-		keyspace.Bulk(bootstrapClusterID(c.peers, "").String()))
-	c.eventually(live.id+" a voter again", func() bool { m, _ := member(live.id); return m.Voter })
-
-	live.stop()
-	c.eventually("the JOIN of the stopped "+live.id+" at new addresses", func() bool {
-		return do(c.leader(), 0, "LOCKSERVER", "JOIN", live.id, "raft-moved", "client-moved").Kind != keyspace.KindError
-	})
-	if m, ok := member(live.id); !ok || m.Voter || m.RaftAddr != "raft-moved" || m.ClientAddr != "client-moved" {
-		t.Fatalf("after the JOIN of the stopped member at new addresses, it is %+v", m)
-	}
-}
-
-// LOCKSERVER answers bad input as Redis answers a container command's.
-func TestClusterCommandErrors(t *testing.T) {
-	attempt.Run(t, func(t testing.TB) {
-		c := newTestCluster(t, 3)
-		f := c.followers(c.leader())[0]
-		wantReply(t, "unknown subcommand", do(f, 0, "LOCKSERVER", "NOPE"),
-			keyspace.Error("ERR unknown subcommand 'NOPE'. Try LOCKSERVER HELP."))
-		wantReply(t, "wrong arity", do(f, 0, "LOCKSERVER", "remove"),
-			keyspace.Error("ERR wrong number of arguments for 'lockserver|remove' command"))
-		wantReply(t, "garbage forwarded", do(f, 0, "LOCKSERVER", "FORWARD", "\xff\x7f"),
-			keyspace.Error("ERR decode requests: count 16383 exceeds the input"))
-		st := do(f, 0, "LOCKSERVER", "STATUS")
-		if st.Kind != keyspace.KindMap || !same(st.Elems[3], keyspace.Bulk("follower")) {
-			t.Fatalf("LOCKSERVER STATUS on a follower = %+v", st)
-		}
-	})
-}
-
-// What INFO reports: the leader is the master with both other members as
-// connected replicas once they have registered their client addresses (WAIT
-// can count them then), one fewer while one is cut off; a follower is a
-// replica.
-func TestClusterInfo(t *testing.T) {
-	attempt.Run(t, func(t testing.TB) {
-		c := newTestCluster(t, 3)
-		l := c.leader()
-		fs := c.followers(l)
-		wantReply(t, "SET", do(l, 0, "SET", "k", "v", "PX", "60000"), keyspace.OK)
-		c.eventually("the leader counts both replicas", func() bool { return l.eng.Info().Replicas == 2 })
-		info := l.eng.Info()
-		if info.Role != "master" || info.Replicas != 2 || info.Keys[0] != 1 || info.Expires[0] != 1 {
-			t.Fatalf("leader's info = %+v, want a master with 2 replicas, 1 key with a deadline", info)
-		}
-		if info := fs[0].eng.Info(); info.Role != "slave" || info.Replicas != 0 {
-			t.Fatalf("follower's info = %+v, want a replica", info)
-		}
-		c.partition(fs[0])
-		c.eventually("the leader counts one replica while the other is cut off", func() bool { return l.eng.Info().Replicas == 1 })
-		c.heal()
-		c.eventually("both replicas back", func() bool { return l.eng.Info().Replicas == 2 })
-	})
 }
 
 func sha1Hex(s string) string {

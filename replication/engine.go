@@ -1,3 +1,26 @@
+// Package replication runs lockserver's commands on a replicated state
+// machine. Its engines are Standalone, a single node without a log, and
+// Raft, a member of a cluster whose every write is an entry of a Raft log.
+//
+// What an Engine promises the server: the requests one goroutine submits
+// take effect in the order it submits them; a write is answered once it is
+// applied, which on Raft is once a majority of the members hold it on disk;
+// a read sees every write answered before it was submitted, on any member;
+// an error reply says whether a write may have taken effect (CLUSTERDOWN
+// and TRYAGAIN: it did not; UNKNOWN: it may have). Every member applies the
+// same entries in the same order with the same results, on replay and after
+// a restore too: the state machine is deterministic.
+//
+// The path of one command: the server hands a Request to an Engine. The
+// engine has the state machine prepare it (validate it, and tell a read
+// from a write). A write becomes a log entry (logcodec.Entry) stamped by
+// the log clock, which Standalone applies at once and Raft proposes
+// (propose.go) and applies on every member once committed (fsm.go). A read
+// runs on the state machine at the log clock's current time (read.go).
+//
+// Under the engines, internal/storage keeps a member's log and snapshots on
+// disk, internal/memberlink carries what members say to each other, and
+// internal/logcodec encodes both.
 package replication
 
 import (
@@ -7,6 +30,7 @@ import (
 	"github.com/lockserver/lockserver/internal/acl"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
+	"github.com/lockserver/lockserver/replication/internal/logcodec"
 )
 
 // Engine runs requests against the replicated state machine. Requests that one
@@ -80,7 +104,7 @@ type Request struct {
 
 	// relay is set on a request that a follower forwards and answers with its
 	// own reply, and carried to the leader and into the log entry.
-	relay relayTag
+	relay logcodec.RelayTag
 
 	reply keyspace.Reply
 	done  chan struct{} // nil when the reply was ready at Submit

@@ -5,7 +5,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/replication/internal/logcodec"
 )
 
 // Active expiry. An expired key is invisible at once; these reclaim its
@@ -50,7 +52,7 @@ type expiryCursor struct {
 // database and the shards, how many keys they hold and how many of those
 // have expired; no shards when no database has a key with a deadline. Each
 // step moves on to the next database.
-func (c *expiryCursor) look(sm *StateMachine, now int64) (db, from, shards, examined, expired int) {
+func (c *expiryCursor) look(sm *stateMachine, now int64) (db, from, shards, examined, expired int) {
 	c.step = max(c.step, expiryStep)
 	for range keyspace.NumDBs {
 		db, c.db = c.db, (c.db+1)%keyspace.NumDBs
@@ -73,6 +75,73 @@ func (c *expiryCursor) look(sm *StateMachine, now int64) (db, from, shards, exam
 // examined keys and found expired of them expired.
 func again(examined, expired int) bool {
 	return expired > 0 && expired*expiryStale >= examined
+}
+
+// expireLoop runs the cycles of active expiry (see expiryTick) while this
+// node leads: the followers apply the sweeps it proposes.
+func (r *Raft) expireLoop() {
+	var cur expiryCursor
+	every(r.stop, expiryTick, func() {
+		if r.raft.State() == raft.Leader {
+			r.expireCycle(&cur)
+		}
+	})
+}
+
+// expireCycle looks at the keys step by step while the steps find many
+// expired, and proposes a sweep of the shards of each step that found any,
+// with up to expiryInflight sweeps being committed while it looks further.
+// The time this node spends looking and applying sweeps counts against
+// expiryBusy.
+func (r *Raft) expireCycle(cur *expiryCursor) {
+	start, busy := time.Now(), r.sweepTime.Load()
+	var inflight []*Request
+	defer func() {
+		for _, req := range inflight {
+			req.Wait(r.ctx)
+		}
+	}()
+	for {
+		looked := time.Now()
+		r.smMu.Lock()
+		db, from, shards, examined, expired := cur.look(r.sm.Load(), r.clock.Now())
+		r.smMu.Unlock()
+		r.sweepTime.Add(int64(time.Since(looked)))
+		if expired > 0 {
+			req := r.proposeSweep(db, from, shards)
+			if req == nil {
+				return
+			}
+			inflight = append(inflight, req)
+		}
+		// Before it looks at shards again, the sweeps it proposed for them
+		// are applied.
+		for len(inflight) == expiryInflight || len(inflight) > 0 && from+shards == keyspace.NumShards {
+			reply := inflight[0].Wait(r.ctx)
+			inflight = inflight[1:]
+			if reply.Kind == keyspace.KindError {
+				return
+			}
+		}
+		if !again(examined, expired) || time.Duration(r.sweepTime.Load()-busy) >= expiryBusy || time.Since(start) >= expiryTick {
+			return
+		}
+	}
+}
+
+// proposeSweep proposes a sweep of shards shards of database db from shard
+// from on, and returns its request, answered with the number of keys it
+// removed once applied; nil when this node does not lead.
+func (r *Raft) proposeSweep(db, from, shards int) *Request {
+	req := &Request{}
+	req.start()
+	r.proposeMu.Lock()
+	defer r.proposeMu.Unlock()
+	if r.closed.Load() || !r.leadingLocked() {
+		return nil
+	}
+	r.proposeLocked(&logcodec.LogEntry{Kind: logcodec.KindSweep, Entry: logcodec.Entry{DB: db}, Sweep: logcodec.SweepRange{From: from, Shards: shards}}, req, false)
+	return req
 }
 
 // osReturn gives the memory of swept keys back to the operating system.
@@ -139,7 +208,7 @@ func (o *osReturn) stop() {
 }
 
 // keyCount returns the number of keys in every database of sm.
-func (sm *StateMachine) keyCount() int {
+func (sm *stateMachine) keyCount() int {
 	n := 0
 	for db := range keyspace.NumDBs {
 		n += sm.store.DBSize(db)

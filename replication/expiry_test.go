@@ -11,6 +11,7 @@ import (
 
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
+	"github.com/lockserver/lockserver/replication/internal/logcodec"
 )
 
 // loadExpiring is a script that sets ARGV[1] keys that expire in ARGV[2] ms,
@@ -28,7 +29,7 @@ return 1`
 func keyCounts(n *testNode) (keys, volatile int) {
 	n.eng.smMu.Lock()
 	defer n.eng.smMu.Unlock()
-	k, v := n.eng.sm.Load().KeyCounts()
+	k, v := n.eng.sm.Load().keyCounts()
 	return k[0], v[0]
 }
 
@@ -104,9 +105,9 @@ func TestStandaloneReclaimsExpired(t *testing.T) {
 // look stopped, skipping those without a key with a deadline; a cycle goes
 // on while a look finds a tenth or more of the keys expired.
 func TestExpiryCursor(t *testing.T) {
-	sm := NewStateMachine(luaexec.Options{})
+	sm := newStateMachine(luaexec.Options{}, nil)
 	apply := func(db int, cmd ...string) {
-		sm.Apply(&Entry{Time: 1000, DB: db, Cmds: [][][]byte{words(cmd...)}}, 0, nil)
+		sm.apply(&logcodec.Entry{Time: 1000, DB: db, Cmds: [][][]byte{words(cmd...)}}, 0, nil)
 	}
 	for i := range 6000 {
 		apply(0, "SET", fmt.Sprint("a", i), "v", "PX", "100")

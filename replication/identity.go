@@ -4,55 +4,33 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
-	"path"
 	"slices"
 	"strings"
 
 	"github.com/hashicorp/raft"
+	"github.com/lockserver/lockserver/replication/internal/memberlink"
 )
-
-// ClusterID names a cluster for all time. Members bootstrapped with the same
-// voters and token compute the same identity; a member that joins learns it
-// from the cluster; every member keeps it in its stable store.
-type ClusterID [16]byte
-
-func (id ClusterID) String() string { return hex.EncodeToString(id[:]) }
-
-// IsZero reports whether id is unset: a member that has not joined yet.
-func (id ClusterID) IsZero() bool { return id == ClusterID{} }
-
-// parseClusterID reads a cluster identity as String writes it.
-func parseClusterID(s string) (ClusterID, error) {
-	var id ClusterID
-	b, err := hex.DecodeString(s)
-	if err != nil || len(b) != len(id) || ClusterID(b).IsZero() {
-		return id, fmt.Errorf("bad cluster identity %q", s)
-	}
-	return ClusterID(b), nil
-}
 
 // bootstrapClusterID is the identity of a cluster bootstrapped with voters
 // and token: a hash of both, as etcd derives its cluster ID, so that members
 // started with the same list agree, and lists that disagree (one member
 // alone, two together) give different identities.
-func bootstrapClusterID(voters []Peer, token string) ClusterID {
+func bootstrapClusterID(voters []Peer, token string) memberlink.ClusterID {
 	lines := make([]string, len(voters))
 	for i, p := range voters {
 		lines[i] = p.ID + "=" + p.RaftAddr
 	}
 	slices.Sort(lines)
 	sum := sha256.Sum256([]byte("lockserver cluster\x00" + token + "\x00" + strings.Join(lines, "\n")))
-	return ClusterID(sum[:16])
+	return memberlink.ClusterID(sum[:16])
 }
 
 // randomClusterID is the identity of a cluster that a member started alone,
 // with no list of voters: no other member needs to compute it.
-func randomClusterID() ClusterID {
-	var id ClusterID
+func randomClusterID() memberlink.ClusterID {
+	var id memberlink.ClusterID
 	rand.Read(id[:])
 	return id
 }
@@ -70,10 +48,10 @@ func (r *Raft) identify(existing bool, stable raft.StableStore) error {
 	if err != nil && err.Error() != "not found" {
 		return fmt.Errorf("read the cluster identity: %w", err)
 	}
-	var id ClusterID
+	var id memberlink.ClusterID
 	switch {
 	case existing && len(stored) == len(id):
-		id = ClusterID(stored)
+		id = memberlink.ClusterID(stored)
 	case existing && len(stored) > 0:
 		return fmt.Errorf("the stable store holds a bad cluster identity (%d bytes)", len(stored))
 	case existing && o.Bootstrap != nil:
@@ -99,48 +77,8 @@ func (r *Raft) identify(existing bool, stable raft.StableStore) error {
 	}
 	r.cluster = id
 	if r.link != nil {
-		r.link.setCluster(id)
+		r.link.SetCluster(id)
 	}
 	r.log.Info("member of cluster", "cluster", id)
 	return nil
 }
-
-// ClusterID returns the identity of this member's cluster.
-func (r *Raft) ClusterID() ClusterID { return r.cluster }
-
-// Members returns the listener of member connections: the links on which
-// other members send this one internal commands, in RESP, having proved
-// that they are members (see memberlink.go). The server serves them as
-// member connections. Nil when the engine was given a Transport.
-func (r *Raft) Members() net.Listener {
-	if r.link == nil {
-		return nil
-	}
-	return r.link.Members()
-}
-
-// checkSecurity checks how members will tell each other from strangers.
-func (o *RaftOptions) checkSecurity() error {
-	if o.ClusterSecret != "" && len(o.ClusterSecret) < minSecret {
-		return fmt.Errorf("the cluster secret must be at least %d bytes", minSecret)
-	}
-	if o.TLS != nil {
-		if o.TLS.Config == nil || o.TLS.Names == "" {
-			return errors.New("member TLS needs Config and Names (the pattern of the members' certificate names)")
-		}
-		if _, err := path.Match(o.TLS.Names, ""); err != nil {
-			return fmt.Errorf("member certificate name pattern %q: %w", o.TLS.Names, err)
-		}
-	}
-	if o.Transport == nil && o.ClusterSecret == "" && o.TLS == nil && !o.InsecureCluster {
-		for _, addr := range []string{o.RaftAddr, o.RaftAdvertise} {
-			if addr != "" && !isLoopback(addr) {
-				return fmt.Errorf("the Raft address %s is not a loopback address, and with neither a cluster secret nor member TLS anyone who reaches it would be taken for a member: give one (or allow it as an insecure cluster)", addr)
-			}
-		}
-	}
-	return nil
-}
-
-// minSecret is the shortest cluster secret accepted: 128 bits, if random.
-const minSecret = 16

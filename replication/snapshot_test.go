@@ -17,11 +17,12 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
+	"github.com/lockserver/lockserver/replication/internal/logcodec"
 )
 
 // stateBytes writes sm's state (keyspace and script cache) as a snapshot
 // does, with no engine header: equal states give equal bytes.
-func stateBytes(t *testing.T, sm *StateMachine) []byte {
+func stateBytes(t *testing.T, sm *stateMachine) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	snap := sm.freeze()
@@ -34,9 +35,9 @@ func stateBytes(t *testing.T, sm *StateMachine) []byte {
 
 // replayLog builds a state machine by applying the entries of n's log up to
 // index, in order, as a node that never took a snapshot would have.
-func replayLog(t *testing.T, n *testNode, index uint64) *StateMachine {
+func replayLog(t *testing.T, n *testNode, index uint64) *stateMachine {
 	t.Helper()
-	sm := NewStateMachine(luaexec.Options{})
+	sm := newStateMachine(luaexec.Options{}, nil)
 	first, _ := n.store.FirstIndex()
 	if first != 1 {
 		t.Fatalf("%s's log starts at %d: the test needs all of it", n.id, first)
@@ -49,16 +50,16 @@ func replayLog(t *testing.T, n *testNode, index uint64) *StateMachine {
 		if l.Type != raft.LogCommand {
 			continue
 		}
-		entries, err := decodeBatch(l.Data)
+		entries, err := logcodec.DecodeBatch(l.Data)
 		if err != nil {
 			t.Fatalf("log entry %d: %v", i, err)
 		}
 		for j, e := range entries {
 			switch e.Kind {
-			case kindCommand:
-				sm.Apply(&e.Entry, i<<16|uint64(j), nil)
-			case kindSweep:
-				sm.Sweep(e.Entry.Time, e.Entry.DB, e.Sweep.From, e.Sweep.Shards)
+			case logcodec.KindCommand:
+				sm.apply(&e.Entry, i<<16|uint64(j), nil)
+			case logcodec.KindSweep:
+				sm.sweep(e.Entry.Time, e.Entry.DB, e.Sweep.From, e.Sweep.Shards)
 			}
 		}
 	}
@@ -69,7 +70,7 @@ func replayLog(t *testing.T, n *testNode, index uint64) *StateMachine {
 // it holds, adding and deleting others, loading scripts) holds exactly the
 // state at its index: what applying the log up to that index gives.
 func TestSnapshotWhileWritingMatchesTheLog(t *testing.T) {
-	c := newTestClusterWith(t, 3, RaftOptions{SnapshotThreshold: 1 << 30, TrailingLogs: 1 << 30})
+	c := newTestClusterWith(t, 3, RaftOptions{snapshotThreshold: 1 << 30, trailingLogs: 1 << 30})
 	l := c.leader()
 	// Enough keys that writing them takes a while.
 	const keys = 20000
@@ -193,12 +194,12 @@ func TestSnapshotCorruptRefused(t *testing.T) {
 }
 
 // A node snapshots by the bytes of log written since its last snapshot:
-// once they reach SnapshotLogBytes and half that snapshot's size, and not
+// once they reach snapshotLogBytes and half that snapshot's size, and not
 // before. After it, the log keeps the entries written since the snapshot
 // before.
 func TestSnapshotsByLogBytes(t *testing.T) {
 	const minLog = 16 << 10
-	c := newTestClusterWith(t, 3, RaftOptions{SnapshotLogBytes: minLog, TrailingLogs: 1})
+	c := newTestClusterWith(t, 3, RaftOptions{snapshotLogBytes: minLog, trailingLogs: 1})
 	l := c.leader()
 	value := strings.Repeat("v", 1000)
 	// A state of about 200 kB, written in 50 entries.
@@ -242,7 +243,7 @@ func TestSnapshotsByLogBytes(t *testing.T) {
 // one first, so that its restart reads that snapshot and no log; one that
 // closes with little does not.
 func TestSnapshotBeforeClose(t *testing.T) {
-	c := newTestClusterWith(t, 3, RaftOptions{SnapshotLogBytes: 1 << 20})
+	c := newTestClusterWith(t, 3, RaftOptions{snapshotLogBytes: 1 << 20})
 	l := c.leader()
 	n := c.followers(l)[0]
 	wantReply(t, "SET", do(l, 0, "SET", "small", "x"), keyspace.OK)
@@ -275,7 +276,7 @@ func TestSnapshotBeforeClose(t *testing.T) {
 func TestSnapshotBeforeCloseIsBounded(t *testing.T) {
 	d := newDiskNode(t)
 	d.stop()
-	d.opts.SnapshotLogBytes, d.opts.CloseSnapshotTimeout = 1<<20, time.Nanosecond
+	d.opts.snapshotLogBytes, d.opts.CloseSnapshotTimeout = 1<<20, time.Nanosecond
 	if err := d.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +294,7 @@ func TestSnapshotBeforeCloseIsBounded(t *testing.T) {
 	deadline := time.Now().Add(15 * time.Second)
 	for i := 0; i < 300; {
 		d.eng.smMu.Lock()
-		got := d.eng.sm.Load().Read(0, [][][]byte{words("GET", fmt.Sprint("k", i))}, false, nil, d.eng.sm.Load().LastTime())
+		got := d.eng.sm.Load().read(0, [][][]byte{words("GET", fmt.Sprint("k", i))}, false, nil, d.eng.sm.Load().lastTime())
 		d.eng.smMu.Unlock()
 		if same(got, keyspace.Bulk(value)) {
 			i++
@@ -306,18 +307,19 @@ func TestSnapshotBeforeCloseIsBounded(t *testing.T) {
 	}
 }
 
-// A snapshot pauses after each frame while the node serves (see pacer),
+// A snapshot pauses after each frame while the node serves (see storage.Pacer),
 // and no longer once it closes, and fails once the time Close gave it is up.
 func TestSnapshotWriterPacesUntilClose(t *testing.T) {
 	var by atomic.Int64
-	c := &counter{w: io.Discard, pace: new(pacer), by: &by}
+	paused := 0
+	c := &counter{w: io.Discard, pace: func() { paused++ }, by: &by}
 	frame := make([]byte, 64<<10)
-	if _, err := c.Write(frame); err != nil || c.pace.resumed.IsZero() {
+	if _, err := c.Write(frame); err != nil || paused == 0 {
 		t.Fatalf("a serving node's snapshot wrote a frame (%v) without pausing after it", err)
 	}
-	c.pace.resumed = time.Time{}
+	paused = 0
 	by.Store(time.Now().Add(time.Hour).UnixNano())
-	if _, err := c.Write(frame); err != nil || !c.pace.resumed.IsZero() {
+	if _, err := c.Write(frame); err != nil || paused != 0 {
 		t.Fatalf("a closing node's snapshot paused after a frame (err %v)", err)
 	}
 	by.Store(time.Now().Add(-time.Nanosecond).UnixNano())
@@ -329,9 +331,9 @@ func TestSnapshotWriterPacesUntilClose(t *testing.T) {
 // A follower that falls behind by less than the log written since the
 // leader's snapshot before last catches up from the log: after a snapshot,
 // the leader keeps the entries written since its previous one, however few
-// TrailingLogs asks for, so the follower receives no snapshot.
+// trailingLogs asks for, so the follower receives no snapshot.
 func TestFollowerBehindCatchesUpFromTheLog(t *testing.T) {
-	c := newTestClusterWith(t, 3, RaftOptions{SnapshotLogBytes: 1 << 30, TrailingLogs: 8})
+	c := newTestClusterWith(t, 3, RaftOptions{snapshotLogBytes: 1 << 30, trailingLogs: 8})
 	l := c.leader()
 	for i := range 100 {
 		wantReply(t, "SET", c.set(l, 0, fmt.Sprint("a", i), "v"), keyspace.OK)
@@ -363,7 +365,7 @@ func TestFollowerBehindCatchesUpFromTheLog(t *testing.T) {
 	f.stop()
 	behind, _ := f.store.LastIndex()
 	// 100 entries more, then a snapshot on every running member: more than
-	// TrailingLogs past where the follower stopped, fewer than since the
+	// trailingLogs past where the follower stopped, fewer than since the
 	// first snapshot.
 	for i := range 100 {
 		wantReply(t, "SET", c.set(l, 0, fmt.Sprint("b", i), "v"), keyspace.OK)
@@ -393,7 +395,7 @@ func TestFollowerBehindCatchesUpFromTheLog(t *testing.T) {
 // the snapshot is written, counting back from the log's last entry then, not
 // from the one there was when the snapshot began.
 func TestSnapshotWhileWritingKeepsTheLogSinceTheLast(t *testing.T) {
-	c := newTestClusterWith(t, 3, RaftOptions{SnapshotLogBytes: 1 << 30, TrailingLogs: 1})
+	c := newTestClusterWith(t, 3, RaftOptions{snapshotLogBytes: 1 << 30, trailingLogs: 1})
 	l := c.leader()
 	value := strings.Repeat("v", 1000)
 	for i := range 100 { // 2 MB of state, whose snapshot takes a while

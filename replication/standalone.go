@@ -13,6 +13,7 @@ import (
 	"github.com/lockserver/lockserver/internal/logclock"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
+	"github.com/lockserver/lockserver/replication/internal/logcodec"
 )
 
 // StandaloneOptions configure a Standalone engine.
@@ -54,9 +55,9 @@ type StandaloneOptions struct {
 // parking at once (20d7d50, reverted) cost SET NX PX a fifth.
 type Standalone struct {
 	mu sync.Mutex // the state machine
-	sm *StateMachine
+	sm *stateMachine
 	// applied counts the entries applied; guarded by mu. It is each entry's
-	// seed (see StateMachine.Apply): the first is 0.
+	// seed (see stateMachine.apply): the first is 0.
 	applied uint64
 	clock   *logclock.Clock
 	hub     keyspace.Publisher
@@ -64,6 +65,9 @@ type Standalone struct {
 	wg      sync.WaitGroup
 	ret     osReturn
 
+	// qmu is taken under mu, by the holder that takes the queue
+	// (runQueued), never the other way: enqueue lets go of qmu before it
+	// tries mu.
 	qmu        sync.Mutex
 	queue      []queued     // scripts submitted while mu was held, in order; guarded by qmu
 	spare      []queued     // the other queue buffer, swapped with queue; guarded by mu
@@ -96,14 +100,14 @@ func NewStandalone(opts StandaloneOptions) *Standalone {
 }
 
 // Submit runs req at once, or queues a script for the holder of the state
-// machine (see Standalone). Prepare runs beside it, and Apply orders entry
+// machine (see Standalone). prepare runs beside it, and apply orders entry
 // times itself, so that the clients of a busy node wait for each other as
 // little as possible.
 func (s *Standalone) Submit(req *Request) {
 	q := queued{req: req}
 	if req.WatchKeys == nil {
 		var errReply *keyspace.Reply
-		q.write, errReply = s.sm.Prepare(req)
+		q.write, errReply = s.sm.prepare(req)
 		if errReply != nil {
 			// A NOSCRIPT may only mean that a script queued before req, which
 			// loads it, has not run yet: the state machine answers in turn.
@@ -222,13 +226,13 @@ func (s *Standalone) exec(q queued) (reply keyspace.Reply) {
 	}()
 	switch {
 	case req.WatchKeys != nil:
-		return versionsReply(s.sm.Versions(req.DB, req.WatchKeys))
+		return versionsReply(s.sm.versions(req.DB, req.WatchKeys))
 	case !q.write:
 		return s.sm.readAs(req.DB, req.Cmds, req.Multi, req.Watch, q.now, req.User)
 	}
-	e := Entry{Time: q.now, DB: req.DB, Cmds: req.Cmds, Multi: req.Multi, Watch: req.Watch, OOM: req.OverMemory, User: req.User}
+	e := logcodec.Entry{Time: q.now, DB: req.DB, Cmds: req.Cmds, Multi: req.Multi, Watch: req.Watch, OOM: req.OverMemory, User: req.User}
 	s.applied++
-	return s.sm.Apply(&e, s.applied-1, s.hub)
+	return s.sm.apply(&e, s.applied-1, s.hub)
 }
 
 // Now returns the log clock's time.
@@ -240,7 +244,7 @@ func (s *Standalone) Info() Info {
 	s.mu.Lock()
 	s.sm.figures(&info)
 	s.unlock()
-	info.Scripts = s.sm.Scripts()
+	info.Scripts = s.sm.scripts()
 	return info
 }
 
@@ -295,7 +299,7 @@ func (s *Standalone) expireCycle(cur *expiryCursor) {
 		db, from, shards, examined, expired := cur.look(s.sm, now)
 		removed, left := 0, 0
 		if expired > 0 {
-			removed, left = s.sm.Sweep(now, db, from, shards), s.sm.keyCount()
+			removed, left = s.sm.sweep(now, db, from, shards), s.sm.keyCount()
 		}
 		s.unlock()
 		if removed > 0 {

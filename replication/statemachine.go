@@ -1,55 +1,23 @@
-// Package replication is lockserver's replicated state machine and the engines
-// that drive it: Standalone (one node, no log) and, beside it, Raft.
-//
-// The path of one command: the server hands a Request to an Engine. The engine
-// asks the StateMachine to Prepare it (validate, classify as read or write). A
-// write becomes an Entry stamped by the log clock; the engine applies it with
-// StateMachine.Apply (Standalone directly, Raft on every node once committed).
-// A read runs with StateMachine.Read at the log clock's current time.
 package replication
 
 import (
 	"github.com/lockserver/lockserver/internal/acl"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
+	"github.com/lockserver/lockserver/replication/internal/logcodec"
 )
 
-// Entry is one replicated change: a single command, or the queued commands of
-// an EXEC. It is what the log holds.
-type Entry struct {
-	// Time is the log clock's stamp in milliseconds. Apply runs the entry at
-	// max(Time, previous entry's time) so that time never goes backwards; 0,
-	// no stamp, runs it at the previous entry's time.
-	Time int64
-	DB   int
-	Cmds [][][]byte
-	// Multi marks an EXEC: the reply is the array of the commands' replies.
-	Multi bool
-	// Watch lists the keys WATCHed before an EXEC; if any changed, the EXEC
-	// replies a null array and runs nothing.
-	Watch []Watch
-	// OOM is set when the leader was over maxmemory at proposal: commands
-	// flagged DenyOOM inside scripts then fail, on every node alike.
-	OOM bool
-	// User names the ACL user the entry's scripts run as (Request.User).
-	User string
-}
-
 // Watch is a key a connection WATCHed and what it looked like then.
-type Watch struct {
-	DB      int
-	Key     string
-	Version uint64 // keyspace.Store.Version at WATCH time
-}
+type Watch = logcodec.Watch
 
-// StateMachine is the deterministic core that every node runs: the keyspace,
+// stateMachine is the deterministic core that every node runs: the keyspace,
 // the script engine and the time of the last applied entry.
 //
-// Apply is the only code that mutates state. It is deterministic: the same
+// apply is the only code that mutates state. It is deterministic: the same
 // entries in the same order give the same state and the same replies on every
 // node, on replay and after a restore. It must not be called concurrently with
-// itself or with Read; the engines serialise them.
-type StateMachine struct {
+// itself or with read; the engines serialise them.
+type stateMachine struct {
 	store *keyspace.Store
 	lua   *luaexec.Engine
 	// users are the ACL users, which entries change; they outlive a restore
@@ -61,7 +29,7 @@ type StateMachine struct {
 	restoredUsers []*acl.User
 	last          int64  // time of the last applied entry, ms
 	seed          uint64 // the seed of the last applied entry
-	// expired counts the keys Sweep reclaimed (INFO's expired_keys).
+	// expired counts the keys sweep reclaimed (INFO's expired_keys).
 	expired int64
 	// call is the Call of every run: runs never overlap, and a Call escapes
 	// into the script engine, so a fresh one would cost an allocation per
@@ -69,29 +37,25 @@ type StateMachine struct {
 	call keyspace.Call
 }
 
-// NewStateMachine returns an empty state machine, whose users are the
-// default user alone.
-func NewStateMachine(opts luaexec.Options) *StateMachine {
-	return newStateMachine(opts, acl.NewRegistry())
-}
-
-func newStateMachine(opts luaexec.Options, users *acl.Registry) *StateMachine {
+// newStateMachine returns an empty state machine that enforces users, nil
+// meaning the default user alone.
+func newStateMachine(opts luaexec.Options, users *acl.Registry) *stateMachine {
 	if users == nil {
 		users = acl.NewRegistry()
 	}
 	store := keyspace.New()
-	return &StateMachine{store: store, lua: luaexec.New(store, opts), users: users}
+	return &stateMachine{store: store, lua: luaexec.New(store, opts), users: users}
 }
 
-// LastTime returns the time of the last applied entry.
-func (sm *StateMachine) LastTime() int64 { return sm.last }
+// lastTime returns the time of the last applied entry.
+func (sm *stateMachine) lastTime() int64 { return sm.last }
 
-// Apply runs entry e. seed tells the entry apart from every other one of the
+// apply runs entry e. seed tells the entry apart from every other one of the
 // log, the same on every node (its place in the log): scripts seed
 // math.random from it. pub receives the messages the entry publishes; pass
 // nil when the entry is not applied live (log replay, snapshot restore), so
 // that nothing is delivered twice.
-func (sm *StateMachine) Apply(e *Entry, seed uint64, pub keyspace.Publisher) keyspace.Reply {
+func (sm *stateMachine) apply(e *logcodec.Entry, seed uint64, pub keyspace.Publisher) keyspace.Reply {
 	if e.Time > sm.last {
 		sm.last = e.Time
 	}
@@ -99,15 +63,15 @@ func (sm *StateMachine) Apply(e *Entry, seed uint64, pub keyspace.Publisher) key
 	return sm.run(e.DB, e.Cmds, e.Multi, e.Watch, sm.last, seed, pub, e.OOM, e.User)
 }
 
-// Read runs commands that do not mutate state at time now (at least the time
+// read runs commands that do not mutate state at time now (at least the time
 // of the last applied entry). Its scripts draw the numbers of the last
 // applied entry's: a read is not replicated, so nothing needs them to differ.
-func (sm *StateMachine) Read(db int, cmds [][][]byte, multi bool, watch []Watch, now int64) keyspace.Reply {
+func (sm *stateMachine) read(db int, cmds [][][]byte, multi bool, watch []Watch, now int64) keyspace.Reply {
 	return sm.readAs(db, cmds, multi, watch, now, "")
 }
 
-// readAs is Read for a request whose scripts run as user (Request.User).
-func (sm *StateMachine) readAs(db int, cmds [][][]byte, multi bool, watch []Watch, now int64, user string) keyspace.Reply {
+// readAs is read for a request whose scripts run as user (Request.User).
+func (sm *stateMachine) readAs(db int, cmds [][][]byte, multi bool, watch []Watch, now int64, user string) keyspace.Reply {
 	if now < sm.last {
 		now = sm.last
 	}
@@ -118,7 +82,7 @@ func (sm *StateMachine) readAs(db int, cmds [][][]byte, multi bool, watch []Watc
 // that entry seeds use, so that every command of every entry has its own seed.
 const commandSeedShift = 48
 
-func (sm *StateMachine) run(db int, cmds [][][]byte, multi bool, watch []Watch, now int64, seed uint64, pub keyspace.Publisher, oom bool, user string) keyspace.Reply {
+func (sm *stateMachine) run(db int, cmds [][][]byte, multi bool, watch []Watch, now int64, seed uint64, pub keyspace.Publisher, oom bool, user string) keyspace.Reply {
 	call := &sm.call
 	*call = keyspace.Call{Store: sm.store, DB: db, Now: now, Pub: pub, DenyOOM: oom, Seed: seed}
 	defer func() { *call = keyspace.Call{} }() // let go of the arguments
@@ -143,19 +107,19 @@ func (sm *StateMachine) run(db int, cmds [][][]byte, multi bool, watch []Watch, 
 
 // exec runs one command: a change of the users, or a command of the script
 // engine, run as u.
-func (sm *StateMachine) exec(call *keyspace.Call, u *acl.User) keyspace.Reply {
+func (sm *stateMachine) exec(call *keyspace.Call, u *acl.User) keyspace.Reply {
 	if isACL(call.Args) {
 		return sm.execACL(call.Args)
 	}
 	return sm.lua.ExecAs(call, u)
 }
 
-// Sweep removes the keys expired at now from shards shards of database db,
+// sweep removes the keys expired at now from shards shards of database db,
 // from shard from on (see keyspace.Store.Sweep), and returns how many it
 // removed. It runs as an entry does, at max(now, the last entry's time),
 // and moves the state machine's time there: no later entry runs before it,
 // so removing what had expired changes no outcome.
-func (sm *StateMachine) Sweep(now int64, db, from, shards int) int {
+func (sm *stateMachine) sweep(now int64, db, from, shards int) int {
 	if now > sm.last {
 		sm.last = now
 	}
@@ -164,22 +128,22 @@ func (sm *StateMachine) Sweep(now int64, db, from, shards int) int {
 	return n
 }
 
-// Scripts returns the number of scripts in the script cache.
-func (sm *StateMachine) Scripts() int { return sm.lua.NumScripts() }
+// scripts returns the number of scripts in the script cache.
+func (sm *stateMachine) scripts() int { return sm.lua.NumScripts() }
 
 // record makes the state machine keep the commands scripts call from now
 // on, or stop keeping them (see luaexec.Engine.Record): the node that
 // answers a request's client counts them. It forgets those kept so far.
-func (sm *StateMachine) record(on bool) { sm.lua.Record(on) }
+func (sm *stateMachine) record(on bool) { sm.lua.Record(on) }
 
 // calls returns the commands scripts called since the last record, valid
 // until the next one (see Request.Calls).
-func (sm *StateMachine) calls() []luaexec.ScriptCall { return sm.lua.Calls() }
+func (sm *stateMachine) calls() []luaexec.ScriptCall { return sm.lua.Calls() }
 
-// Prepare validates req before it is proposed, so that errors a leader can see
+// prepare validates req before it is proposed, so that errors a leader can see
 // (unknown command, arity, NOSCRIPT, compile errors, OOM) never enter the log,
 // and reports whether it must be applied as a write.
-func (sm *StateMachine) Prepare(req *Request) (write bool, errReply *keyspace.Reply) {
+func (sm *stateMachine) prepare(req *Request) (write bool, errReply *keyspace.Reply) {
 	for _, args := range req.Cmds {
 		cmd := keyspace.Lookup(args[0])
 		if cmd == nil {
@@ -217,8 +181,8 @@ var ErrOOM = keyspace.Error("OOM command not allowed when used memory > 'maxmemo
 // maxmemory: the whole transaction is discarded.
 var errExecOOM = keyspace.Error("EXECABORT Transaction discarded because of: " + ErrOOM.Str)
 
-// Versions returns the current versions of the given keys of database db, for WATCH.
-func (sm *StateMachine) Versions(db int, keys []string) []Watch {
+// versions returns the current versions of the given keys of database db, for WATCH.
+func (sm *stateMachine) versions(db int, keys []string) []Watch {
 	ws := make([]Watch, len(keys))
 	for i, k := range keys {
 		ws[i] = Watch{DB: db, Key: k, Version: sm.store.Version(db, k)}
@@ -226,8 +190,8 @@ func (sm *StateMachine) Versions(db int, keys []string) []Watch {
 	return ws
 }
 
-// KeyCounts returns each database's number of keys and of keys with a deadline.
-func (sm *StateMachine) KeyCounts() (keys, expires [keyspace.NumDBs]int) {
+// keyCounts returns each database's number of keys and of keys with a deadline.
+func (sm *stateMachine) keyCounts() (keys, expires [keyspace.NumDBs]int) {
 	for i := range keys {
 		keys[i], expires[i] = sm.store.KeyCounts(i)
 	}
@@ -235,8 +199,8 @@ func (sm *StateMachine) KeyCounts() (keys, expires [keyspace.NumDBs]int) {
 }
 
 // figures fills in what Info reports of the state machine.
-func (sm *StateMachine) figures(info *Info) {
-	info.Keys, info.Expires = sm.KeyCounts()
+func (sm *stateMachine) figures(info *Info) {
+	info.Keys, info.Expires = sm.keyCounts()
 	info.ExpiredKeys = sm.expired
 	info.ScriptsStopped = sm.lua.Stopped()
 }
