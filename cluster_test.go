@@ -104,7 +104,7 @@ func TestEmbeddedCluster(t *testing.T) {
 		return err
 	})
 	// The lease runs on from the SET, no faster than real time and the 1%
-	// by which the log clock may run fast (replication.SlewRate).
+	// by which the log clock may run fast (logclock.SlewRate).
 	ttl, err := newLeader.Client().PTTL(ctx, "lock").Result()
 	elapsed := time.Since(taken)
 	if floor := time.Minute - elapsed - elapsed/100 - 250*time.Millisecond; err != nil || ttl < floor || ttl > time.Minute {

@@ -5,6 +5,14 @@
 // go-redis), or by a direct call that skips RESP entirely (Do). Existing Redis
 // lock clients (go-redis, redsync, redislock, Redisson, redis-py) and their Lua
 // scripts work unmodified.
+//
+// Importing the package sets go-redis's process-wide logger
+// (redis.SetLogger), as go-redis has one logger per process and none per
+// client: a failed dial of a cluster member to its peers goes to that
+// member's Options.Logger at debug level, and every other message is
+// written as go-redis's default logger writes it, so the program's own
+// clients log as before. A program that sets its own go-redis logger
+// replaces this one, and receives the members' failed dials too.
 package lockserver
 
 import (
@@ -61,13 +69,13 @@ type Options struct {
 	MaxMemory int64
 	// Limits bound request sizes (bulk length, arguments, inline length).
 	Limits Limits
-	// ScriptBudget is how many steps a script may take (luaexec.Options.Budget:
-	// operations, and 16 bytes of strings built or scanned); 0 means
-	// luaexec.DefaultBudget, about a second of one core at worst.
+	// ScriptBudget is how many steps a script may take (operations, and 16
+	// bytes of strings built or scanned); 0 means 2,000,000, about a second
+	// of one core at worst. A script that runs out stops with an error at
+	// the same step on every member.
 	ScriptBudget int64
 	// Logger receives structured logs; nil discards them, go-redis's about a
-	// member's peer connections included (see
-	// replication/internal/memberlink/goredis_log.go).
+	// member's connections to its peers included (see the package doc).
 	Logger *slog.Logger
 	// DisableProtectedMode turns Redis's protected mode off. On (the
 	// default), a server with no Password answers clients from non-loopback
