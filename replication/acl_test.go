@@ -19,7 +19,7 @@ func TestClusterSeedsUsers(t *testing.T) {
 		peers = append(peers, Peer{ID: n.id, RaftAddr: n.raftAddr()})
 	}
 	users := make([]*acl.Registry, 3)
-	for i, n := range c.nodes {
+	for i, n := range c.Nodes {
 		def, err := acl.SetUser(acl.NewDefault(), acl.DefaultName, [][]byte{[]byte("resetpass"), []byte(fmt.Sprint(">pw", i))})
 		if err != nil {
 			t.Fatal(err)

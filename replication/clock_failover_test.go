@@ -113,22 +113,22 @@ func TestClusterClockRestartWithFastNode(t *testing.T) {
 	taken := time.Now()
 	wantReply(t, "SET lock PX", c.set(l, 0, "lock", "owner", "PX", fmt.Sprint(lease)), keyspace.OK)
 	c.eventually("every node applies the lock", func() bool {
-		for _, n := range c.nodes {
+		for _, n := range c.Nodes {
 			if !same(localGet(n, "lock"), keyspace.Bulk("owner")) {
 				return false
 			}
 		}
 		return true
 	})
-	fast := c.nodes[0]
+	fast := c.Nodes[0]
 	fast.wallAdd.Store(int64(10 * time.Minute))
 	// Which node wins the first election after a restart is up to chance:
 	// restart until it is the fast one.
 	for attempt := 1; ; attempt++ {
-		for _, n := range c.nodes {
+		for _, n := range c.Nodes {
 			n.stop()
 		}
-		for _, n := range c.nodes {
+		for _, n := range c.Nodes {
 			n.restart()
 		}
 		if c.leader() == fast {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/lockserver/lockserver/internal/clustertest"
 	"github.com/lockserver/lockserver/keyspace"
 )
 
@@ -14,21 +15,6 @@ import (
 // itself talks to the cluster as a client would (retry, set, incr below); a
 // test about what a leader does while it leads runs as attempts, each on a
 // cluster of its own (see package attempt).
-
-// term returns the highest term a running node knows: it grows with every
-// election (a node cut off from the others does not raise it: its pre-vote
-// fails).
-func (c *testCluster) term() uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var term uint64
-	for _, n := range c.nodes {
-		if n.eng != nil {
-			term = max(term, n.eng.raft.CurrentTerm())
-		}
-	}
-	return term
-}
 
 // notWritten reports whether r says that nothing was written, so that a
 // client sends the command again.
@@ -43,17 +29,17 @@ func isUnknown(r keyspace.Reply) bool {
 }
 
 // retry runs send until its reply is not one that says nothing was written,
-// as a client does across an election, for up to testWait.
+// as a client does across an election, for up to clustertest.Wait.
 func (c *testCluster) retry(what string, send func() keyspace.Reply) keyspace.Reply {
 	c.t.Helper()
-	deadline := time.Now().Add(testWait)
+	deadline := time.Now().Add(clustertest.Wait)
 	for {
 		r := send()
 		if !notWritten(r) {
 			return r
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("%s: still %q after %v", what, r.Str, testWait)
+			c.t.Fatalf("%s: still %q after %v", what, r.Str, clustertest.Wait)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -120,7 +106,7 @@ func (c *testCluster) incr(n *testNode, key string, want int64) keyspace.Reply {
 func (c *testCluster) leading() *testNode {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, n := range c.nodes {
+	for _, n := range c.Nodes {
 		if n.eng != nil && !n.eng.closed.Load() && n.eng.raft.State() == raft.Leader {
 			return n
 		}

@@ -3,48 +3,39 @@ package replication
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/lockserver/lockserver/internal/attempt"
+	"github.com/lockserver/lockserver/internal/clustertest"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/replication/internal/memberlink"
 	"github.com/lockserver/lockserver/replication/internal/storage/storagetest"
 )
 
-// The failure-detection timeouts of the harness's nodes. A node that hears
-// from no leader for testHeartbeat stands for election, and a leader that
-// hears from no majority for as long steps down. Under -race on a busy 2-core
-// machine a goroutine can wait hundreds of milliseconds for a CPU, and 300 ms
-// cost a leader several times a run; tests must survive a leader change
-// anyway (see retry), but should seldom see one they did not cause.
-const (
-	testHeartbeat = time.Second
-	testElection  = time.Second
-	// testRPCTimeout bounds a call on the in-memory transport (raft's default
-	// is 500 ms): past it the call fails, as a heartbeat lost on the network.
-	testRPCTimeout = 2 * time.Second
-	// testWait bounds every wait of the harness for a cluster to get
-	// somewhere: a new leader after a loss takes up to two heartbeat timeouts
-	// to notice and two election timeouts to elect, and more on a busy
-	// machine.
-	testWait = 30 * time.Second
-)
+// testRPCTimeout bounds a call on the in-memory transport (raft's default is
+// 500 ms): past it the call fails, as a heartbeat lost on the network. The
+// harness's nodes detect failures as every cluster test's do
+// (clustertest.Heartbeat and Election), and its waits are as long.
+const testRPCTimeout = 2 * time.Second
 
 // testCluster runs Raft engines in one process on raft's in-memory transport.
 // A node's internal commands reach another node's engine directly, as the
 // server would hand them over. Partitions cut both directions, for Raft and
 // for forwarding alike. What the nodes log is printed if the test fails.
 type testCluster struct {
+	// Cluster finds the leader and the term as in every cluster test; its
+	// Nodes change under mu.
+	clustertest.Cluster[*testNode]
 	t     testing.TB
 	logs  *nodeLog
 	mu    sync.Mutex
-	nodes []*testNode
 	peers []Peer             // the voters it was bootstrapped with
 	cut   map[[2]string]bool // pairs of node ids that cannot talk
 	opts  RaftOptions        // what every node starts with
@@ -82,12 +73,12 @@ func newTestClusterWith(t testing.TB, size int, opts RaftOptions) *testCluster {
 		peers = append(peers, Peer{ID: n.id, RaftAddr: n.raftAddr()})
 	}
 	opts.Bootstrap, c.peers = peers, peers
-	for _, n := range c.nodes {
+	for _, n := range c.Nodes {
 		n.start(opts)
 	}
 	t.Cleanup(c.close)
 	c.leader()
-	attempt.Watch(t, "the cluster", c.term)
+	c.Watch(t, "the cluster")
 	return c
 }
 
@@ -95,7 +86,7 @@ func newTestClusterWith(t testing.TB, size int, opts RaftOptions) *testCluster {
 func (c *testCluster) add(id string) *testNode {
 	n := &testNode{c: c, id: id, store: raft.NewInmemStore(), snaps: raft.NewInmemSnapshotStore(), hub: &recordingHub{}}
 	c.mu.Lock()
-	c.nodes = append(c.nodes, n)
+	c.Nodes = append(c.Nodes, n)
 	c.mu.Unlock()
 	return n
 }
@@ -116,7 +107,7 @@ func (n *testNode) open(opts RaftOptions) (*Raft, error) {
 	c := n.c
 	_, n.trans = raft.NewInmemTransportWithTimeout(raft.ServerAddress(n.raftAddr()), testRPCTimeout)
 	c.mu.Lock()
-	for _, o := range c.nodes {
+	for _, o := range c.Nodes {
 		if o != n && o.trans != nil && !c.cut[pair(n.id, o.id)] {
 			n.trans.Connect(o.trans.LocalAddr(), o.trans)
 			o.trans.Connect(n.trans.LocalAddr(), n.trans)
@@ -131,7 +122,7 @@ func (n *testNode) open(opts RaftOptions) (*Raft, error) {
 	opts.Hub = n.hub
 	opts.wall = func() time.Time { return time.Now().Add(time.Duration(n.wallAdd.Load())) }
 	if opts.HeartbeatTimeout == 0 { // a test may give a node its own
-		opts.HeartbeatTimeout, opts.ElectionTimeout = testHeartbeat, testElection
+		opts.HeartbeatTimeout, opts.ElectionTimeout = clustertest.Heartbeat, clustertest.Election
 	}
 	opts.forwardWait = 2 * time.Second
 	if opts.Logger == nil { // a test that reads the logs gives its own
@@ -164,7 +155,7 @@ func (n *testNode) stop() {
 }
 
 func (c *testCluster) close() {
-	for _, n := range c.nodes {
+	for _, n := range c.Nodes {
 		n.stop()
 	}
 }
@@ -180,7 +171,7 @@ func pair(a, b string) [2]string {
 func (c *testCluster) partition(n *testNode) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, o := range c.nodes {
+	for _, o := range c.Nodes {
 		if o != n && o.trans != nil {
 			c.cut[pair(n.id, o.id)] = true
 			n.trans.Disconnect(o.trans.LocalAddr())
@@ -203,8 +194,8 @@ func (c *testCluster) heal() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.cut = map[[2]string]bool{}
-	for _, a := range c.nodes {
-		for _, b := range c.nodes {
+	for _, a := range c.Nodes {
+		for _, b := range c.Nodes {
 			if a != b && a.trans != nil && b.trans != nil {
 				a.trans.Connect(b.trans.LocalAddr(), b.trans)
 			}
@@ -212,26 +203,56 @@ func (c *testCluster) heal() {
 	}
 }
 
-// leader waits until exactly one running node among those not cut off from
-// a majority leads, and returns it.
+// ID is the node's id, for clustertest.
+func (n *testNode) ID() string { return n.id }
+
+// Status is what n's engine says of itself, as LOCKSERVER STATUS would; an
+// error once it is stopped or closing (a closed engine is no leader, though
+// its raft may say so until the Shutdown that Close waits for has finished).
+func (n *testNode) Status(context.Context) (clustertest.Status, error) {
+	n.c.mu.Lock()
+	eng := n.eng
+	n.c.mu.Unlock()
+	if eng == nil || eng.closed.Load() {
+		return clustertest.Status{}, fmt.Errorf("%s is stopped", n.id)
+	}
+	return clustertest.Status{
+		State: strings.ToLower(eng.raft.State().String()), Leader: eng.leaderID(), Term: eng.raft.CurrentTerm(),
+		Commit: eng.raft.CommitIndex(), Applied: eng.applied.Load(),
+	}, nil
+}
+
+// leader waits until one of the nodes not cut off from the others leads and
+// the rest of them name it, and its engine has begun its term (proposed the
+// barrier that its reads wait for); it returns it.
 func (c *testCluster) leader() *testNode {
 	c.t.Helper()
-	var found *testNode
-	c.eventually("a leader", func() bool {
-		found = nil
-		for _, n := range c.nodes {
-			// A closed engine is no leader, though its raft may say so
-			// until its Shutdown, which Close waits for, has finished.
-			if n.eng != nil && !n.eng.closed.Load() && n.eng.raft.State() == raft.Leader && !c.isolated(n) {
-				if found != nil {
-					return false
-				}
-				found = n
-			}
+	var l *testNode
+	clustertest.Eventually(c.t, "a leader", func() error {
+		if l = c.Leader(c.t, c.connected()...); !l.eng.leading() {
+			return fmt.Errorf("%s no longer leads", l.id)
 		}
-		return found != nil && found.eng.leading()
+		return nil
 	})
-	return found
+	return l
+}
+
+// connected returns the nodes that are not cut off from every other node.
+func (c *testCluster) connected() []*testNode {
+	var ns []*testNode
+	for _, n := range c.nodes() {
+		if !c.isolated(n) {
+			ns = append(ns, n)
+		}
+	}
+	return ns
+}
+
+// nodes returns the cluster's nodes, which add changes under mu.
+func (c *testCluster) nodes() []*testNode {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*testNode(nil), c.Nodes...)
 }
 
 // isolated reports whether n is cut off from every other node; a node alone
@@ -239,12 +260,12 @@ func (c *testCluster) leader() *testNode {
 func (c *testCluster) isolated(n *testNode) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, o := range c.nodes {
+	for _, o := range c.Nodes {
 		if o != n && !c.cut[pair(n.id, o.id)] {
 			return false
 		}
 	}
-	return len(c.nodes) > 1
+	return len(c.Nodes) > 1
 }
 
 // registered waits until every node knows every member's client address: a
@@ -253,8 +274,8 @@ func (c *testCluster) isolated(n *testNode) bool {
 func (c *testCluster) registered() {
 	c.t.Helper()
 	c.eventually("every member registered on every node", func() bool {
-		for _, m := range c.nodes {
-			for _, o := range c.nodes {
+		for _, m := range c.Nodes {
+			for _, o := range c.Nodes {
 				if m.eng.memberAddr(o.id) != o.clientAddr() {
 					return false
 				}
@@ -267,7 +288,7 @@ func (c *testCluster) registered() {
 // followers returns the running nodes other than l.
 func (c *testCluster) followers(l *testNode) []*testNode {
 	var fs []*testNode
-	for _, n := range c.nodes {
+	for _, n := range c.Nodes {
 		if n != l && n.eng != nil {
 			fs = append(fs, n)
 		}
@@ -297,22 +318,22 @@ func (c *testCluster) compactPast(t testing.TB, l *testNode, index uint64) []*te
 	return running
 }
 
-// eventually polls cond until it holds, failing the test after testWait.
+// eventually polls cond until it holds, failing the test after
+// clustertest.Wait.
 func (c *testCluster) eventually(what string, cond func() bool) {
 	c.t.Helper()
-	deadline := time.Now().Add(testWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			c.t.Fatalf("timed out waiting for %s", what)
+	clustertest.Eventually(c.t, what, func() error {
+		if !cond() {
+			return errors.New("not yet")
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func (c *testCluster) byRaftAddr(addr string) *testNode {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, n := range c.nodes {
+	for _, n := range c.Nodes {
 		if n.raftAddr() == addr {
 			return n
 		}

@@ -19,7 +19,7 @@ func TestClusterUnknownOutcome(t *testing.T) {
 		// a proposal queued behind a batch that never commits is refused
 		// unsent (TRYAGAIN), rightly.
 		c.eventually("every member registered", func() bool {
-			for _, n := range c.nodes {
+			for _, n := range c.Nodes {
 				if l.eng.memberAddr(n.id) == "" {
 					return false
 				}

@@ -90,10 +90,10 @@ func TestClusterPublishCountsLocalSubscribers(t *testing.T) {
 			delivered = append(delivered, "ch:tx", "sch:tx")
 		}
 		want := fmt.Sprint(delivered)
-		for _, n := range c.nodes {
+		for _, n := range c.Nodes {
 			c.eventually(n.id+" delivers every message once", func() bool { return fmt.Sprint(n.hub.messages()) == want })
 		}
-		for _, n := range c.nodes {
+		for _, n := range c.Nodes {
 			noRelaysLeft(t, n)
 		}
 	})
@@ -126,7 +126,7 @@ func TestClusterPublishThroughFollowerEitherOrder(t *testing.T) {
 		wantReply(t, "PUBLISH applied by the follower first", waitReply(req), keyspace.Int(3))
 
 		c.eventually("the leader's answer to the second", func() bool { return len(l.hub.messages()) == 2 })
-		for _, n := range c.nodes {
+		for _, n := range c.Nodes {
 			c.eventually(n.id+" delivers both", func() bool { return len(n.hub.messages()) == 2 })
 		}
 		noRelaysLeft(t, f)
@@ -215,8 +215,8 @@ func TestClusterScriptPublishIsDeterministic(t *testing.T) {
 		for _, n := range []*testNode{l, fs[0], fs[1]} {
 			wantReply(t, "the script through "+n.id, do(n, 0, "EVAL", script, "1", "seen-"+n.id, n.id), keyspace.Int(0))
 		}
-		for _, n := range c.nodes {
-			for _, via := range c.nodes {
+		for _, n := range c.Nodes {
+			for _, via := range c.Nodes {
 				c.eventually(n.id+" applies the script through "+via.id, func() bool { return same(localGet(n, "seen-"+via.id), keyspace.Bulk("0")) })
 			}
 			c.eventually(n.id+" delivers the scripts' messages", func() bool {

@@ -157,7 +157,7 @@ func TestClusterPubSub(t *testing.T) {
 		wantReply(t, "PUBLISH through a follower", do(f, 0, "PUBLISH", "ch", "m1"), keyspace.Int(0))
 		wantReply(t, "PUBLISH on the leader", do(l, 0, "PUBLISH", "ch", "m2"), keyspace.Int(0))
 		want := "[ch:m1 ch:m2]"
-		for _, n := range c.nodes {
+		for _, n := range c.Nodes {
 			c.eventually(n.id+" delivers both messages", func() bool { return fmt.Sprint(n.hub.messages()) == want })
 		}
 
@@ -333,7 +333,7 @@ func TestClusterScriptsThroughFollower(t *testing.T) {
 			}
 			wantReply(t, fmt.Sprint("reply ", i), r, want[i])
 		}
-		for _, n := range c.nodes {
+		for _, n := range c.Nodes {
 			c.eventually(n.id+" delivers the unlock message", func() bool {
 				return fmt.Sprint(n.hub.messages()) == "[redisson_lock__channel:{lock}:0]"
 			})

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockserver/lockserver/internal/clustertest"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
 	"github.com/lockserver/lockserver/replication/internal/logcodec"
@@ -41,7 +42,7 @@ func TestClusterIdleReclaimsExpired(t *testing.T) {
 	l := c.leader()
 	wantReply(t, "load", c.idem(l, 0, "EVAL", loadExpiring, "0", "5000", "300", "100"), keyspace.Int(1))
 	// No write from here on.
-	for _, n := range c.nodes {
+	for _, n := range c.Nodes {
 		c.eventually(n.id+" reclaims the expired keys", func() bool {
 			k, v := keyCounts(n)
 			return k == 200 && v == 100
@@ -49,7 +50,7 @@ func TestClusterIdleReclaimsExpired(t *testing.T) {
 	}
 	c.eventually("every member applies the last sweep", func() bool {
 		a := l.eng.applied.Load()
-		for _, n := range c.nodes {
+		for _, n := range c.Nodes {
 			if n.eng.applied.Load() != a {
 				return false
 			}
@@ -185,10 +186,10 @@ func returnsMemory(t *testing.T, submit func(cmd ...string) keyspace.Reply, keys
 	if grown < n*size/2 {
 		t.Fatalf("%d keys of %d bytes grew the heap held by %d bytes only", n, size, grown)
 	}
-	deadline := time.Now().Add(testWait)
+	deadline := time.Now().Add(clustertest.Wait)
 	for keys() != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d keys left %v after they expired", keys(), testWait)
+			t.Fatalf("%d keys left %v after they expired", keys(), clustertest.Wait)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -225,7 +226,7 @@ func TestClusterReturnsSweptMemory(t *testing.T) {
 	l := c.leader()
 	returnsMemory(t, func(cmd ...string) keyspace.Reply { return c.idem(l, 0, cmd...) }, func() int {
 		most := 0
-		for _, n := range c.nodes {
+		for _, n := range c.Nodes {
 			k, _ := keyCounts(n)
 			most = max(most, k)
 		}

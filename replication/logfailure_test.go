@@ -78,11 +78,11 @@ func TestClusterLeaderDiskStallLosesNothingAcknowledged(t *testing.T) {
 		}
 		wantReply(t, "INCR on the new leader", c.incr(l2, "n", 2), keyspace.Int(2))
 		c.heal()
-		for _, n := range c.nodes {
+		for _, n := range c.Nodes {
 			c.eventually(n.id+" converges", func() bool { return same(localGet(n, "n"), keyspace.Bulk("2")) })
 		}
 		wantReply(t, "INCR after healing", c.incr(c.leader(), "n", 3), keyspace.Int(3))
-		for _, n := range c.nodes {
+		for _, n := range c.Nodes {
 			c.eventually(n.id+" applies the last INCR", func() bool { return same(localGet(n, "n"), keyspace.Bulk("3")) })
 		}
 	})

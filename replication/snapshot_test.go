@@ -340,7 +340,7 @@ func TestFollowerBehindCatchesUpFromTheLog(t *testing.T) {
 	}
 	snapshotAll := func() {
 		t.Helper()
-		for _, n := range c.nodes {
+		for _, n := range c.Nodes {
 			if n.eng != nil {
 				wantReply(t, "LOCKSERVER SNAPSHOT on "+n.id, do(n, 0, "LOCKSERVER", "SNAPSHOT"), keyspace.OK)
 			}
@@ -355,7 +355,7 @@ func TestFollowerBehindCatchesUpFromTheLog(t *testing.T) {
 	// next compaction keeps the log from there, and it is not behind that.
 	c.eventually(f.id+" holds the log up to every member's snapshot", func() bool {
 		last, _ := f.store.LastIndex()
-		for _, n := range c.nodes {
+		for _, n := range c.Nodes {
 			if metas, _ := n.snaps.List(); n != f && len(metas) > 0 && metas[0].Index > last {
 				return false
 			}
@@ -371,7 +371,7 @@ func TestFollowerBehindCatchesUpFromTheLog(t *testing.T) {
 		wantReply(t, "SET", c.set(l, 0, fmt.Sprint("b", i), "v"), keyspace.OK)
 	}
 	snapshotAll()
-	for _, n := range c.nodes {
+	for _, n := range c.Nodes {
 		if n == f {
 			continue
 		}

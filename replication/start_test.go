@@ -137,7 +137,7 @@ func TestMemberStandingAtStartLeavesTheLeader(t *testing.T) {
 	if r := c.set(l, 0, "k", "v"); r.IsError() {
 		t.Fatal(r.Str)
 	}
-	term := c.term()
+	term := c.Term()
 	c.cutPair(l, f)
 	logs := &testlog.Buffer{}
 	opts.firstStand, opts.Logger = time.Nanosecond, slog.New(slog.NewJSONHandler(logs, nil))
@@ -149,7 +149,7 @@ func TestMemberStandingAtStartLeavesTheLeader(t *testing.T) {
 	c.eventually("the restarted follower holding the write made while it was down", func() bool {
 		return same(localGet(f, "k"), keyspace.Bulk("v"))
 	})
-	if got := c.term(); got != term {
+	if got := c.Term(); got != term {
 		t.Errorf("the term went from %d to %d", term, got)
 	}
 	if now := c.leader(); now != l {

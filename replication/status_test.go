@@ -51,7 +51,7 @@ func TestClusterReadyFollowsPartition(t *testing.T) {
 		l := c.leader()
 		f := c.followers(l)[0]
 		c.eventually("every member ready", func() bool {
-			for _, n := range c.nodes {
+			for _, n := range c.Nodes {
 				if ready(n) != nil {
 					return false
 				}
