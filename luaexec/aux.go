@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/lockserver/lockserver/luaexec/internal/clib"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -59,7 +60,7 @@ func toNumber(v lua.LValue) (float64, bool) {
 	case lua.LNumber:
 		return float64(x), true
 	case lua.LString:
-		return str2number(string(x))
+		return clib.Str2Number(string(x))
 	}
 	return 0, false
 }
@@ -70,7 +71,7 @@ func toStringValue(v lua.LValue) (string, bool) {
 	case lua.LString:
 		return string(x), true
 	case lua.LNumber:
-		return formatNumber(float64(x)), true
+		return clib.FormatNumber(float64(x)), true
 	}
 	return "", false
 }
@@ -91,7 +92,7 @@ func checkNumber(L *lua.LState, n int) float64 {
 
 // checkInteger is luaL_checkinteger: a number truncated as C casts it.
 func checkInteger(L *lua.LState, n int) int64 {
-	return toInteger(checkNumber(L, n))
+	return clib.ToInteger(checkNumber(L, n))
 }
 
 func optInteger(L *lua.LState, n int, def int64) int64 {
@@ -103,7 +104,7 @@ func optInteger(L *lua.LState, n int, def int64) int64 {
 
 // checkInt is luaL_checkint: checkInteger cut to a C int.
 func checkInt(L *lua.LState, n int) int {
-	return toInt(checkNumber(L, n))
+	return clib.ToInt(checkNumber(L, n))
 }
 
 func optInt(L *lua.LState, n int, def int) int {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/lockserver/lockserver/luaexec/internal/clib"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -254,8 +255,8 @@ func (v *vm) tonumber(L *lua.LState) int {
 	if i := strings.IndexByte(s, 0); i >= 0 {
 		s = s[:i]
 	}
-	if u, n := strtoul(s, base); n > 0 {
-		for n < len(s) && isSpace(s[n]) {
+	if u, n := clib.Strtoul(s, base); n > 0 {
+		for n < len(s) && clib.IsSpace(s[n]) {
 			n++
 		}
 		if n == len(s) {
@@ -299,7 +300,7 @@ func (v *vm) tostring(L *lua.LState, val lua.LValue) string {
 	case lua.LString:
 		return string(x)
 	case lua.LNumber:
-		return formatNumber(float64(x))
+		return clib.FormatNumber(float64(x))
 	case *lua.LNilType:
 		return "nil"
 	case lua.LBool:

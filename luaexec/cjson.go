@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/lockserver/lockserver/luaexec/internal/clib"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -284,7 +285,7 @@ func (enc *jsonEncoder) number(n lua.LNumber) {
 			return
 		}
 	}
-	enc.b.Write(appendNumber(nil, f, enc.cfg.precision))
+	enc.b.Write(clib.AppendNumber(nil, f, enc.cfg.precision))
 }
 
 // jsonEscapes are lua-cjson's escapes: control characters, '"', '\\', '/' and DEL.
@@ -403,7 +404,7 @@ func (d *jsonDecoder) invalidNumber() bool {
 		return false
 	}
 	rest := d.data[min(p, len(d.data)):]
-	return hasPrefixFold(rest, "inf") || hasPrefixFold(rest, "nan")
+	return clib.HasPrefixFold(rest, "inf") || clib.HasPrefixFold(rest, "nan")
 }
 
 func (d *jsonDecoder) number() jsonToken {
@@ -411,7 +412,7 @@ func (d *jsonDecoder) number() jsonToken {
 	if i := strings.IndexByte(rest, 0); i >= 0 {
 		rest = rest[:i]
 	}
-	f, n := strtod(rest)
+	f, n := clib.Strtod(rest)
 	if n == 0 {
 		return d.errorToken("invalid number")
 	}

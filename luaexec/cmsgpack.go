@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 
+	"github.com/lockserver/lockserver/luaexec/internal/clib"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -105,8 +106,8 @@ func (enc *msgpackEncoder) header(n int, fix byte, fixMax int, c8, c16, c32 byte
 }
 
 func (enc *msgpackEncoder) number(f float64) {
-	if !math.IsInf(f, 0) && float64(toInteger(f)) == f {
-		enc.integer(toInteger(f))
+	if !math.IsInf(f, 0) && float64(clib.ToInteger(f)) == f {
+		enc.integer(clib.ToInteger(f))
 		return
 	}
 	if f32 := float32(f); float64(f32) == f {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/lockserver/lockserver/luaexec/internal/clib"
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/ast"
 )
@@ -86,7 +87,7 @@ func splitArgs(line string) ([]string, bool) {
 	var args []string
 	i := 0
 	for {
-		for i < len(line) && isSpace(line[i]) {
+		for i < len(line) && clib.IsSpace(line[i]) {
 			i++
 		}
 		if i >= len(line) {
@@ -102,8 +103,8 @@ func splitArgs(line string) ([]string, bool) {
 				}
 				c := line[i]
 				switch {
-				case c == '\\' && i+3 < len(line) && line[i+1] == 'x' && isHexDigit(line[i+2]) && isHexDigit(line[i+3]):
-					cur = append(cur, byte(digitValue(line[i+2])*16+digitValue(line[i+3])))
+				case c == '\\' && i+3 < len(line) && line[i+1] == 'x' && clib.IsHexDigit(line[i+2]) && clib.IsHexDigit(line[i+3]):
+					cur = append(cur, byte(clib.DigitValue(line[i+2])*16+clib.DigitValue(line[i+3])))
 					i += 3
 				case c == '\\' && i+1 < len(line):
 					i++
@@ -122,7 +123,7 @@ func splitArgs(line string) ([]string, bool) {
 						cur = append(cur, line[i])
 					}
 				case c == '"':
-					if i+1 < len(line) && !isSpace(line[i+1]) {
+					if i+1 < len(line) && !clib.IsSpace(line[i+1]) {
 						return nil, false
 					}
 					done = true
@@ -139,7 +140,7 @@ func splitArgs(line string) ([]string, bool) {
 					i++
 					cur = append(cur, '\'')
 				case c == '\'':
-					if i+1 < len(line) && !isSpace(line[i+1]) {
+					if i+1 < len(line) && !clib.IsSpace(line[i+1]) {
 						return nil, false
 					}
 					done = true

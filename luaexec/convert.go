@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/luaexec/internal/clib"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -254,7 +255,7 @@ func (b *replyBuilder) value(val lua.LValue, slots int) keyspace.Reply {
 		return keyspace.Null
 	case lua.LNumber:
 		b.spend(0)
-		return keyspace.Int(toInteger(float64(x)))
+		return keyspace.Int(clib.ToInteger(float64(x)))
 	case *lua.LTable:
 		if !b.spend(tableProbe) {
 			return keyspace.Null

@@ -12,7 +12,7 @@
 // and libraries read-only, no io, os, debug, require, dofile, print), the
 // same libraries (base, string, table, math, coroutine, cjson, bit, struct,
 // cmsgpack, redis) and Lua 5.1's semantics where gopher-lua's differ (see
-// lexer.go, parser.go, arith.go, number.go).
+// lexer.go, parser.go, arith.go, internal/clib).
 //
 // A script that fails half-way keeps the effects of the commands it ran
 // before the error, as in Redis: scripts are atomic with respect to other

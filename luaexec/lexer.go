@@ -3,6 +3,8 @@ package luaexec
 import (
 	"fmt"
 	"strings"
+
+	"github.com/lockserver/lockserver/luaexec/internal/clib"
 )
 
 // The lexer and parser reproduce Lua 5.1's (llex.c, lparser.c) rather than
@@ -295,11 +297,11 @@ func (lx *lexer) quotedString(del int) string {
 			case eoz:
 				continue // reported as an unfinished string next round
 			default:
-				if !isDigit(byte(lx.current)) {
+				if !clib.IsDigit(byte(lx.current)) {
 					lx.saveAndNext() // \\, \", \' and any other character stand for themselves
 					continue
 				}
-				for i := 0; i < 3 && lx.current != eoz && isDigit(byte(lx.current)); i++ {
+				for i := 0; i < 3 && lx.current != eoz && clib.IsDigit(byte(lx.current)); i++ {
 					c = 10*c + lx.current - '0'
 					lx.next()
 				}
@@ -320,7 +322,7 @@ func (lx *lexer) quotedString(del int) string {
 }
 
 func (lx *lexer) numeral() float64 {
-	for lx.current != eoz && (isDigit(byte(lx.current)) || lx.current == '.') {
+	for lx.current != eoz && (clib.IsDigit(byte(lx.current)) || lx.current == '.') {
 		lx.saveAndNext()
 	}
 	if lx.current == 'e' || lx.current == 'E' {
@@ -329,18 +331,15 @@ func (lx *lexer) numeral() float64 {
 			lx.saveAndNext()
 		}
 	}
-	for lx.current != eoz && (isAlnum(lx.current) || lx.current == '_') {
+	for lx.current != eoz && (clib.IsAlnum(lx.current) || lx.current == '_') {
 		lx.saveAndNext()
 	}
-	f, ok := str2number(string(lx.buf))
+	f, ok := clib.Str2Number(string(lx.buf))
 	if !ok {
 		lx.fail("malformed number", tkNumber)
 	}
 	return f
 }
-
-func isAlpha(c int) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
-func isAlnum(c int) bool { return isAlpha(c) || c >= '0' && c <= '9' }
 
 // lex reads one token (llex).
 func (lx *lexer) lex() token {
@@ -403,7 +402,7 @@ func (lx *lexer) lex() token {
 				}
 				return token{kind: tkConcat}
 			}
-			if lx.current == eoz || !isDigit(byte(lx.current)) {
+			if lx.current == eoz || !clib.IsDigit(byte(lx.current)) {
 				return token{kind: '.'}
 			}
 			return token{kind: tkNumber, num: lx.numeral()}
@@ -411,12 +410,12 @@ func (lx *lexer) lex() token {
 			return token{kind: tkEOS}
 		default:
 			switch {
-			case isSpace(byte(c)):
+			case clib.IsSpace(byte(c)):
 				lx.next()
-			case isDigit(byte(c)):
+			case clib.IsDigit(byte(c)):
 				return token{kind: tkNumber, num: lx.numeral()}
-			case isAlpha(c) || c == '_':
-				for lx.current != eoz && (isAlnum(lx.current) || lx.current == '_') {
+			case clib.IsAlpha(c) || c == '_':
+				for lx.current != eoz && (clib.IsAlnum(lx.current) || lx.current == '_') {
 					lx.saveAndNext()
 				}
 				name := string(lx.buf)

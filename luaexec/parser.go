@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/lockserver/lockserver/luaexec/internal/clib"
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/ast"
 )
@@ -339,7 +340,7 @@ func constString(e ast.Expr) (string, bool) {
 		return x.Value, true
 	case *ast.NumberExpr:
 		f, _ := strconv.ParseFloat(x.Value, 64)
-		return formatNumber(f), true
+		return clib.FormatNumber(f), true
 	}
 	return "", false
 }

@@ -1,6 +1,7 @@
 package luaexec
 
 import (
+	"github.com/lockserver/lockserver/luaexec/internal/clib"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -128,7 +129,7 @@ func isLowerC(c int) bool { return c >= 'a' && c <= 'z' }
 func isUpperC(c int) bool { return c >= 'A' && c <= 'Z' }
 func isCntrlC(c int) bool { return c < 32 || c == 127 }
 func isPunctC(c int) bool {
-	return c > 32 && c < 127 && !isAlnum(c)
+	return c > 32 && c < 127 && !clib.IsAlnum(c)
 }
 
 func matchClass(c, cl int) bool {
@@ -139,7 +140,7 @@ func matchClass(c, cl int) bool {
 	}
 	switch lower {
 	case 'a':
-		res = isAlpha(c)
+		res = clib.IsAlpha(c)
 	case 'c':
 		res = isCntrlC(c)
 	case 'd':
@@ -153,9 +154,9 @@ func matchClass(c, cl int) bool {
 	case 'u':
 		res = isUpperC(c)
 	case 'w':
-		res = isAlnum(c)
+		res = clib.IsAlnum(c)
 	case 'x':
-		res = c < 256 && isHexDigit(byte(c))
+		res = c < 256 && clib.IsHexDigit(byte(c))
 	case 'z':
 		res = c == 0
 	default:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lockserver/lockserver/internal/acl"
 	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/luaexec/internal/clib"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -72,6 +73,12 @@ func (v *vm) redisLib() *lua.LTable {
 func raiseTable(L *lua.LState, text string) int {
 	L.Error(errorTable(L, text), 0)
 	return 0
+}
+
+// appendArg appends f as Redis formats a Lua number passed to redis.call
+// ("%.17g"), so that no precision is lost: 1724000000000, 0.10000000000000001.
+func appendArg(b []byte, f float64) []byte {
+	return clib.AppendNumber(b, f, 17)
 }
 
 // maxKeptArgBytes bounds the argument buffer a VM keeps between calls, so
@@ -277,7 +284,7 @@ func (v *vm) redisSha1hex(L *lua.LState) int {
 	case lua.LString:
 		s = string(x)
 	case lua.LNumber:
-		s = formatNumber(float64(x))
+		s = clib.FormatNumber(float64(x))
 	}
 	v.chargeLen(L, len(s))
 	L.Push(lua.LString(sha1hex(s)))
@@ -324,7 +331,7 @@ func redisSetRepl(L *lua.LState) int {
 	}
 	flags := 0
 	if n, ok := toNumber(L.Get(1)); ok {
-		flags = toInt(n)
+		flags = clib.ToInt(n)
 	}
 	if flags&^3 != 0 {
 		return raiseTable(L, "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.")
@@ -338,7 +345,7 @@ func (v *vm) redisSetResp(L *lua.LState) int {
 	}
 	resp := 0
 	if n, ok := toNumber(L.Get(1)); ok {
-		resp = toInt(n)
+		resp = clib.ToInt(n)
 	}
 	if resp != 2 && resp != 3 {
 		return raiseTable(L, "RESP version must be 2 or 3.")
@@ -377,7 +384,7 @@ func (v *vm) redisLog(L *lua.LState) int {
 	if !ok {
 		return raiseTable(L, "First argument must be a number (log level).")
 	}
-	level := toInt(f)
+	level := clib.ToInt(f)
 	if level < 0 || level > 3 {
 		return raiseTable(L, "Invalid debug level.")
 	}

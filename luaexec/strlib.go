@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/lockserver/lockserver/luaexec/internal/clib"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -369,11 +370,11 @@ func (v *vm) strFormat(L *lua.LState) int {
 		i++
 		switch conv {
 		case 'c':
-			b.WriteString(pad(string([]byte{byte(toInt(checkNumber(L, arg)))}), spec, false))
+			b.WriteString(pad(string([]byte{byte(clib.ToInt(checkNumber(L, arg)))}), spec, false))
 		case 'd', 'i':
-			b.WriteString(formatInt(toInteger(checkNumber(L, arg)), spec))
+			b.WriteString(formatInt(clib.ToInteger(checkNumber(L, arg)), spec))
 		case 'o', 'u', 'x', 'X':
-			b.WriteString(formatUint(toUnsigned(checkNumber(L, arg)), conv, spec))
+			b.WriteString(formatUint(clib.ToUnsigned(checkNumber(L, arg)), conv, spec))
 		case 'e', 'E', 'f', 'g', 'G':
 			b.WriteString(formatFloat(checkNumber(L, arg), conv, spec))
 		case 'q':
@@ -434,7 +435,7 @@ func scanFormat(L *lua.LState, f string, i int, spec *fmtSpec) int {
 	}
 	digits := func() int {
 		n := 0
-		for k := 0; k < 2 && isDigit(at(i)); k++ {
+		for k := 0; k < 2 && clib.IsDigit(at(i)); k++ {
 			n = n*10 + int(at(i)-'0')
 			i++
 		}
@@ -446,7 +447,7 @@ func scanFormat(L *lua.LState, f string, i int, spec *fmtSpec) int {
 		i++
 		spec.prec = digits()
 	}
-	if isDigit(at(i)) {
+	if clib.IsDigit(at(i)) {
 		raiseError(L, "invalid format (width or precision too long)")
 	}
 	return i
@@ -507,14 +508,6 @@ func formatInt(n int64, spec fmtSpec) string {
 	}
 	s := signPrefix(n < 0, spec) + withPrecision(strconv.FormatUint(mag, 10), spec)
 	return pad(s, spec, spec.zero && spec.prec < 0)
-}
-
-// toUnsigned converts a number as C's (unsigned long) cast does on x86-64.
-func toUnsigned(f float64) uint64 {
-	if f < 1<<63 {
-		return uint64(toInteger(f))
-	}
-	return uint64(toInteger(f-(1<<63))) ^ (1 << 63)
 }
 
 func formatUint(u uint64, conv byte, spec fmtSpec) string {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/lockserver/lockserver/luaexec/internal/clib"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -40,11 +41,11 @@ func (f *structFormat) next() byte {
 
 // num reads an optional size after an option.
 func (f *structFormat) num(def int) int {
-	if !f.more() || !isDigit(f.fmt[f.i]) {
+	if !f.more() || !clib.IsDigit(f.fmt[f.i]) {
 		return def
 	}
 	a := 0
-	for f.more() && isDigit(f.fmt[f.i]) {
+	for f.more() && clib.IsDigit(f.fmt[f.i]) {
 		d := int(f.fmt[f.i] - '0')
 		if a > math.MaxInt32/10 || a*10 > math.MaxInt32-d {
 			raiseError(f.L, "integral size overflow")
@@ -144,9 +145,9 @@ func (v *vm) structPack(L *lua.LState) int {
 			arg++
 			var u uint64
 			if n < 0 {
-				u = uint64(toInteger(n))
+				u = uint64(clib.ToInteger(n))
 			} else {
-				u = toUnsigned(n)
+				u = clib.ToUnsigned(n)
 			}
 			buf := make([]byte, size)
 			for i := 0; i < size; i++ {
@@ -258,7 +259,7 @@ func (v *vm) structUnpack(L *lua.LState) int {
 				if n == 0 || !ok {
 					raiseError(L, "format 'c0' needs a previous size")
 				}
-				size = int(toInteger(prev))
+				size = int(clib.ToInteger(prev))
 				L.Pop(1)
 				n--
 				if size < 0 || size > len(data) || pos > int64(len(data)-size) {
@@ -299,7 +300,7 @@ func structSize(L *lua.LState) int {
 		} else if opt == 'c' && size == 0 {
 			argError(L, 1, "option 'c0' has no fixed size")
 		}
-		if !isAlnum(int(opt)) {
+		if !clib.IsAlnum(int(opt)) {
 			f.control(opt, &h)
 		}
 		pos += size
