@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/lockserver/lockserver/luaexec/internal/budget"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -93,8 +94,8 @@ func (v *vm) arith(event string) lua.LGFunction {
 	op := arithEvents[event]
 	return func(L *lua.LState) int {
 		a, b := L.Get(1), L.Get(2)
-		v.chargeString(L, a) // the scan of a numeric string
-		v.chargeString(L, b)
+		budget.ScanString(v, L, a) // the scan of a numeric string
+		budget.ScanString(v, L, b)
 		x, okA := toNumber(a)
 		y, okB := toNumber(b)
 		if okA && okB {
@@ -134,7 +135,7 @@ func otherMeta(L *lua.LState, a, b lua.LValue, event string) lua.LValue {
 // neg is unary minus.
 func (v *vm) neg(L *lua.LState) int {
 	a := L.Get(1)
-	v.chargeString(L, a) // the scan of a numeric string
+	budget.ScanString(v, L, a) // the scan of a numeric string
 	if x, ok := toNumber(a); ok {
 		L.Push(lua.LNumber(-x))
 		return 1
@@ -158,7 +159,7 @@ func (v *vm) mod(L *lua.LState) int {
 // forCoerce returns the helper that converts one bound of a numeric for.
 func (v *vm) forCoerce(what string) lua.LGFunction {
 	return func(L *lua.LState) int {
-		v.chargeString(L, L.Get(1)) // the scan of a numeric string
+		budget.ScanString(v, L, L.Get(1)) // the scan of a numeric string
 		x, ok := toNumber(L.Get(1))
 		if !ok {
 			L.RaiseError("'for' %s must be a number", what)
@@ -185,7 +186,7 @@ func (v *vm) concat(L *lua.LState) int {
 			plain = false
 		}
 	}
-	v.chargeBytes(L, total)
+	budget.Bytes(v, L, total)
 	if plain {
 		var b strings.Builder
 		b.Grow(total)
@@ -250,8 +251,8 @@ func (v *vm) setIndex(L *lua.LState) int {
 	}
 	v.checkStoreKey(L, t, k)
 	v.chargeGap(L, t, k)
-	v.chargeString(L, k)
-	v.charge(L, 1) // a store may grow the table: memory as well as time
+	budget.ScanString(v, L, k)
+	v.Charge(L, 1) // a store may grow the table: memory as well as time
 	L.SetTable(t, k, val)
 	return 0
 }
@@ -264,7 +265,7 @@ func (v *vm) setFields(L *lua.LState) int {
 		k, val := L.Get(i), L.Get(i+1)
 		v.checkStoreKey(L, t, k)
 		v.chargeGap(L, t, k)
-		v.chargeString(L, k)
+		budget.ScanString(v, L, k)
 		L.SetTable(t, k, val)
 	}
 	L.Push(t)

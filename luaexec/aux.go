@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/lockserver/lockserver/luaexec/internal/budget"
 	"github.com/lockserver/lockserver/luaexec/internal/clib"
 	lua "github.com/yuin/gopher-lua"
 )
@@ -88,6 +89,16 @@ func checkNumber(L *lua.LState, n int) float64 {
 		typeError(L, n, "number")
 	}
 	return f
+}
+
+// chargeScan is budget.Scan for code that has only the Lua state.
+func chargeScan(L *lua.LState, n int) {
+	if n < budget.BytesPerStep {
+		return
+	}
+	if c := budget.Of(L); c != nil {
+		budget.Scan(c, L, n)
+	}
 }
 
 // checkInteger is luaL_checkinteger: a number truncated as C casts it.

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/lockserver/lockserver/luaexec/internal/budget"
 	"github.com/lockserver/lockserver/luaexec/internal/clib"
 	lua "github.com/yuin/gopher-lua"
 )
@@ -52,7 +53,7 @@ func (v *vm) openBase() {
 func (v *vm) assert(L *lua.LState) int {
 	if !lua.LVAsBool(checkAny(L, 1)) {
 		msg := optString(L, 2, "assertion failed!")
-		v.chargeLen(L, len(msg))
+		budget.Scan(v, L, len(msg))
 		raiseError(L, "%s", msg)
 	}
 	return L.GetTop()
@@ -84,7 +85,7 @@ func (v *vm) error(L *lua.LState) int {
 	level := optInt(L, 2, 1)
 	msg := L.Get(1)
 	if s, ok := toStringValue(msg); ok && level > 0 {
-		v.chargeLen(L, len(s))
+		budget.Scan(v, L, len(s))
 		msg = lua.LString(where(L, level) + s)
 	}
 	L.Error(msg, 0)
@@ -174,7 +175,7 @@ func (v *vm) rawequal(L *lua.LState) int {
 	a, b := checkAny(L, 1), checkAny(L, 2)
 	if s, ok := a.(lua.LString); ok {
 		if t, ok := b.(lua.LString); ok && len(s) == len(t) {
-			v.chargeLen(L, len(s))
+			budget.Scan(v, L, len(s))
 		}
 	}
 	L.Push(lua.LBool(a == b))
@@ -184,7 +185,7 @@ func (v *vm) rawequal(L *lua.LState) int {
 func (v *vm) rawget(L *lua.LState) int {
 	t := v.contents(checkTable(L, 1))
 	k := checkAny(L, 2)
-	v.chargeString(L, k)
+	budget.ScanString(v, L, k)
 	L.Push(t.RawGet(k))
 	return 1
 }
@@ -195,7 +196,7 @@ func (v *vm) rawset(L *lua.LState) int {
 	val := checkAny(L, 3)
 	v.refuseReadonly(L, t)
 	checkKey(L, k)
-	v.chargeString(L, k)
+	budget.ScanString(v, L, k)
 	v.chargeGap(L, t, k)
 	t.RawSet(k, val)
 	L.SetTop(1)
@@ -238,7 +239,7 @@ func baseSelect(L *lua.LState) int {
 func (v *vm) tonumber(L *lua.LState) int {
 	base := optInt(L, 2, 10)
 	if s, ok := L.Get(1).(lua.LString); ok {
-		v.chargeLen(L, len(s))
+		budget.Scan(v, L, len(s))
 	}
 	if base == 10 {
 		if f, ok := toNumber(checkAny(L, 1)); ok {
@@ -309,7 +310,7 @@ func (v *vm) tostring(L *lua.LState, val lua.LValue) string {
 		}
 		return "false"
 	}
-	v.charge(L, objectCharge)
+	v.Charge(L, objectCharge)
 	return fmt.Sprintf("%s: 0x%08x", val.Type().String(), v.objectID(val))
 }
 
@@ -352,7 +353,7 @@ func (v *vm) unpack(L *lua.LState) int {
 	if n <= 0 || n+L.GetTop() > luaMaxCStack {
 		raiseError(L, "too many results to unpack")
 	}
-	v.charge(L, int64(n))
+	v.Charge(L, int64(n))
 	for k := i; k <= e; k++ {
 		L.Push(t.RawGetInt(k))
 	}
@@ -390,10 +391,10 @@ func (v *vm) pcall(L *lua.LState) int {
 func (v *vm) caught(L *lua.LState, err error) {
 	v.reraise(L)
 	if err != nil {
-		v.charge(L, caughtCharge)
+		v.Charge(L, caughtCharge)
 	}
 	if ae, ok := err.(*lua.ApiError); ok && ae.StackTrace != "" {
-		v.charge(L, overflowCharge)
+		v.Charge(L, overflowCharge)
 	}
 }
 
@@ -473,14 +474,14 @@ func (v *vm) load(L *lua.LState) int {
 		if s == "" {
 			break
 		}
-		v.chargeBytes(L, len(s))
+		budget.Bytes(v, L, len(s))
 		b.WriteString(s)
 	}
 	return v.loadChunk(L, b.String(), name)
 }
 
 func (v *vm) loadChunk(L *lua.LState, src, name string) int {
-	v.charge(L, 1)
+	v.Charge(L, 1)
 	if strings.HasPrefix(src, "\x1bLua") {
 		L.Push(lua.LNil)
 		L.Push(lua.LString(chunkID(name) + ": bytecode loading is not supported"))
@@ -491,9 +492,9 @@ func (v *vm) loadChunk(L *lua.LState, src, name string) int {
 	proto, pool, work, err := compileChunk(src, id, 1, 1, int(max(v.run.steps, 1)))
 	var se *syntaxError
 	if errors.As(err, &se) && se.overBudget {
-		v.charge(L, v.run.steps+1)
+		v.Charge(L, v.run.steps+1)
 	}
-	v.charge(L, int64(work))
+	v.Charge(L, int64(work))
 	if err != nil {
 		L.Push(lua.LNil)
 		L.Push(lua.LString(err.Error()))

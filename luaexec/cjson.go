@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/lockserver/lockserver/luaexec/internal/budget"
 	"github.com/lockserver/lockserver/luaexec/internal/clib"
 	lua "github.com/yuin/gopher-lua"
 )
@@ -163,7 +164,7 @@ func (v *vm) cjsonEncode(L *lua.LState) int {
 	}
 	enc := &jsonEncoder{v: v, L: L, cfg: v.cjson()}
 	enc.value(L.Get(1), 0)
-	v.chargeBytes(L, enc.b.Len())
+	budget.Bytes(v, L, enc.b.Len())
 	L.Push(lua.LString(enc.b.String()))
 	return 1
 }
@@ -173,10 +174,10 @@ func (enc *jsonEncoder) fail(val lua.LValue, reason string) {
 }
 
 func (enc *jsonEncoder) value(val lua.LValue, depth int) {
-	enc.v.charge(enc.L, 1)
+	enc.v.Charge(enc.L, 1)
 	switch x := val.(type) {
 	case lua.LString:
-		enc.v.chargeBytes(enc.L, len(x))
+		budget.Bytes(enc.v, enc.L, len(x))
 		jsonQuote(&enc.b, string(x))
 	case lua.LNumber:
 		enc.number(x)
@@ -355,7 +356,7 @@ func (v *vm) cjsonDecode(L *lua.LState) int {
 		argError(L, 1, "expected 1 argument")
 	}
 	data := checkString(L, 1)
-	v.chargeBytes(L, len(data))
+	budget.Bytes(v, L, len(data))
 	d := &jsonDecoder{v: v, L: L, cfg: v.cjson(), data: data}
 	tok := d.next()
 	val := d.value(tok)
@@ -571,7 +572,7 @@ func (d *jsonDecoder) value(tok jsonToken) lua.LValue {
 				d.parseError("colon", tok)
 			}
 			t.RawSetString(key, d.value(d.next()))
-			d.v.charge(L, 1)
+			d.v.Charge(L, 1)
 			tok = d.next()
 			if tok.kind == tObjEnd {
 				d.depth--
@@ -592,7 +593,7 @@ func (d *jsonDecoder) value(tok jsonToken) lua.LValue {
 		}
 		for i := 1; ; i++ {
 			t.RawSetInt(i, d.value(tok))
-			d.v.charge(L, 1)
+			d.v.Charge(L, 1)
 			tok = d.next()
 			if tok.kind == tArrEnd {
 				d.depth--

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 
+	"github.com/lockserver/lockserver/luaexec/internal/budget"
 	"github.com/lockserver/lockserver/luaexec/internal/clib"
 	lua "github.com/yuin/gopher-lua"
 )
@@ -59,16 +60,16 @@ func (v *vm) msgpackPack(L *lua.LState) int {
 	for i := 1; i <= n; i++ {
 		enc.value(L.Get(i), 0)
 	}
-	v.chargeBytes(L, len(enc.b))
+	budget.Bytes(v, L, len(enc.b))
 	L.Push(lua.LString(enc.b))
 	return 1
 }
 
 func (enc *msgpackEncoder) value(val lua.LValue, level int) {
-	enc.v.charge(enc.L, 1)
+	enc.v.Charge(enc.L, 1)
 	switch x := val.(type) {
 	case lua.LString:
-		enc.v.chargeBytes(enc.L, len(x))
+		budget.Bytes(enc.v, enc.L, len(x))
 		enc.header(len(x), 0xa0, 31, 0xd9, 0xda, 0xdb)
 		enc.b = append(enc.b, x...)
 	case lua.LBool:
@@ -201,7 +202,7 @@ func (v *vm) msgpackUnpack(L *lua.LState, limit, offset int) int {
 	if decodeAll {
 		limit = math.MaxInt32
 	}
-	v.chargeBytes(L, len(s)-offset)
+	budget.Bytes(v, L, len(s)-offset)
 	d := &msgpackDecoder{v: v, L: L, data: s, pos: offset}
 	n := 0
 	for ; d.pos < len(s) && n < limit; n++ {
@@ -236,7 +237,7 @@ func (d *msgpackDecoder) uint(n int) uint64 {
 }
 
 func (d *msgpackDecoder) value() lua.LValue {
-	d.v.charge(d.L, 1)
+	d.v.Charge(d.L, 1)
 	c := d.need(1)[0]
 	switch c {
 	case 0xcc:

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/lockserver/lockserver/luaexec/internal/budget"
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/ast"
 )
@@ -155,11 +156,11 @@ func foldValue(e ast.Expr) (float64, bool) {
 
 // global returns the expression that reads or assigns the global name: the
 // name itself, or the globals table indexed by a pooled constant.
-// A name as long as bytesPerStep or longer is read through _G too, so that
-// the weight of the read counts the hashing of the name (weight.go).
+// A name as long as budget.BytesPerStep or longer is read through _G too, so
+// that the weight of the read counts the hashing of the name (weight.go).
 func (p *parser) global(name string, line int) ast.Expr {
 	var e ast.Expr
-	if len(name) < bytesPerStep && p.room(strKey(name)) {
+	if len(name) < budget.BytesPerStep && p.room(strKey(name)) {
 		e = &ast.IdentExpr{Value: name}
 	} else {
 		g := &ast.IdentExpr{Value: aliasPrefix + "_G"}

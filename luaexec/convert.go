@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/luaexec/internal/budget"
 	"github.com/lockserver/lockserver/luaexec/internal/clib"
 	lua "github.com/yuin/gopher-lua"
 )
@@ -203,8 +204,8 @@ const (
 
 // toReply converts a script's result for the client. Building the reply,
 // which the server then writes out, is work like building any string: it is
-// charged at bytesPerStep for each byte of its strings and one step for
-// each value, against the steps the script has left (steps). A reply that
+// charged a step for each budget.BytesPerStep bytes of its strings and one
+// for each value, against the steps the script has left (steps). A reply that
 // does not fit is not built further, and the script fails with
 // errReplyTooLarge: a script's reply is bounded as all its work is.
 func (v *vm) toReply(val lua.LValue, resp int, steps int64) keyspace.Reply {
@@ -226,11 +227,11 @@ type replyBuilder struct {
 
 // tableProbe is what a table in a reply costs beyond its values, counted as
 // bytes: the seven fields (err, ok, map, ...) looked up to tell its kind.
-const tableProbe = 4 * bytesPerStep
+const tableProbe = 4 * budget.BytesPerStep
 
 // spend charges one value of n bytes and reports whether the budget allows it.
 func (b *replyBuilder) spend(n int) bool {
-	b.left -= 1 + int64(n)/bytesPerStep
+	b.left -= 1 + int64(n)/budget.BytesPerStep
 	return b.left >= 0
 }
 

@@ -24,7 +24,7 @@ func (v *vm) coroutineLib(orig *lua.LTable) *lua.LTable {
 		if r.coCount > maxCoroutines {
 			raiseError(L, "too many coroutines (a script may create %d)", maxCoroutines)
 		}
-		v.charge(L, 100)
+		v.Charge(L, 100)
 		// The new state copies L's options: give it a small call stack.
 		saved := L.Options
 		L.Options.CallStackSize = coroutineCallStackSize

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/lockserver/lockserver/luaexec/internal/budget"
 	"github.com/lockserver/lockserver/luaexec/internal/clib"
 )
 
@@ -107,7 +108,7 @@ type lexer struct {
 const functionWeight = 256
 
 // work is the compile work of what was read so far.
-func (lx *lexer) work() int { return lx.tokens + lx.pos/bytesPerStep + lx.extra }
+func (lx *lexer) work() int { return lx.tokens + lx.pos/budget.BytesPerStep + lx.extra }
 
 const noToken = tkEOS + 1
 

@@ -69,7 +69,7 @@ func (ms *matchState) p(i int) int {
 func (ms *matchState) step() {
 	ms.steps++
 	if ms.steps%matchStepsPerCharge == 0 {
-		ms.v.charge(ms.L, 1)
+		ms.v.Charge(ms.L, 1)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lockserver/lockserver/internal/acl"
 	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/luaexec/internal/budget"
 	"github.com/lockserver/lockserver/luaexec/internal/clib"
 	lua "github.com/yuin/gopher-lua"
 )
@@ -198,9 +199,9 @@ func (v *vm) redisCall(L *lua.LState, raise bool) int {
 		L.Push(errorTable(L, msg))
 		return 1
 	}
-	v.chargeBytes(L, len(v.argBytes))
+	budget.Bytes(v, L, len(v.argBytes))
 	reply, work := v.dispatch(r, args)
-	v.charge(L, work)
+	v.Charge(L, work)
 	if reply.IsError() {
 		t := commandErrorTable(L, reply.Str)
 		if raise {
@@ -209,7 +210,7 @@ func (v *vm) redisCall(L *lua.LState, raise bool) int {
 		L.Push(t)
 		return 1
 	}
-	v.charge(L, elements(reply))
+	v.Charge(L, elements(reply))
 	L.Push(v.toLua(L, reply, r.resp))
 	return 1
 }
@@ -286,7 +287,7 @@ func (v *vm) redisSha1hex(L *lua.LState) int {
 	case lua.LNumber:
 		s = clib.FormatNumber(float64(x))
 	}
-	v.chargeLen(L, len(s))
+	budget.Scan(v, L, len(s))
 	L.Push(lua.LString(sha1hex(s)))
 	return 1
 }
@@ -304,7 +305,7 @@ func (v *vm) redisErrorReply(L *lua.LState) int {
 		L.Push(errorTable(L, "wrong number or type of arguments"))
 		return 1
 	}
-	v.chargeLen(L, len(s)) // the error text is built anew
+	budget.Scan(v, L, len(s)) // the error text is built anew
 	text := string(s)
 	if !strings.HasPrefix(text, "-") {
 		text = "-" + text
@@ -362,7 +363,7 @@ func (v *vm) redisACLCheckCmd(L *lua.LState) int {
 	if msg != "" {
 		return raiseTable(L, msg)
 	}
-	v.chargeLen(L, len(v.argBytes))
+	budget.Scan(v, L, len(v.argBytes))
 	cmd := v.lookupScriptCommand(args)
 	if cmd == nil {
 		return raiseTable(L, "Invalid command passed to redis.acl_check_cmd()")
@@ -399,7 +400,7 @@ func (v *vm) redisLog(L *lua.LState) int {
 		}
 		b.WriteString(s)
 	}
-	v.chargeBytes(L, b.Len())
+	budget.Bytes(v, L, b.Len())
 	if log := v.e.opts.Logger; log != nil {
 		log.Log(context.Background(), logLevels[level], b.String(), "source", "script")
 	}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/lockserver/lockserver/luaexec/internal/budget"
 	"github.com/lockserver/lockserver/luaexec/internal/clib"
 	lua "github.com/yuin/gopher-lua"
 )
@@ -37,7 +38,7 @@ func (v *vm) stringLib() *lua.LTable {
 // strMap applies an ASCII byte-wise transformation (the C locale's).
 func (v *vm) strMap(L *lua.LState, f func(string) string) int {
 	s := checkString(L, 1)
-	v.chargeBytes(L, len(s))
+	budget.Bytes(v, L, len(s))
 	L.Push(lua.LString(asciiOnly(s, f)))
 	return 1
 }
@@ -104,9 +105,9 @@ func (v *vm) strRep(L *lua.LState) int {
 		return 1
 	}
 	if n > math.MaxInt32/int64(len(s)) {
-		v.charge(L, math.MaxInt64) // far beyond any budget
+		v.Charge(L, math.MaxInt64) // far beyond any budget
 	}
-	v.chargeBytes(L, int(n)*len(s))
+	budget.Bytes(v, L, int(n)*len(s))
 	L.Push(lua.LString(strings.Repeat(s, int(n))))
 	return 1
 }
@@ -128,7 +129,7 @@ func (v *vm) strByte(L *lua.LState) int {
 	if n+L.GetTop() > luaMaxCStack {
 		raiseError(L, "stack overflow (string slice too long)")
 	}
-	v.charge(L, int64(n))
+	v.Charge(L, int64(n))
 	for i := 0; i < n; i++ {
 		L.Push(lua.LNumber(s[int(posi)+i-1]))
 	}
@@ -145,7 +146,7 @@ func (v *vm) strChar(L *lua.LState) int {
 		}
 		b[i-1] = byte(c)
 	}
-	v.chargeBytes(L, n)
+	budget.Bytes(v, L, n)
 	L.Push(lua.LString(b))
 	return 1
 }
@@ -165,7 +166,7 @@ const specials = "^$*+?.([%-"
 func (v *vm) strFind(L *lua.LState, find bool) int {
 	s := checkString(L, 1)
 	p := checkString(L, 2)
-	v.chargeLen(L, len(p)) // scanned for specials
+	budget.Scan(v, L, len(p)) // scanned for specials
 	init := posRelat(optInteger(L, 3, 1), len(s)) - 1
 	if init < 0 {
 		init = 0
@@ -177,7 +178,7 @@ func (v *vm) strFind(L *lua.LState, find bool) int {
 		cp = cp[:i]
 	}
 	if find && (lua.LVAsBool(L.Get(4)) || !strings.ContainsAny(cp, specials)) {
-		v.chargeBytes(L, len(s)-int(init))
+		budget.Bytes(v, L, len(s)-int(init))
 		if i := strings.Index(s[init:], p); i >= 0 {
 			L.Push(lua.LNumber(int(init) + i + 1))
 			L.Push(lua.LNumber(int(init) + i + len(p)))
@@ -273,7 +274,7 @@ func (v *vm) strGsub(L *lua.LState) int {
 	}
 done:
 	b.WriteString(src[s:])
-	v.chargeBytes(L, b.Len())
+	budget.Bytes(v, L, b.Len())
 	L.Push(lua.LString(b.String()))
 	L.Push(lua.LNumber(n))
 	return 2
@@ -286,7 +287,7 @@ func (v *vm) addValue(ms *matchState, b *strings.Builder, s, e int, repl lua.LVa
 	switch r := repl.(type) {
 	case lua.LString, lua.LNumber:
 		news, _ := toStringValue(r)
-		v.chargeBytes(L, len(news))
+		budget.Bytes(v, L, len(news))
 		for i := 0; i < len(news); i++ {
 			c := news[i]
 			if c != '%' {
@@ -327,7 +328,7 @@ func (v *vm) addValue(ms *matchState, b *strings.Builder, s, e int, repl lua.LVa
 	if !ok {
 		raiseError(L, "invalid replacement value (a %s)", val.Type().String())
 	}
-	v.chargeBytes(L, len(str))
+	budget.Bytes(v, L, len(str))
 	b.WriteString(str)
 }
 
@@ -379,16 +380,16 @@ func (v *vm) strFormat(L *lua.LState) int {
 			b.WriteString(formatFloat(checkNumber(L, arg), conv, spec))
 		case 'q':
 			s := checkString(L, arg)
-			v.chargeBytes(L, 2*len(s))
+			budget.Bytes(v, L, 2*len(s))
 			addQuoted(&b, s)
 		case 's':
 			s := checkString(L, arg)
 			if spec.prec < 0 && len(s) >= 100 {
-				v.chargeBytes(L, len(s))
+				budget.Bytes(v, L, len(s))
 				b.WriteString(s) // Lua keeps long strings whole, NULs included
 				continue
 			}
-			v.chargeLen(L, len(s))
+			budget.Scan(v, L, len(s))
 			if j := strings.IndexByte(s, 0); j >= 0 {
 				s = s[:j] // sprintf stops at NUL
 			}
@@ -400,7 +401,7 @@ func (v *vm) strFormat(L *lua.LState) int {
 			raiseError(L, "invalid option '%%%c' to 'format'", conv)
 		}
 	}
-	v.chargeBytes(L, b.Len())
+	budget.Bytes(v, L, b.Len())
 	L.Push(lua.LString(b.String()))
 	return 1
 }

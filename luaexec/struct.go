@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/lockserver/lockserver/luaexec/internal/budget"
 	"github.com/lockserver/lockserver/luaexec/internal/clib"
 	lua "github.com/yuin/gopher-lua"
 )
@@ -178,7 +179,7 @@ func (v *vm) structPack(L *lua.LState) int {
 			if len(s) < size {
 				argError(L, arg, "string too short")
 			}
-			v.chargeBytes(L, size)
+			budget.Bytes(v, L, size)
 			b = append(b, s[:size]...)
 			if opt == 's' {
 				b = append(b, 0)
@@ -266,7 +267,7 @@ func (v *vm) structUnpack(L *lua.LState) int {
 					argError(L, 2, "data string too short")
 				}
 			}
-			v.chargeBytes(L, size)
+			budget.Bytes(v, L, size)
 			L.Push(lua.LString(data[pos : pos+int64(size)]))
 			n++
 		case opt == 's':
@@ -275,7 +276,7 @@ func (v *vm) structUnpack(L *lua.LState) int {
 				raiseError(L, "unfinished string in data")
 			}
 			size = end + 1
-			v.chargeBytes(L, size)
+			budget.Bytes(v, L, size)
 			L.Push(lua.LString(data[pos : pos+int64(end)]))
 			n++
 		default:

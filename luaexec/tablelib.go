@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/lockserver/lockserver/luaexec/internal/budget"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -45,7 +46,7 @@ func (v *vm) tableConcat(L *lua.LState) int {
 		if !ok {
 			raiseError(L, "invalid value (%s) at index %d in table for 'concat'", val.Type().String(), i)
 		}
-		v.chargeBytes(L, len(s)+len(sep))
+		budget.Bytes(v, L, len(s)+len(sep))
 		b.WriteString(s)
 		if i != last {
 			b.WriteString(sep)
@@ -70,7 +71,7 @@ func (v *vm) tableInsert(L *lua.LState) int {
 			e = pos
 		}
 		v.refuseReadonly(L, t)
-		v.charge(L, int64(e)-int64(pos))
+		v.Charge(L, int64(e)-int64(pos))
 		for i := e; i > pos; i-- {
 			c.RawSetInt(i, c.RawGetInt(i-1))
 		}
@@ -91,7 +92,7 @@ func (v *vm) tableRemove(L *lua.LState) int {
 		return 0
 	}
 	v.refuseReadonly(L, t)
-	v.charge(L, int64(e-pos))
+	v.Charge(L, int64(e-pos))
 	L.Push(c.RawGetInt(pos))
 	for ; pos < e; pos++ {
 		c.RawSetInt(pos, c.RawGetInt(pos+1))
@@ -104,7 +105,7 @@ func (v *vm) tableMaxn(L *lua.LState) int {
 	t := v.contents(checkTable(L, 1))
 	max := 0.0
 	v.forEach(L, t, func(k, _ lua.LValue) {
-		v.charge(L, 1)
+		v.Charge(L, 1)
 		if n, ok := k.(lua.LNumber); ok && float64(n) > max {
 			max = float64(n)
 		}
@@ -117,7 +118,7 @@ func (v *vm) tableForeach(L *lua.LState) int {
 	t := v.contents(checkTable(L, 1))
 	fn := L.CheckFunction(2)
 	for k, val := v.tableNext(L, t, lua.LNil); k != lua.LNil; k, val = v.tableNext(L, t, k) {
-		v.charge(L, 1) // the call, which may be a library function
+		v.Charge(L, 1) // the call, which may be a library function
 		L.Push(fn)
 		L.Push(k)
 		L.Push(val)
@@ -135,7 +136,7 @@ func (v *vm) tableForeachi(L *lua.LState) int {
 	fn := L.CheckFunction(2)
 	n := v.length(L, t)
 	for i := 1; i <= n; i++ {
-		v.charge(L, 1) // the call, which may be a library function
+		v.Charge(L, 1) // the call, which may be a library function
 		L.Push(fn)
 		L.Push(lua.LNumber(i))
 		L.Push(t.RawGetInt(i))
@@ -173,10 +174,10 @@ func (v *vm) tableSort(L *lua.LState) int {
 }
 
 func (s *sorter) less(a, b lua.LValue) bool {
-	s.v.charge(s.L, 1)
+	s.v.Charge(s.L, 1)
 	if x, ok := a.(lua.LString); ok {
 		if y, ok := b.(lua.LString); ok {
-			s.v.chargeLen(s.L, min(len(x), len(y)))
+			budget.Scan(s.v, s.L, min(len(x), len(y)))
 		}
 	}
 	if s.comp == lua.LNil {

@@ -4,6 +4,7 @@ import (
 	"math"
 	"reflect"
 
+	"github.com/lockserver/lockserver/luaexec/internal/budget"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -73,12 +74,9 @@ func position(t *lua.LTable, k lua.LValue, array int) (int, bool) {
 	return array + 1 + int(i.Int()), true
 }
 
-// scanStep is how many slots next or # may scan for one budget step.
-const scanStep = 16
-
 // next returns the entry after k, charging for the slots it skipped.
 func (v *vm) tableNext(L *lua.LState, t *lua.LTable, k lua.LValue) (lua.LValue, lua.LValue) {
-	v.chargeString(L, k)
+	budget.ScanString(v, L, k)
 	array, keys := tableSizes(t)
 	from, ok := position(t, k, array)
 	if !ok {
@@ -89,8 +87,8 @@ func (v *vm) tableNext(L *lua.LState, t *lua.LTable, k lua.LValue) (lua.LValue, 
 	if nk != lua.LNil {
 		to, _ = position(t, nk, array)
 	}
-	if d := to - from; d > scanStep {
-		v.charge(L, int64(d/scanStep))
+	if d := to - from; d > budget.SlotsPerStep {
+		v.Charge(L, int64(d/budget.SlotsPerStep))
 	}
 	return nk, nv
 }
@@ -100,25 +98,17 @@ func (v *vm) tableNext(L *lua.LState, t *lua.LTable, k lua.LValue) (lua.LValue, 
 // charges for the traversal.
 func (v *vm) forEach(L *lua.LState, t *lua.LTable, fn func(k, v lua.LValue)) {
 	array, keys := tableSizes(t)
-	v.charge(L, int64((array+keys)/scanStep))
+	v.Charge(L, int64((array+keys)/budget.SlotsPerStep))
 	forEach(t, func(k, val lua.LValue) bool { fn(k, val); return true })
 }
 
 // length is the # of a table, charging for the nils gopher-lua scans past.
 func (v *vm) length(L *lua.LState, t *lua.LTable) int {
 	n := t.Len()
-	if array, _ := tableSizes(t); array-n > scanStep {
-		v.charge(L, int64((array-n)/scanStep))
+	if array, _ := tableSizes(t); array-n > budget.SlotsPerStep {
+		v.Charge(L, int64((array-n)/budget.SlotsPerStep))
 	}
 	return n
-}
-
-// chargeString charges for scanning val when it is a string: hashing a
-// table key, converting a numeric string.
-func (v *vm) chargeString(L *lua.LState, val lua.LValue) {
-	if s, ok := val.(lua.LString); ok {
-		v.chargeLen(L, len(s))
-	}
 }
 
 // maxFreeGap is the gap past a table's array part that a store may leave
@@ -138,7 +128,7 @@ func (v *vm) chargeGap(L *lua.LState, t lua.LValue, k lua.LValue) {
 	}
 	array, _ := tableSizes(c)
 	if gap := int64(n) - int64(array) - 1; gap > maxFreeGap {
-		v.charge(L, gap)
+		v.Charge(L, gap)
 	}
 }
 

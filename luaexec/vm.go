@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/luaexec/internal/budget"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -35,10 +36,6 @@ const (
 	// maxCoroutines bounds the coroutines one script may create: each holds
 	// a Lua state of its own.
 	maxCoroutines = 1000
-	// bytesPerStep is the budget charge for bytes that library functions and
-	// concatenation produce or scan: it bounds the memory a script can build,
-	// not only its time.
-	bytesPerStep = 16
 )
 
 const errReadonly = "Attempt to modify a readonly table"
@@ -160,7 +157,7 @@ func newVM(e *Engine) *vm {
 	v.hidden.RawSetString("_VERSION", lua.LString("Lua 5.1"))
 
 	v.setTypeMetatables()
-	L.G.Registry.RawSetString(vmKey, &lua.LUserData{Value: v})
+	budget.Attach(L, v)
 	v.identity = L.NewFunction(func(L *lua.LState) int { return 1 })
 	v.handler = L.NewFunction(func(L *lua.LState) int {
 		v.errInfo = v.errorInfo(L, L.Get(1))
@@ -237,14 +234,14 @@ func (v *vm) nonexistentGlobal(L *lua.LState) int {
 // charges the body's weight (weight.go).
 func (v *vm) budget(L *lua.LState) int {
 	w, _ := L.Get(1).(lua.LNumber)
-	v.charge(L, max(int64(w), 1))
+	v.Charge(L, max(int64(w), 1))
 	return 0
 }
 
-// charge spends n steps of the script's budget and stops the script when it
+// Charge spends n steps of the script's budget and stops the script when it
 // runs out. Once out, every later charge raises again, so that a script that
 // catches the error with pcall cannot go on.
-func (v *vm) charge(L *lua.LState, n int64) {
+func (v *vm) Charge(L *lua.LState, n int64) {
 	r := v.run
 	if r == nil {
 		return
@@ -253,33 +250,6 @@ func (v *vm) charge(L *lua.LState, n int64) {
 	if r.steps < 0 {
 		r.exhausted = true
 		L.RaiseError("%s", v.budgetMessage())
-	}
-}
-
-// chargeBytes charges for n bytes produced or scanned.
-func (v *vm) chargeBytes(L *lua.LState, n int) {
-	v.charge(L, 1+int64(n)/bytesPerStep)
-}
-
-// chargeLen charges for n bytes that an operation already charged (by its
-// weight, or as a call) scans: nothing for a short string.
-func (v *vm) chargeLen(L *lua.LState, n int) {
-	if n >= bytesPerStep {
-		v.charge(L, int64(n)/bytesPerStep)
-	}
-}
-
-// vmKey is where the registry of a VM's Lua state holds the VM, for code
-// that has only the state (argument conversions).
-const vmKey = "luaexec#vm"
-
-// chargeScan is chargeLen for code that has only the Lua state.
-func chargeScan(L *lua.LState, n int) {
-	if n < bytesPerStep {
-		return
-	}
-	if ud, ok := L.G.Registry.RawGetString(vmKey).(*lua.LUserData); ok {
-		ud.Value.(*vm).chargeLen(L, n)
 	}
 }
 

@@ -3,6 +3,7 @@ package luaexec
 import (
 	"fmt"
 
+	"github.com/lockserver/lockserver/luaexec/internal/budget"
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/ast"
 )
@@ -16,8 +17,8 @@ import (
 // counting every branch of an if whether it runs or not; a loop or function
 // nested in it charges its own body when that runs. A string constant that
 // an operation hashes or compares weighs its length as bytes do
-// (bytesPerStep), so that a megabyte-long field name costs what hashing it
-// costs.
+// (budget.BytesPerStep), so that a megabyte-long field name costs what
+// hashing it costs.
 //
 // What the weight cannot know, the length of a string known only when the
 // script runs, is charged by helpers: cmp# for comparisons of two values
@@ -73,7 +74,7 @@ func stmtWeight(s ast.Stmt) int {
 		return 1 + exprsWeight(x.Exprs)
 	case *ast.FuncDefStmt:
 		w := 1 + exprWeight(x.Name.Func) + exprWeight(x.Name.Receiver)
-		return w + len(x.Name.Method)/bytesPerStep
+		return w + len(x.Name.Method)/budget.BytesPerStep
 	case *ast.ReturnStmt:
 		return 1 + exprsWeight(x.Exprs)
 	}
@@ -85,7 +86,7 @@ func exprWeight(e ast.Expr) int {
 	case nil, *ast.NilExpr, *ast.TrueExpr, *ast.FalseExpr, *ast.NumberExpr, *ast.Comma3Expr:
 		return 0
 	case *ast.StringExpr:
-		return len(x.Value) / bytesPerStep
+		return len(x.Value) / budget.BytesPerStep
 	case *ast.IdentExpr:
 		return 0 // a global with a long name is read through _G (see global)
 	case *ast.AttrGetExpr:
@@ -98,7 +99,7 @@ func exprWeight(e ast.Expr) int {
 		return w
 	case *ast.FuncCallExpr:
 		w := 1 + exprWeight(x.Func) + exprWeight(x.Receiver) + exprsWeight(x.Args)
-		return w + len(x.Method)/bytesPerStep
+		return w + len(x.Method)/budget.BytesPerStep
 	case *ast.LogicalOpExpr:
 		return 1 + exprWeight(x.Lhs) + exprWeight(x.Rhs)
 	case *ast.RelationalOpExpr:
@@ -201,7 +202,7 @@ func (v *vm) compare(L *lua.LState) int {
 	sb, bStr := b.(lua.LString)
 	if aStr && bStr {
 		if op > cmpNe || len(sa) == len(sb) {
-			v.chargeLen(L, min(len(sa), len(sb)))
+			budget.Scan(v, L, min(len(sa), len(sb)))
 		}
 	}
 	switch op {
@@ -271,7 +272,7 @@ func (v *vm) rational(L *lua.LState, a, b lua.LValue, event string) (bool, bool)
 func (v *vm) key(L *lua.LState) int {
 	k := L.Get(1)
 	if s, ok := k.(lua.LString); ok {
-		v.chargeLen(L, len(s))
+		budget.Scan(v, L, len(s))
 	}
 	L.Push(k)
 	return 1
@@ -281,6 +282,6 @@ func (v *vm) key(L *lua.LState) int {
 // returns them.
 func (v *vm) varg(L *lua.LState) int {
 	n := L.GetTop()
-	v.charge(L, int64(n/scanStep))
+	v.Charge(L, int64(n/budget.SlotsPerStep))
 	return n
 }
