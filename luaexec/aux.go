@@ -7,6 +7,7 @@ import (
 
 	"github.com/lockserver/lockserver/luaexec/internal/budget"
 	"github.com/lockserver/lockserver/luaexec/internal/clib"
+	"github.com/lockserver/lockserver/luaexec/internal/lua51"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -32,7 +33,7 @@ func funcName(L *lua.LState) string {
 	if dbg.Name == "main chunk" {
 		return "?"
 	}
-	if name, ok := strings.CutPrefix(dbg.Name, aliasPrefix); ok {
+	if name, ok := strings.CutPrefix(dbg.Name, lua51.AliasPrefix); ok {
 		// An alias: Lua names a function by its field, lib.name by name.
 		return name[strings.LastIndexByte(name, '.')+1:]
 	}

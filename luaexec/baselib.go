@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockserver/lockserver/luaexec/internal/budget"
 	"github.com/lockserver/lockserver/luaexec/internal/clib"
+	"github.com/lockserver/lockserver/luaexec/internal/lua51"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -490,8 +491,7 @@ func (v *vm) loadChunk(L *lua.LState, src, name string) int {
 	id := chunkID(name)
 	// Compiling is charged as the work it takes, up to what is left.
 	proto, pool, work, err := compileChunk(src, id, 1, 1, int(max(v.run.steps, 1)))
-	var se *syntaxError
-	if errors.As(err, &se) && se.overBudget {
+	if errors.Is(err, lua51.ErrOverBudget) {
 		v.Charge(L, v.run.steps+1)
 	}
 	v.Charge(L, int64(work))

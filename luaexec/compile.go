@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/lockserver/lockserver/luaexec/internal/clib"
+	"github.com/lockserver/lockserver/luaexec/internal/lua51"
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/ast"
 )
@@ -171,22 +172,57 @@ func splitArgs(line string) ([]string, bool) {
 	}
 }
 
+// aliasedGlobals are the globals that scripts read as locals of the wrapper
+// chunk rather than through the sandbox (see lua51.Aliases): every global
+// the VM defines. A global read costs two map look-ups behind the read-only
+// proxy (its metatable, then the hidden table), a large share of the
+// instructions of a lock script. The values are the same: globals cannot be
+// assigned, KEYS and ARGV are set for each script (vm.exec), and the rest
+// never change. funcName strips lua51.AliasPrefix from the names messages
+// give functions.
+var aliasedGlobals = []string{
+	"ARGV", "KEYS", "_G", "_VERSION", "assert", "bit", "cjson", "cmsgpack", "collectgarbage",
+	"coroutine", "error", "gcinfo", "getmetatable", "ipairs", "load", "loadstring", "math",
+	"next", "pairs", "pcall", "rawequal", "rawget", "rawset", "redis", "select", "setmetatable",
+	"string", "struct", "table", "tonumber", "tostring", "type", "unpack", "xpcall",
+}
+
+// aliasedFields are library functions read as locals in the same way when
+// a script names them as lib.name, lib being the aliased global: libraries
+// are read-only, and these are what lock scripts call.
+var aliasedFields = []string{"redis.call", "redis.pcall"}
+
+var aliases = lua51.NewAliases(aliasedGlobals, aliasedFields)
+
+// wrapperLocals are the locals of the wrapper chunk, which the parsed chunk
+// reads: the helpers, then the aliases of the globals and of the fields,
+// then the constant pool.
+var wrapperLocals = func() []string {
+	names := append([]string(nil), lua51.Helpers...)
+	for _, name := range append(aliasedGlobals, aliasedFields...) {
+		names = append(names, lua51.AliasPrefix+name)
+	}
+	return append(names, lua51.PoolName)
+}()
+
 // compileChunk compiles Lua source into a prototype that, run once with the
-// helpers as arguments, returns the script function. chunk names the source
-// in messages ("user_script"); firstLine is the line the source starts at.
+// values of wrapperLocals as arguments, returns the script function. chunk
+// names the source in messages ("user_script"); firstLine is the line the
+// source starts at, level the syntax levels in use (lua51.Options).
 //
 // The body becomes the body of a function rather than a main chunk: a main
 // chunk is vararg and gopher-lua builds an 'arg' table for it on every call.
 //
-// Compiling is work: it returns the work it took, in steps (lexer.go), and
-// gives up with an error once that passes maxWork (0: no limit).
-func compileChunk(src, chunk string, firstLine, baseLevel, maxWork int) (*lua.FunctionProto, []lua.LValue, int, error) {
-	stmts, usesDots, pool, work, err := parseChunk(src, chunk, firstLine, baseLevel, maxWork)
+// Compiling is work: it returns the work it took, in steps (lua51's
+// Chunk.Work), and gives up with an error once that passes maxWork (0: no
+// limit).
+func compileChunk(src, chunk string, firstLine, level, maxWork int) (*lua.FunctionProto, []lua.LValue, int, error) {
+	c, err := lua51.Parse(src, lua51.Options{Chunk: chunk, FirstLine: firstLine, Level: level, MaxWork: maxWork, Aliases: aliases})
 	if err != nil {
 		return nil, nil, 0, err
 	}
 	decl := &ast.LocalAssignStmt{Names: wrapperLocals, Exprs: []ast.Expr{&ast.Comma3Expr{}}}
-	fn := &ast.FunctionExpr{ParList: &ast.ParList{HasVargs: usesDots, Names: []string{}}, Stmts: stmts}
+	fn := &ast.FunctionExpr{ParList: &ast.ParList{HasVargs: c.UsesDots, Names: []string{}}, Stmts: c.Body}
 	fn.SetLine(0)
 	ret := &ast.ReturnStmt{Exprs: []ast.Expr{fn}}
 	proto, err := safeCompile([]ast.Stmt{decl, ret}, chunk)
@@ -195,7 +231,7 @@ func compileChunk(src, chunk string, firstLine, baseLevel, maxWork int) (*lua.Fu
 	}
 	// No script reads 'arg' (Lua 5.1's main chunk has none), so never build it.
 	proto.FunctionPrototypes[0].IsVarArg &^= lua.VarArgNeedsArg
-	return proto, pool, work, nil
+	return proto, c.Pool, c.Work, nil
 }
 
 // safeCompile runs gopher-lua's compiler, turning its errors (and any panic
@@ -268,7 +304,7 @@ func (v *vm) closure(proto *lua.FunctionProto, pool []lua.LValue) *lua.LFunction
 		lib, field, _ := strings.Cut(name, ".")
 		L.Push(v.contents(v.hidden.RawGetString(lib).(*lua.LTable)).RawGetString(field))
 	}
-	L.Push(poolTable(L, pool))
+	L.Push(lua51.PoolTable(L, pool))
 	L.Call(len(wrapperLocals), 1)
 	fn := L.Get(-1).(*lua.LFunction)
 	L.Pop(1)
@@ -291,7 +327,7 @@ type compiled struct {
 	body    string
 	shebang shebang
 	proto   *lua.FunctionProto
-	pool    []lua.LValue   // its pooled constants (see consts.go)
+	pool    []lua.LValue   // its pooled constants (lua51.Chunk.Pool)
 	fn      *lua.LFunction // instantiated in the VM on first use
 	// keys and argv are fn's aliases of KEYS and ARGV, nil when the script
 	// reads neither: each run points them to its tables.

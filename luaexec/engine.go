@@ -29,6 +29,7 @@ import (
 
 	"github.com/lockserver/lockserver/internal/acl"
 	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/luaexec/internal/lua51"
 )
 
 // Defaults for Options.
@@ -389,7 +390,7 @@ func (e *Engine) run(c *keyspace.Call, p *plan) keyspace.Reply {
 	v := e.machine()
 	if s := p.script; s.fn == nil {
 		s.fn = v.closure(s.proto, s.pool)
-		s.keys, s.argv = upvalue(s.fn, aliasPrefix+"KEYS"), upvalue(s.fn, aliasPrefix+"ARGV")
+		s.keys, s.argv = upvalue(s.fn, lua51.AliasPrefix+"KEYS"), upvalue(s.fn, lua51.AliasPrefix+"ARGV")
 	}
 	r := &v.current
 	*r = run{

@@ -7,6 +7,7 @@ import (
 
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec/internal/budget"
+	"github.com/lockserver/lockserver/luaexec/internal/lua51"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -58,8 +59,8 @@ type vm struct {
 	metaOf map[*lua.LTable]lua.LValue
 	// stringMeta is the metatable of strings as getmetatable('') shows it.
 	stringMeta *lua.LTable
-	helpers    []lua.LValue
-	nextFn     lua.LValue // the base library's next, which pairs returns
+	helpers    []lua.LValue // the functions of lua51.Helpers, in its order
+	nextFn     lua.LValue   // the base library's next, which pairs returns
 	ipairsIter *lua.LFunction
 	cjsonNull  *lua.LUserData
 	// sources maps the names that messages give loaded chunks to the chunk
@@ -163,20 +164,23 @@ func newVM(e *Engine) *vm {
 		v.errInfo = v.errorInfo(L, L.Get(1))
 		return 0
 	})
-	v.helpers = []lua.LValue{
-		L.NewFunction(v.budget),
-		L.NewFunction(v.concat),
-		L.NewFunction(v.neg),
-		L.NewFunction(v.mod),
-		L.NewFunction(v.forCoerce("initial value")),
-		L.NewFunction(v.forCoerce("limit")),
-		L.NewFunction(v.forCoerce("step")),
-		L.NewFunction(v.setIndex),
-		L.NewFunction(v.setFields),
-		L.NewFunction(v.lenOp),
-		L.NewFunction(v.compare),
-		L.NewFunction(v.key),
-		L.NewFunction(v.varg),
+	helpers := map[string]lua.LGFunction{
+		lua51.HelperBudget:   v.budget,
+		lua51.HelperConcat:   v.concat,
+		lua51.HelperNeg:      v.neg,
+		lua51.HelperMod:      v.mod,
+		lua51.HelperForInit:  v.forCoerce("initial value"),
+		lua51.HelperForLimit: v.forCoerce("limit"),
+		lua51.HelperForStep:  v.forCoerce("step"),
+		lua51.HelperSetIndex: v.setIndex,
+		lua51.HelperSetFlds:  v.setFields,
+		lua51.HelperLen:      v.lenOp,
+		lua51.HelperCmp:      v.compare,
+		lua51.HelperKey:      v.key,
+		lua51.HelperVarg:     v.varg,
+	}
+	for _, name := range lua51.Helpers {
+		v.helpers = append(v.helpers, L.NewFunction(helpers[name]))
 	}
 	return v
 }

@@ -1,4 +1,4 @@
-package luaexec
+package lua51
 
 import (
 	"fmt"
@@ -8,12 +8,8 @@ import (
 	"github.com/lockserver/lockserver/luaexec/internal/clib"
 )
 
-// The lexer and parser reproduce Lua 5.1's (llex.c, lparser.c) rather than
-// using gopher-lua's, for three reasons: compile errors must read exactly as
-// Redis's ("user_script:1: '=' expected near 'x'"), `goto` is an ordinary name
-// in Lua 5.1, and nesting must be limited as Lua limits it (200 levels) so
-// that no script can exhaust the Go stack of the compiler. They build
-// gopher-lua's AST, which gopher-lua compiles.
+// The lexer reads tokens as Lua 5.1's does (llex.c), and words its errors
+// as Lua 5.1 does (see the package doc).
 
 // Token kinds: single characters are their byte value; the rest follow.
 const (
@@ -85,6 +81,13 @@ type syntaxError struct {
 
 func (e *syntaxError) Error() string { return e.msg }
 
+func (e *syntaxError) Unwrap() error {
+	if e.overBudget {
+		return ErrOverBudget
+	}
+	return nil
+}
+
 // lexer reads tokens from a chunk.
 type lexer struct {
 	src      string
@@ -96,15 +99,15 @@ type lexer struct {
 	buf      []byte // text of the token being read, as Lua's ls->buff
 	t        token  // current token
 	ahead    token  // lookahead token, kind tkEOS+1 when none
-	// The work of compiling what was read so far (see compileWork):
+	// The work of compiling what was read so far (see work):
 	// tokens, and extra for what the parser counts; maxWork bounds it.
 	tokens, extra, maxWork int
 }
 
-// Compiling costs the budget, as running does (compileChunk): a step for
-// each token and for each 16 bytes of source (a long string or comment), and
-// functionWeight for each function, whose prototype takes gopher-lua's
-// compiler some 20 kB of allocations and keeps 6 kB.
+// Compiling costs the budget, as running does (Chunk.Work): a step for each
+// token and for each 16 bytes of source (a long string or comment), and
+// functionWeight for each function, whose prototype costs gopher-lua's
+// compiler many allocations, and memory for as long as it is kept.
 const functionWeight = 256
 
 // work is the compile work of what was read so far.
