@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/lockserver/lockserver/luaexec/internal/budget"
+	"github.com/lockserver/lockserver/luaexec/internal/lualib"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -15,7 +16,7 @@ import (
 // "1_000" is 1000) but asks a string's metatable first, so the string
 // metatable's __add and friends below convert them as Lua 5.1 does. Unary
 // minus, %, .. and the bounds of a numeric for are compiled to helper calls
-// (parser.go). The metatables of nil, booleans, numbers and functions only
+// (internal/lua51). The metatables of nil, booleans, numbers and functions only
 // raise Lua 5.1's messages ("attempt to perform arithmetic on a nil value")
 // where gopher-lua would word them its own way.
 
@@ -37,15 +38,15 @@ func (v *vm) setTypeMetatables() {
 	L := v.L
 	str := L.NewTable()
 	str.RawSetString("__index", v.hidden.RawGetString("string"))
-	for _, event := range sortedKeys(arithEvents) {
+	for _, event := range lualib.SortedKeys(arithEvents) {
 		str.RawSetString(event, L.NewFunction(v.arith(event)))
 	}
 	L.SetMetatable(lua.LString(""), str)
-	v.stringMeta = v.protect(str)
+	v.stringMeta = v.Protect(str)
 
 	for _, sample := range []lua.LValue{lua.LNil, lua.LFalse, lua.LNumber(0), L.NewFunction(v.budget)} {
 		mt := L.NewTable()
-		for _, event := range sortedKeys(arithEvents) {
+		for _, event := range lualib.SortedKeys(arithEvents) {
 			mt.RawSetString(event, L.NewFunction(v.arith(event)))
 		}
 		mt.RawSetString("__index", L.NewFunction(v.typeOpError("index")))
@@ -75,7 +76,7 @@ func (v *vm) raiseHere(L *lua.LState, msg string) {
 			level = 2
 		}
 	}
-	L.Error(lua.LString(where(L, level)+msg), 0)
+	L.Error(lua.LString(lualib.Where(L, level)+msg), 0)
 }
 
 func (v *vm) isHelper(fn lua.LValue) bool {
@@ -96,8 +97,8 @@ func (v *vm) arith(event string) lua.LGFunction {
 		a, b := L.Get(1), L.Get(2)
 		budget.ScanString(v, L, a) // the scan of a numeric string
 		budget.ScanString(v, L, b)
-		x, okA := toNumber(a)
-		y, okB := toNumber(b)
+		x, okA := lualib.ToNumber(a)
+		y, okB := lualib.ToNumber(b)
 		if okA && okB {
 			L.Push(lua.LNumber(op(x, y)))
 			return 1
@@ -136,7 +137,7 @@ func otherMeta(L *lua.LState, a, b lua.LValue, event string) lua.LValue {
 func (v *vm) neg(L *lua.LState) int {
 	a := L.Get(1)
 	budget.ScanString(v, L, a) // the scan of a numeric string
-	if x, ok := toNumber(a); ok {
+	if x, ok := lualib.ToNumber(a); ok {
 		L.Push(lua.LNumber(-x))
 		return 1
 	}
@@ -160,7 +161,7 @@ func (v *vm) mod(L *lua.LState) int {
 func (v *vm) forCoerce(what string) lua.LGFunction {
 	return func(L *lua.LState) int {
 		budget.ScanString(v, L, L.Get(1)) // the scan of a numeric string
-		x, ok := toNumber(L.Get(1))
+		x, ok := lualib.ToNumber(L.Get(1))
 		if !ok {
 			L.RaiseError("'for' %s must be a number", what)
 		}
@@ -191,7 +192,7 @@ func (v *vm) concat(L *lua.LState) int {
 		var b strings.Builder
 		b.Grow(total)
 		for i := 1; i <= n; i++ {
-			s, _ := toStringValue(L.Get(i))
+			s, _ := lualib.ToString(L.Get(i))
 			b.WriteString(s)
 		}
 		L.Push(lua.LString(b.String()))
@@ -200,8 +201,8 @@ func (v *vm) concat(L *lua.LState) int {
 	acc := L.Get(n)
 	for i := n - 1; i >= 1; i-- {
 		lhs := L.Get(i)
-		ls, okL := toStringValue(lhs)
-		rs, okR := toStringValue(acc)
+		ls, okL := lualib.ToString(lhs)
+		rs, okR := lualib.ToString(acc)
 		if okL && okR {
 			acc = lua.LString(ls + rs)
 			continue

@@ -5,14 +5,16 @@ import (
 
 	"github.com/lockserver/lockserver/luaexec/internal/budget"
 	"github.com/lockserver/lockserver/luaexec/internal/lua51"
+	"github.com/lockserver/lockserver/luaexec/internal/lualib"
 	lua "github.com/yuin/gopher-lua"
 )
 
 // The helpers that charge what the weight of a body cannot know (see
 // internal/lua51's weight.go): the length of a string known only when the
-// script runs. cmp# compares two values neither of which is a constant,
-// key# is a table read whose key is not a constant, and varg# is '...'
-// expanded into a list of values.
+// script runs, and the slots gopher-lua's tables scan. cmp# compares two
+// values neither of which is a constant, key# is a table read whose key is
+// not a constant, varg# is '...' expanded into a list of values, and len#
+// is the length operator.
 
 // compare is cmp#(a, b, op): a op b as the VM computes it, charging for the
 // bytes two strings have in common that it may compare. Errors read as the
@@ -110,4 +112,27 @@ func (v *vm) varg(L *lua.LState) int {
 	n := L.GetTop()
 	v.Charge(L, int64(n/budget.SlotsPerStep))
 	return n
+}
+
+// lenOp is the length operator #: strings by bytes, tables by Lua 5.1's
+// rule (which ignores a table's __len), anything else by its __len
+// metamethod or Lua's error.
+func (v *vm) lenOp(L *lua.LState) int {
+	switch x := L.Get(1).(type) {
+	case lua.LString:
+		L.Push(lua.LNumber(len(x)))
+		return 1
+	case *lua.LTable:
+		L.Push(lua.LNumber(lualib.Length(v, L, x)))
+		return 1
+	}
+	x := L.Get(1)
+	if mm := L.GetMetaField(x, "__len"); mm != lua.LNil {
+		L.Push(mm)
+		L.Push(x)
+		L.Call(1, 1)
+		return 1
+	}
+	v.raiseHere(L, "attempt to get length of a "+x.Type().String()+" value")
+	return 0
 }

@@ -178,8 +178,8 @@ func splitArgs(line string) ([]string, bool) {
 // proxy (its metatable, then the hidden table), a large share of the
 // instructions of a lock script. The values are the same: globals cannot be
 // assigned, KEYS and ARGV are set for each script (vm.exec), and the rest
-// never change. funcName strips lua51.AliasPrefix from the names messages
-// give functions.
+// never change. lualib's funcName strips lua51.AliasPrefix from the names
+// messages give functions.
 var aliasedGlobals = []string{
 	"ARGV", "KEYS", "_G", "_VERSION", "assert", "bit", "cjson", "cmsgpack", "collectgarbage",
 	"coroutine", "error", "gcinfo", "getmetatable", "ipairs", "load", "loadstring", "math",
@@ -302,7 +302,7 @@ func (v *vm) closure(proto *lua.FunctionProto, pool []lua.LValue) *lua.LFunction
 	}
 	for _, name := range aliasedFields {
 		lib, field, _ := strings.Cut(name, ".")
-		L.Push(v.contents(v.hidden.RawGetString(lib).(*lua.LTable)).RawGetString(field))
+		L.Push(v.Contents(v.hidden.RawGetString(lib).(*lua.LTable)).RawGetString(field))
 	}
 	L.Push(lua51.PoolTable(L, pool))
 	L.Call(len(wrapperLocals), 1)

@@ -12,7 +12,7 @@
 // and libraries read-only, no io, os, debug, require, dofile, print), the
 // same libraries (base, string, table, math, coroutine, cjson, bit, struct,
 // cmsgpack, redis) and Lua 5.1's semantics where gopher-lua's differ (see
-// lexer.go, parser.go, arith.go, internal/clib).
+// internal/lua51, arith.go, internal/lualib, internal/clib).
 //
 // A script that fails half-way keeps the effects of the commands it ran
 // before the error, as in Redis: scripts are atomic with respect to other
@@ -52,7 +52,7 @@ const (
 type Options struct {
 	// Budget is how many steps one script may take before it is stopped with
 	// an error. Every function call and loop iteration costs the operations
-	// of the body it runs (weight.go); building, copying, hashing, comparing
+	// of the body it runs (lua51's weight.go); building, copying, hashing, comparing
 	// or scanning 16 bytes costs a step, whether a library function, a
 	// table key, a comparison, an error message or the script's reply does
 	// it; so do 16 values expanded from '...', four steps of the pattern
@@ -399,8 +399,8 @@ func (e *Engine) run(c *keyspace.Call, p *plan) keyspace.Reply {
 		allowOOM: sb.flags&flagAllowOOM != 0,
 		resp:     2,
 		steps:    e.opts.Budget,
-		rand:     randState(c.Seed),
 	}
+	v.libs.Start(c.Seed)
 	if e.opts.Monitor != nil {
 		r.monitor = e.opts.Monitor()
 	}

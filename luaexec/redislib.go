@@ -11,6 +11,7 @@ import (
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec/internal/budget"
 	"github.com/lockserver/lockserver/luaexec/internal/clib"
+	"github.com/lockserver/lockserver/luaexec/internal/lualib"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -49,7 +50,7 @@ func (v *vm) redisLib() *lua.LTable {
 		"breakpoint":         func(L *lua.LState) int { L.Push(lua.LFalse); return 1 },
 		"debug":              func(L *lua.LState) int { return 0 },
 	}
-	for _, name := range sortedKeys(fns) {
+	for _, name := range lualib.SortedKeys(fns) {
 		t.RawSetString(name, L.NewFunction(fns[name]))
 	}
 	consts := []struct {
@@ -331,7 +332,7 @@ func redisSetRepl(L *lua.LState) int {
 		return raiseTable(L, "redis.set_repl() requires two arguments.")
 	}
 	flags := 0
-	if n, ok := toNumber(L.Get(1)); ok {
+	if n, ok := lualib.ToNumber(L.Get(1)); ok {
 		flags = clib.ToInt(n)
 	}
 	if flags&^3 != 0 {
@@ -345,7 +346,7 @@ func (v *vm) redisSetResp(L *lua.LState) int {
 		return raiseTable(L, "redis.setresp() requires one argument.")
 	}
 	resp := 0
-	if n, ok := toNumber(L.Get(1)); ok {
+	if n, ok := lualib.ToNumber(L.Get(1)); ok {
 		resp = clib.ToInt(n)
 	}
 	if resp != 2 && resp != 3 {
@@ -381,7 +382,7 @@ func (v *vm) redisLog(L *lua.LState) int {
 	if n < 2 {
 		return raiseTable(L, "redis.log() requires two arguments or more.")
 	}
-	f, ok := toNumber(L.Get(1))
+	f, ok := lualib.ToNumber(L.Get(1))
 	if !ok {
 		return raiseTable(L, "First argument must be a number (log level).")
 	}
@@ -391,7 +392,7 @@ func (v *vm) redisLog(L *lua.LState) int {
 	}
 	var b strings.Builder
 	for i := 2; i <= n; i++ {
-		s, ok := toStringValue(L.Get(i))
+		s, ok := lualib.ToString(L.Get(i))
 		if !ok {
 			continue
 		}

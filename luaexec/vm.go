@@ -8,6 +8,7 @@ import (
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec/internal/budget"
 	"github.com/lockserver/lockserver/luaexec/internal/lua51"
+	"github.com/lockserver/lockserver/luaexec/internal/lualib"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -59,10 +60,10 @@ type vm struct {
 	metaOf map[*lua.LTable]lua.LValue
 	// stringMeta is the metatable of strings as getmetatable('') shows it.
 	stringMeta *lua.LTable
+	libs       *lualib.Libs
 	helpers    []lua.LValue // the functions of lua51.Helpers, in its order
 	nextFn     lua.LValue   // the base library's next, which pairs returns
 	ipairsIter *lua.LFunction
-	cjsonNull  *lua.LUserData
 	// sources maps the names that messages give loaded chunks to the chunk
 	// names they were loaded with.
 	sources  map[string]string
@@ -97,11 +98,9 @@ type run struct {
 	resp      int  // protocol of redis.call replies as the script sees them
 	steps     int64
 	exhausted bool
-	rand      uint64 // math.random's 48-bit state
 	ids       map[any]int
 	coDepth   int
 	coCount   int
-	cjson     cjsonConfig
 	// monitor, when set, is told of each command the script calls (MONITOR).
 	monitor func(db int, args [][]byte)
 }
@@ -120,6 +119,7 @@ func newVM(e *Engine) *vm {
 		readonly: make(map[*lua.LTable]*lua.LTable),
 		metaOf:   make(map[*lua.LTable]lua.LValue),
 	}
+	v.libs = lualib.New(L, v, v)
 	// gopher-lua registers its coroutine library in the state's own globals,
 	// which scripts never see; take it from there.
 	lua.OpenCoroutine(L)
@@ -127,7 +127,7 @@ func newVM(e *Engine) *vm {
 	L.SetTop(0)
 
 	v.hidden = L.NewTable()
-	v.globals = v.protect(v.hidden)
+	v.globals = v.Protect(v.hidden)
 	L.Env = v.globals
 	L.G.Global = v.globals
 
@@ -139,17 +139,17 @@ func newVM(e *Engine) *vm {
 	gmeta := L.NewTable()
 	gmeta.RawSetString("__index", L.NewFunction(v.nonexistentGlobal))
 	gmeta.RawSetString("__newindex", L.NewFunction(v.readonlyError))
-	v.metaOf[v.globals] = v.protect(gmeta)
+	v.metaOf[v.globals] = v.Protect(gmeta)
 
 	v.openBase()
-	v.setLib("string", v.stringLib())
-	v.setLib("table", v.tableLib())
-	v.setLib("math", v.mathLib())
+	v.setLib("string", v.libs.StringLib())
+	v.setLib("table", v.libs.TableLib())
+	v.setLib("math", v.libs.MathLib())
 	v.setLib("coroutine", v.coroutineLib(coroutines))
-	v.setLib("cjson", v.cjsonLib())
-	v.setLib("bit", v.bitLib())
-	v.setLib("struct", v.structLib())
-	v.setLib("cmsgpack", v.cmsgpackLib())
+	v.setLib("cjson", v.libs.CJSONLib())
+	v.setLib("bit", v.libs.BitLib())
+	v.setLib("struct", v.libs.StructLib())
+	v.setLib("cmsgpack", v.libs.CMsgpackLib())
 	v.setLib("redis", v.redisLib())
 	v.keys, v.argv = L.CreateTable(0, 0), L.CreateTable(0, 0)
 	v.hidden.RawSetString("KEYS", v.keys)
@@ -185,8 +185,8 @@ func newVM(e *Engine) *vm {
 	return v
 }
 
-// protect returns a read-only proxy of t and registers it.
-func (v *vm) protect(t *lua.LTable) *lua.LTable {
+// Protect returns a read-only proxy of t and registers it.
+func (v *vm) Protect(t *lua.LTable) *lua.LTable {
 	// The proxy never holds an entry; without a hash part, every read
 	// through it skips straight to the metatable.
 	proxy := v.L.CreateTable(0, 0)
@@ -202,12 +202,12 @@ func (v *vm) protect(t *lua.LTable) *lua.LTable {
 
 // setLib publishes a library table as a read-only global.
 func (v *vm) setLib(name string, lib *lua.LTable) {
-	v.hidden.RawSetString(name, v.protect(lib))
+	v.hidden.RawSetString(name, v.Protect(lib))
 }
 
-// contents returns the table holding t's entries: t itself, or the hidden
+// Contents returns the table holding t's entries: t itself, or the hidden
 // table behind a protected proxy.
-func (v *vm) contents(t *lua.LTable) *lua.LTable {
+func (v *vm) Contents(t *lua.LTable) *lua.LTable {
 	if c, ok := v.readonly[t]; ok {
 		return c
 	}
@@ -219,9 +219,9 @@ func (v *vm) readonlyError(L *lua.LState) int {
 	return 0
 }
 
-// refuseReadonly raises Redis's error, without a position as Redis raises it
+// RefuseWrite raises Redis's error, without a position as Redis raises it
 // from inside the C API, when t is protected.
-func (v *vm) refuseReadonly(L *lua.LState, t *lua.LTable) {
+func (v *vm) RefuseWrite(L *lua.LState, t *lua.LTable) {
 	if _, ok := v.readonly[t]; ok {
 		L.Error(lua.LString(errReadonly), 0)
 	}
@@ -235,7 +235,7 @@ func (v *vm) nonexistentGlobal(L *lua.LState) int {
 // ---- budget ----
 
 // budget is the helper at the top of every function and loop body: it
-// charges the body's weight (weight.go).
+// charges the body's weight (lua51's weight.go).
 func (v *vm) budget(L *lua.LState) int {
 	w, _ := L.Get(1).(lua.LNumber)
 	v.Charge(L, max(int64(w), 1))
@@ -259,6 +259,14 @@ func (v *vm) Charge(L *lua.LState, n int64) {
 
 func (v *vm) budgetMessage() string {
 	return fmt.Sprintf("Script exceeded its execution budget of %d steps (loop iterations, calls and bytes processed)", v.e.budget())
+}
+
+// chargeGap is lualib.ChargeGap for a store to t[k], t being any value: a
+// proxy's store is charged on the table that holds its entries.
+func (v *vm) chargeGap(L *lua.LState, t, k lua.LValue) {
+	if tbl, ok := t.(*lua.LTable); ok {
+		lualib.ChargeGap(v, L, v.Contents(tbl), k)
+	}
 }
 
 // reraise propagates the budget error through a protected call that caught it.
@@ -400,10 +408,10 @@ const maxRefill = 16
 // cut to length and refilled, indistinguishable from a new one, to the
 // script and to the budget's charging alike.
 func (v *vm) refill(t *lua.LTable, items [][]byte) *lua.LTable {
-	if !tableShapeKnown || t.Metatable != lua.LNil || len(items) > maxRefill {
+	if !lualib.TableShapeKnown || t.Metatable != lua.LNil || len(items) > maxRefill {
 		return v.byteArray(items)
 	}
-	array, keys := tableSizes(t)
+	array, keys := lualib.TableSizes(t)
 	if keys != 0 || array > maxRefill {
 		return v.byteArray(items)
 	}

@@ -1,4 +1,4 @@
-package luaexec
+package lualib
 
 import (
 	"math"
@@ -34,13 +34,13 @@ var tableFields = func() (array, keys, k2i int) {
 
 var arrayField, keysField, k2iField = tableFields()
 
-// tableShapeKnown reports whether tableSizes reads true sizes, which reusing
-// a table safely depends on (see refill).
-var tableShapeKnown = arrayField >= 0 && keysField >= 0
+// TableShapeKnown reports whether TableSizes reads true sizes, which
+// reusing a table safely depends on.
+var TableShapeKnown = arrayField >= 0 && keysField >= 0
 
-// tableSizes returns the length of t's array part and of its list of hash
+// TableSizes returns the length of t's array part and of its list of hash
 // keys (live and deleted).
-func tableSizes(t *lua.LTable) (array, keys int) {
+func TableSizes(t *lua.LTable) (array, keys int) {
 	rv := reflect.ValueOf(t).Elem()
 	if arrayField >= 0 {
 		array = rv.Field(arrayField).Len()
@@ -74,10 +74,11 @@ func position(t *lua.LTable, k lua.LValue, array int) (int, bool) {
 	return array + 1 + int(i.Int()), true
 }
 
-// next returns the entry after k, charging for the slots it skipped.
-func (v *vm) tableNext(L *lua.LState, t *lua.LTable, k lua.LValue) (lua.LValue, lua.LValue) {
-	budget.ScanString(v, L, k)
-	array, keys := tableSizes(t)
+// Next returns the entry of t after k, as next does, charging c for the
+// slots it skips.
+func Next(c budget.Charger, L *lua.LState, t *lua.LTable, k lua.LValue) (lua.LValue, lua.LValue) {
+	budget.ScanString(c, L, k)
+	array, keys := TableSizes(t)
 	from, ok := position(t, k, array)
 	if !ok {
 		L.Error(lua.LString("invalid key to 'next'"), 0)
@@ -88,25 +89,25 @@ func (v *vm) tableNext(L *lua.LState, t *lua.LTable, k lua.LValue) (lua.LValue, 
 		to, _ = position(t, nk, array)
 	}
 	if d := to - from; d > budget.SlotsPerStep {
-		v.Charge(L, int64(d/budget.SlotsPerStep))
+		c.Charge(L, int64(d/budget.SlotsPerStep))
 	}
 	return nk, nv
 }
 
-// forEach calls fn for each entry of t in its iteration order, which, unlike
-// LTable.ForEach's, is deterministic (array part, then insertion order), and
-// charges for the traversal.
-func (v *vm) forEach(L *lua.LState, t *lua.LTable, fn func(k, v lua.LValue)) {
-	array, keys := tableSizes(t)
-	v.Charge(L, int64((array+keys)/budget.SlotsPerStep))
-	forEach(t, func(k, val lua.LValue) bool { fn(k, val); return true })
+// traverse calls fn for each entry of t in ForEach's order, charging c for
+// the traversal.
+func traverse(c budget.Charger, L *lua.LState, t *lua.LTable, fn func(k, v lua.LValue)) {
+	array, keys := TableSizes(t)
+	c.Charge(L, int64((array+keys)/budget.SlotsPerStep))
+	ForEach(t, func(k, val lua.LValue) bool { fn(k, val); return true })
 }
 
-// length is the # of a table, charging for the nils gopher-lua scans past.
-func (v *vm) length(L *lua.LState, t *lua.LTable) int {
+// Length is the # of a table, charging c for the nils gopher-lua scans
+// past.
+func Length(c budget.Charger, L *lua.LState, t *lua.LTable) int {
 	n := t.Len()
-	if array, _ := tableSizes(t); array-n > budget.SlotsPerStep {
-		v.Charge(L, int64((array-n)/budget.SlotsPerStep))
+	if array, _ := TableSizes(t); array-n > budget.SlotsPerStep {
+		c.Charge(L, int64((array-n)/budget.SlotsPerStep))
 	}
 	return n
 }
@@ -115,42 +116,27 @@ func (v *vm) length(L *lua.LState, t *lua.LTable) int {
 // for free; larger gaps cost a step a slot.
 const maxFreeGap = 1024
 
-// chargeGap charges for storing t[k] when k is an integer far past t's array part.
-func (v *vm) chargeGap(L *lua.LState, t lua.LValue, k lua.LValue) {
-	tbl, ok := t.(*lua.LTable)
+// ChargeGap charges c for storing t[k] when k is an integer far past t's
+// array part. t is the table that holds the entries: not a read-only proxy
+// (see ReadOnly.Contents).
+func ChargeGap(c budget.Charger, L *lua.LState, t *lua.LTable, k lua.LValue) {
 	n, isNum := k.(lua.LNumber)
-	if !ok || !isNum || n < 1 || float64(n) >= float64(lua.MaxArrayIndex) {
+	if !isNum || n < 1 || float64(n) >= float64(lua.MaxArrayIndex) {
 		return
 	}
-	c := v.contents(tbl)
-	if int64(n) <= int64(v.length(L, c))+1+maxFreeGap {
+	if int64(n) <= int64(Length(c, L, t))+1+maxFreeGap {
 		return // the common case, appending: length is O(1) on a full array part
 	}
-	array, _ := tableSizes(c)
+	array, _ := TableSizes(t)
 	if gap := int64(n) - int64(array) - 1; gap > maxFreeGap {
-		v.Charge(L, gap)
+		c.Charge(L, gap)
 	}
 }
 
-// lenOp is the length operator #: strings by bytes, tables by Lua 5.1's
-// rule (which ignores a table's __len), anything else by its __len
-// metamethod or Lua's error.
-func (v *vm) lenOp(L *lua.LState) int {
-	switch x := L.Get(1).(type) {
-	case lua.LString:
-		L.Push(lua.LNumber(len(x)))
-		return 1
-	case *lua.LTable:
-		L.Push(lua.LNumber(v.length(L, x)))
-		return 1
+// ForEach calls fn for each entry of t in its iteration order, which, unlike
+// LTable.ForEach's, is deterministic (array part, then insertion order),
+// until fn returns false.
+func ForEach(t *lua.LTable, fn func(k, v lua.LValue) bool) {
+	for k, v := t.Next(lua.LNil); k != lua.LNil && fn(k, v); k, v = t.Next(k) {
 	}
-	x := L.Get(1)
-	if mm := L.GetMetaField(x, "__len"); mm != lua.LNil {
-		L.Push(mm)
-		L.Push(x)
-		L.Call(1, 1)
-		return 1
-	}
-	v.raiseHere(L, "attempt to get length of a "+x.Type().String()+" value")
-	return 0
 }

@@ -1,4 +1,4 @@
-package luaexec
+package lualib
 
 import (
 	"github.com/lockserver/lockserver/luaexec/internal/clib"
@@ -30,7 +30,7 @@ type capture struct {
 }
 
 type matchState struct {
-	v       *vm
+	l       *Libs
 	L       *lua.LState
 	src     string
 	pat     string
@@ -40,14 +40,14 @@ type matchState struct {
 	steps   int
 }
 
-func newMatchState(v *vm, L *lua.LState, src, pat string) *matchState {
+func newMatchState(l *Libs, L *lua.LState, src, pat string) *matchState {
 	for i := 0; i < len(pat); i++ {
 		if pat[i] == 0 {
 			pat = pat[:i]
 			break
 		}
 	}
-	return &matchState{v: v, L: L, src: src, pat: pat}
+	return &matchState{l: l, L: L, src: src, pat: pat}
 }
 
 // s returns the subject's byte at i, NUL at its end.
@@ -69,12 +69,12 @@ func (ms *matchState) p(i int) int {
 func (ms *matchState) step() {
 	ms.steps++
 	if ms.steps%matchStepsPerCharge == 0 {
-		ms.v.Charge(ms.L, 1)
+		ms.l.budget.Charge(ms.L, 1)
 	}
 }
 
 func (ms *matchState) fail(msg string) {
-	raiseError(ms.L, "%s", msg)
+	RaiseError(ms.L, "%s", msg)
 }
 
 func (ms *matchState) checkCapture(l int) int {

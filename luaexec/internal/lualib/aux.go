@@ -1,4 +1,4 @@
-package luaexec
+package lualib
 
 import (
 	"fmt"
@@ -40,8 +40,9 @@ func funcName(L *lua.LState) string {
 	return dbg.Name
 }
 
-func argError(L *lua.LState, n int, msg string) {
-	raiseError(L, "bad argument #%d to '%s' (%s)", n, funcName(L), msg)
+// ArgError is luaL_argerror: "bad argument #n to 'name' (msg)".
+func ArgError(L *lua.LState, n int, msg string) {
+	RaiseError(L, "bad argument #%d to '%s' (%s)", n, funcName(L), msg)
 }
 
 // typeName is the type of argument n as messages say it ("no value" past the end).
@@ -52,12 +53,13 @@ func typeName(L *lua.LState, n int) string {
 	return L.Get(n).Type().String()
 }
 
-func typeError(L *lua.LState, n int, expected string) {
-	argError(L, n, fmt.Sprintf("%s expected, got %s", expected, typeName(L, n)))
+// TypeError is luaL_typerror: argument n is not of the type expected.
+func TypeError(L *lua.LState, n int, expected string) {
+	ArgError(L, n, fmt.Sprintf("%s expected, got %s", expected, typeName(L, n)))
 }
 
-// toNumber converts v as lua_tonumber does.
-func toNumber(v lua.LValue) (float64, bool) {
+// ToNumber converts v as lua_tonumber does.
+func ToNumber(v lua.LValue) (float64, bool) {
 	switch x := v.(type) {
 	case lua.LNumber:
 		return float64(x), true
@@ -67,8 +69,8 @@ func toNumber(v lua.LValue) (float64, bool) {
 	return 0, false
 }
 
-// toStringValue converts v as lua_tolstring does: strings, and numbers in "%.14g".
-func toStringValue(v lua.LValue) (string, bool) {
+// ToString converts v as lua_tolstring does: strings, and numbers in "%.14g".
+func ToString(v lua.LValue) (string, bool) {
 	switch x := v.(type) {
 	case lua.LString:
 		return string(x), true
@@ -85,9 +87,9 @@ func checkNumber(L *lua.LState, n int) float64 {
 	if s, ok := val.(lua.LString); ok {
 		chargeScan(L, len(s))
 	}
-	f, ok := toNumber(val)
+	f, ok := ToNumber(val)
 	if !ok {
-		typeError(L, n, "number")
+		TypeError(L, n, "number")
 	}
 	return f
 }
@@ -114,60 +116,65 @@ func optInteger(L *lua.LState, n int, def int64) int64 {
 	return checkInteger(L, n)
 }
 
-// checkInt is luaL_checkint: checkInteger cut to a C int.
-func checkInt(L *lua.LState, n int) int {
+// CheckInt is luaL_checkint: checkInteger cut to a C int.
+func CheckInt(L *lua.LState, n int) int {
 	return clib.ToInt(checkNumber(L, n))
 }
 
-func optInt(L *lua.LState, n int, def int) int {
+// OptInt is luaL_optint: def for nil.
+func OptInt(L *lua.LState, n int, def int) int {
 	if L.Get(n) == lua.LNil {
 		return def
 	}
-	return checkInt(L, n)
+	return CheckInt(L, n)
 }
 
-func checkString(L *lua.LState, n int) string {
-	s, ok := toStringValue(L.Get(n))
+// CheckString is luaL_checkstring, which converts a number.
+func CheckString(L *lua.LState, n int) string {
+	s, ok := ToString(L.Get(n))
 	if !ok {
-		typeError(L, n, "string")
+		TypeError(L, n, "string")
 	}
 	return s
 }
 
-func optString(L *lua.LState, n int, def string) string {
+// OptString is luaL_optstring: def for nil.
+func OptString(L *lua.LState, n int, def string) string {
 	if L.Get(n) == lua.LNil {
 		return def
 	}
-	return checkString(L, n)
+	return CheckString(L, n)
 }
 
-func checkTable(L *lua.LState, n int) *lua.LTable {
+// CheckTable returns argument n, which must be a table.
+func CheckTable(L *lua.LState, n int) *lua.LTable {
 	t, ok := L.Get(n).(*lua.LTable)
 	if !ok {
-		typeError(L, n, "table")
+		TypeError(L, n, "table")
 	}
 	return t
 }
 
-func checkAny(L *lua.LState, n int) lua.LValue {
+// CheckAny is luaL_checkany: argument n must be given, nil or not.
+func CheckAny(L *lua.LState, n int) lua.LValue {
 	if n > L.GetTop() {
-		argError(L, n, "value expected")
+		ArgError(L, n, "value expected")
 	}
 	return L.Get(n)
 }
 
-// raiseError is luaL_error: the message gets the position of the caller of
+// RaiseError is luaL_error: the message gets the position of the caller of
 // the running Go function when that is Lua code, and none when it is another
 // Go function, as under pcall(f, ...): Lua 5.1 says "bad argument #1 to '?'"
 // there, not "user_script:1: bad argument ...". (gopher-lua's RaiseError
 // skips Go functions to find a position.)
-func raiseError(L *lua.LState, format string, args ...any) {
-	L.Error(lua.LString(where(L, 1)+fmt.Sprintf(format, args...)), 0)
+func RaiseError(L *lua.LState, format string, args ...any) {
+	L.Error(lua.LString(Where(L, 1)+fmt.Sprintf(format, args...)), 0)
 }
 
-// where is luaL_where: "chunk:line: " for the function at the given level
+// Where is luaL_where: "chunk:line: " for the function at the given level
 // (1 is the caller of the running Go function), or "" for Go functions.
-func where(L *lua.LState, level int) string {
+func Where(L *lua.LState, level int) string {
 	dbg, ok := L.GetStack(level)
 	if !ok {
 		return ""
@@ -178,9 +185,9 @@ func where(L *lua.LState, level int) string {
 	return fmt.Sprintf("%s:%d: ", dbg.Source, dbg.CurrentLine)
 }
 
-// sortedKeys returns the keys of m in order, so that tables are filled in
+// SortedKeys returns the keys of m in order, so that tables are filled in
 // the same order on every node (their iteration order is insertion order).
-func sortedKeys[V any](m map[string]V) []string {
+func SortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -189,10 +196,10 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// newLib builds a library table from functions, in name order.
-func newLib(L *lua.LState, fns map[string]lua.LGFunction) *lua.LTable {
+// NewLib builds a library table from functions, in name order.
+func NewLib(L *lua.LState, fns map[string]lua.LGFunction) *lua.LTable {
 	t := L.CreateTable(0, len(fns))
-	for _, name := range sortedKeys(fns) {
+	for _, name := range SortedKeys(fns) {
 		t.RawSetString(name, L.NewFunction(fns[name]))
 	}
 	return t
