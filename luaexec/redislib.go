@@ -402,7 +402,7 @@ func (v *vm) redisLog(L *lua.LState) int {
 		b.WriteString(s)
 	}
 	budget.Bytes(v, L, b.Len())
-	if log := v.e.opts.Logger; log != nil {
+	if log := v.e.opts.logger; log != nil {
 		log.Log(context.Background(), logLevels[level], b.String(), "source", "script")
 	}
 	return 0

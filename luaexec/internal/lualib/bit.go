@@ -41,7 +41,7 @@ func (l *Libs) BitLib() *lua.LTable {
 			return bitResult(L, op(b, n))
 		}
 	}
-	return NewLib(l.L, map[string]lua.LGFunction{
+	return NewLib(l.state, map[string]lua.LGFunction{
 		"tobit":   func(L *lua.LState) int { return bitResult(L, bitArg(L, 1)) },
 		"bnot":    func(L *lua.LState) int { return bitResult(L, ^bitArg(L, 1)) },
 		"band":    fold(func(a, b uint32) uint32 { return a & b }),

@@ -50,7 +50,7 @@ func (l *Libs) cjson() *cjsonConfig {
 
 // CJSONLib returns the cjson library.
 func (l *Libs) CJSONLib() *lua.LTable {
-	L := l.L
+	L := l.state
 	l.cjsonNull = L.NewUserData()
 	var lib *lua.LTable
 	lib = NewLib(L, map[string]lua.LGFunction{

@@ -24,7 +24,7 @@ const (
 
 // CMsgpackLib returns the cmsgpack library.
 func (l *Libs) CMsgpackLib() *lua.LTable {
-	t := NewLib(l.L, map[string]lua.LGFunction{
+	t := NewLib(l.state, map[string]lua.LGFunction{
 		"pack":   l.msgpackPack,
 		"unpack": func(L *lua.LState) int { return l.msgpackUnpack(L, 0, 0) },
 		"unpack_one": func(L *lua.LState) int {

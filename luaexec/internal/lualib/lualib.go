@@ -39,7 +39,7 @@ type ReadOnly interface {
 // Libs are the libraries of one Lua state, and their state for the script
 // it runs.
 type Libs struct {
-	L      *lua.LState
+	state  *lua.LState // the state the libraries are built in
 	budget budget.Charger
 	ro     ReadOnly
 	// rand is math.random's 48-bit state.
@@ -53,7 +53,7 @@ type Libs struct {
 // New returns the libraries of L, which charge b and see through ro's
 // proxies.
 func New(L *lua.LState, b budget.Charger, ro ReadOnly) *Libs {
-	return &Libs{L: L, budget: b, ro: ro}
+	return &Libs{state: L, budget: b, ro: ro}
 }
 
 // Start readies the libraries for a script whose command has seed

@@ -62,7 +62,7 @@ func (l *Libs) MathLib() *lua.LTable {
 			return 1
 		}
 	}
-	t := NewLib(l.L, map[string]lua.LGFunction{
+	t := NewLib(l.state, map[string]lua.LGFunction{
 		"abs":   f1(math.Abs),
 		"acos":  f1(math.Acos),
 		"asin":  f1(math.Asin),

@@ -15,7 +15,7 @@ import (
 
 // StringLib returns the string library.
 func (l *Libs) StringLib() *lua.LTable {
-	return NewLib(l.L, map[string]lua.LGFunction{
+	return NewLib(l.state, map[string]lua.LGFunction{
 		"byte":    l.strByte,
 		"char":    l.strChar,
 		"dump":    strDump,

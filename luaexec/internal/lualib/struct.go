@@ -113,7 +113,7 @@ func isIntOption(opt byte) bool { return strings.IndexByte("bBhHlLTiI", opt) >= 
 
 // StructLib returns the struct library.
 func (l *Libs) StructLib() *lua.LTable {
-	return NewLib(l.L, map[string]lua.LGFunction{
+	return NewLib(l.state, map[string]lua.LGFunction{
 		"pack":   l.structPack,
 		"unpack": l.structUnpack,
 		"size":   structSize,

@@ -15,7 +15,7 @@ import (
 
 // TableLib returns the table library.
 func (l *Libs) TableLib() *lua.LTable {
-	return NewLib(l.L, map[string]lua.LGFunction{
+	return NewLib(l.state, map[string]lua.LGFunction{
 		"concat":   l.tableConcat,
 		"foreach":  l.tableForeach,
 		"foreachi": l.tableForeachi,
