@@ -228,7 +228,8 @@ func (p *parser) digitsFirst(body []ast.Stmt) []ast.Stmt {
 	return append([]ast.Stmt{dead}, body...)
 }
 
-// PoolTable builds the table a chunk's pooled constants are read from.
+// PoolTable builds the table a chunk's pooled constants are read from, the
+// value of PoolName: nil when the pool is empty.
 func PoolTable(L *lua.LState, pool []lua.LValue) lua.LValue {
 	if len(pool) == 0 {
 		return lua.LNil

@@ -111,7 +111,7 @@ const (
 	HelperVarg     = "varg#"      // varg#(...) is '...' expanded into a list of values
 )
 
-// Helpers lists the helpers.
+// Helpers lists every helper.
 var Helpers = []string{
 	HelperBudget, HelperConcat, HelperNeg, HelperMod, HelperForInit, HelperForLimit, HelperForStep,
 	HelperSetIndex, HelperSetFlds, HelperLen, HelperCmp, HelperKey, HelperVarg,

@@ -130,7 +130,9 @@ func cheapOperand(e ast.Expr) bool {
 	return false
 }
 
-// Operators of the cmp# helper.
+// Operators of cmp#, its third argument, in Lua's order of the comparison
+// operators: the engine computes a > b and a >= b as b < a and b <= a, at
+// the same distance CmpGt-CmpLt.
 const (
 	CmpEq = iota
 	CmpNe
