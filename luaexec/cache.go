@@ -11,9 +11,9 @@ import (
 // LOAD and EVAL add, SCRIPT FLUSH clears), and a bounded cache of their
 // compiled forms, which is not: a miss recompiles, with the same result on
 // every node. Both are keyed by the SHA1 in lower-case hex. It is safe for
-// concurrent use, so that Prepare may run beside Exec.
+// concurrent use, so that Prepare may run beside ExecAs.
 //
-// Every EVALSHA looks its script up twice (Prepare and Exec), often on two
+// Every EVALSHA looks its script up twice (Prepare and ExecAs), often on two
 // cores at once, so lookups share a read lock and, once a script's use is
 // recorded, write nothing: a shared LRU list rewritten on every lookup made
 // the two cores wait for each other's cache lines. Recency is kept in epochs
@@ -23,12 +23,13 @@ import (
 // is small beside the compile that caused it.
 //
 // Even a read lock writes its count, a cache line the two cores then pass
-// back and forth: 5% of the CPU of embedded lock cycles through Do, most of
-// it in the read lock's atomic add. So a script found loaded and compiled
-// under the lock is added to ready, a map no one changes once it is
-// published, which later lookups read without a lock. It is copied to add a
-// script, to drop one evicted, and emptied by a flush; a client that EVALs a
-// new body each time never finds one loaded and compiled, and copies nothing.
+// back and forth: profiles of embedded lock cycles through Do found a share
+// of their CPU in the read lock's atomic add. So a script found loaded and
+// compiled under the lock is added to ready, a map no one changes once it
+// is published, which later lookups read without a lock. It is copied to
+// add a script, to drop one evicted, and emptied by a flush; a client that
+// EVALs a new body each time never finds one loaded and compiled, and
+// copies nothing.
 type scriptCache struct {
 	mu       sync.RWMutex
 	bodies   map[string]string

@@ -239,7 +239,7 @@ const (
 	planReply             // a fixed reply (SCRIPT KILL, HELP, DEBUG)
 )
 
-// plan is a checked scripting command: what Prepare and Exec both need.
+// plan is a checked scripting command: what Prepare and exec both need.
 type plan struct {
 	kind     int
 	body     string

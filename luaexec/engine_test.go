@@ -442,7 +442,7 @@ func TestLockFreeLookupsFollowTheCache(t *testing.T) {
 	}
 }
 
-// Prepare may run beside Exec (a Raft leader prepares while its state
+// Prepare may run beside ExecAs (a Raft leader prepares while its state
 // machine applies): run under -race, this finds unguarded shared state.
 func TestPrepareBesideExec(t *testing.T) {
 	h := newHarness(t, Options{})
