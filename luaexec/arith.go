@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 
+	"github.com/lockserver/lockserver/luaexec/internal/budget"
+	"github.com/lockserver/lockserver/luaexec/internal/lualib"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -14,7 +16,7 @@ import (
 // "1_000" is 1000) but asks a string's metatable first, so the string
 // metatable's __add and friends below convert them as Lua 5.1 does. Unary
 // minus, %, .. and the bounds of a numeric for are compiled to helper calls
-// (parser.go). The metatables of nil, booleans, numbers and functions only
+// (internal/lua51). The metatables of nil, booleans, numbers and functions only
 // raise Lua 5.1's messages ("attempt to perform arithmetic on a nil value")
 // where gopher-lua would word them its own way.
 
@@ -36,15 +38,15 @@ func (v *vm) setTypeMetatables() {
 	L := v.L
 	str := L.NewTable()
 	str.RawSetString("__index", v.hidden.RawGetString("string"))
-	for _, event := range sortedKeys(arithEvents) {
+	for _, event := range lualib.SortedKeys(arithEvents) {
 		str.RawSetString(event, L.NewFunction(v.arith(event)))
 	}
 	L.SetMetatable(lua.LString(""), str)
-	v.stringMeta = v.protect(str)
+	v.stringMeta = v.Protect(str)
 
 	for _, sample := range []lua.LValue{lua.LNil, lua.LFalse, lua.LNumber(0), L.NewFunction(v.budget)} {
 		mt := L.NewTable()
-		for _, event := range sortedKeys(arithEvents) {
+		for _, event := range lualib.SortedKeys(arithEvents) {
 			mt.RawSetString(event, L.NewFunction(v.arith(event)))
 		}
 		mt.RawSetString("__index", L.NewFunction(v.typeOpError("index")))
@@ -74,7 +76,7 @@ func (v *vm) raiseHere(L *lua.LState, msg string) {
 			level = 2
 		}
 	}
-	L.Error(lua.LString(where(L, level)+msg), 0)
+	L.Error(lua.LString(lualib.Where(L, level)+msg), 0)
 }
 
 func (v *vm) isHelper(fn lua.LValue) bool {
@@ -93,10 +95,10 @@ func (v *vm) arith(event string) lua.LGFunction {
 	op := arithEvents[event]
 	return func(L *lua.LState) int {
 		a, b := L.Get(1), L.Get(2)
-		v.chargeString(L, a) // the scan of a numeric string
-		v.chargeString(L, b)
-		x, okA := toNumber(a)
-		y, okB := toNumber(b)
+		budget.ScanString(v, L, a) // the scan of a numeric string
+		budget.ScanString(v, L, b)
+		x, okA := lualib.ToNumber(a)
+		y, okB := lualib.ToNumber(b)
 		if okA && okB {
 			L.Push(lua.LNumber(op(x, y)))
 			return 1
@@ -134,8 +136,8 @@ func otherMeta(L *lua.LState, a, b lua.LValue, event string) lua.LValue {
 // neg is unary minus.
 func (v *vm) neg(L *lua.LState) int {
 	a := L.Get(1)
-	v.chargeString(L, a) // the scan of a numeric string
-	if x, ok := toNumber(a); ok {
+	budget.ScanString(v, L, a) // the scan of a numeric string
+	if x, ok := lualib.ToNumber(a); ok {
 		L.Push(lua.LNumber(-x))
 		return 1
 	}
@@ -158,8 +160,8 @@ func (v *vm) mod(L *lua.LState) int {
 // forCoerce returns the helper that converts one bound of a numeric for.
 func (v *vm) forCoerce(what string) lua.LGFunction {
 	return func(L *lua.LState) int {
-		v.chargeString(L, L.Get(1)) // the scan of a numeric string
-		x, ok := toNumber(L.Get(1))
+		budget.ScanString(v, L, L.Get(1)) // the scan of a numeric string
+		x, ok := lualib.ToNumber(L.Get(1))
 		if !ok {
 			L.RaiseError("'for' %s must be a number", what)
 		}
@@ -185,12 +187,12 @@ func (v *vm) concat(L *lua.LState) int {
 			plain = false
 		}
 	}
-	v.chargeBytes(L, total)
+	budget.Bytes(v, L, total)
 	if plain {
 		var b strings.Builder
 		b.Grow(total)
 		for i := 1; i <= n; i++ {
-			s, _ := toStringValue(L.Get(i))
+			s, _ := lualib.ToString(L.Get(i))
 			b.WriteString(s)
 		}
 		L.Push(lua.LString(b.String()))
@@ -199,8 +201,8 @@ func (v *vm) concat(L *lua.LState) int {
 	acc := L.Get(n)
 	for i := n - 1; i >= 1; i-- {
 		lhs := L.Get(i)
-		ls, okL := toStringValue(lhs)
-		rs, okR := toStringValue(acc)
+		ls, okL := lualib.ToString(lhs)
+		rs, okR := lualib.ToString(acc)
 		if okL && okR {
 			acc = lua.LString(ls + rs)
 			continue
@@ -250,8 +252,8 @@ func (v *vm) setIndex(L *lua.LState) int {
 	}
 	v.checkStoreKey(L, t, k)
 	v.chargeGap(L, t, k)
-	v.chargeString(L, k)
-	v.charge(L, 1) // a store may grow the table: memory as well as time
+	budget.ScanString(v, L, k)
+	v.Charge(L, 1) // a store may grow the table: memory as well as time
 	L.SetTable(t, k, val)
 	return 0
 }
@@ -264,7 +266,7 @@ func (v *vm) setFields(L *lua.LState) int {
 		k, val := L.Get(i), L.Get(i+1)
 		v.checkStoreKey(L, t, k)
 		v.chargeGap(L, t, k)
-		v.chargeString(L, k)
+		budget.ScanString(v, L, k)
 		L.SetTable(t, k, val)
 	}
 	L.Push(t)

@@ -6,6 +6,10 @@ import (
 	"math"
 	"strings"
 
+	"github.com/lockserver/lockserver/luaexec/internal/budget"
+	"github.com/lockserver/lockserver/luaexec/internal/clib"
+	"github.com/lockserver/lockserver/luaexec/internal/lua51"
+	"github.com/lockserver/lockserver/luaexec/internal/lualib"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -35,11 +39,11 @@ func (v *vm) openBase() {
 		"setmetatable":   v.setmetatable,
 		"tonumber":       v.tonumber,
 		"tostring":       v.baseTostring,
-		"type":           func(L *lua.LState) int { L.Push(lua.LString(checkAny(L, 1).Type().String())); return 1 },
+		"type":           func(L *lua.LState) int { L.Push(lua.LString(lualib.CheckAny(L, 1).Type().String())); return 1 },
 		"unpack":         v.unpack,
 		"xpcall":         v.xpcall,
 	}
-	for _, name := range sortedKeys(fns) {
+	for _, name := range lualib.SortedKeys(fns) {
 		v.hidden.RawSetString(name, L.NewFunction(fns[name]))
 	}
 	v.nextFn = v.hidden.RawGetString("next")
@@ -49,10 +53,10 @@ func (v *vm) openBase() {
 // assert raises its message with a position, copying it: the copy is
 // charged, as is every message built below.
 func (v *vm) assert(L *lua.LState) int {
-	if !lua.LVAsBool(checkAny(L, 1)) {
-		msg := optString(L, 2, "assertion failed!")
-		v.chargeLen(L, len(msg))
-		raiseError(L, "%s", msg)
+	if !lua.LVAsBool(lualib.CheckAny(L, 1)) {
+		msg := lualib.OptString(L, 2, "assertion failed!")
+		budget.Scan(v, L, len(msg))
+		lualib.RaiseError(L, "%s", msg)
 	}
 	return L.GetTop()
 }
@@ -60,15 +64,15 @@ func (v *vm) assert(L *lua.LState) int {
 var gcOptions = []string{"stop", "restart", "collect", "count", "step", "setpause", "setstepmul"}
 
 func baseCollectGarbage(L *lua.LState) int {
-	opt := optString(L, 1, "collect")
+	opt := lualib.OptString(L, 1, "collect")
 	found := false
 	for _, o := range gcOptions {
 		found = found || o == opt
 	}
 	if !found {
-		argError(L, 1, fmt.Sprintf("invalid option '%s'", opt))
+		lualib.ArgError(L, 1, fmt.Sprintf("invalid option '%s'", opt))
 	}
-	optInt(L, 2, 0)
+	lualib.OptInt(L, 2, 0)
 	if opt == "step" {
 		L.Push(lua.LFalse)
 	} else {
@@ -80,18 +84,18 @@ func baseCollectGarbage(L *lua.LState) int {
 // baseError is Lua 5.1's error: a string or number message gets the position
 // of the function at the given level.
 func (v *vm) error(L *lua.LState) int {
-	level := optInt(L, 2, 1)
+	level := lualib.OptInt(L, 2, 1)
 	msg := L.Get(1)
-	if s, ok := toStringValue(msg); ok && level > 0 {
-		v.chargeLen(L, len(s))
-		msg = lua.LString(where(L, level) + s)
+	if s, ok := lualib.ToString(msg); ok && level > 0 {
+		budget.Scan(v, L, len(s))
+		msg = lua.LString(lualib.Where(L, level) + s)
 	}
 	L.Error(msg, 0)
 	return 0
 }
 
 func (v *vm) getmetatable(L *lua.LState) int {
-	obj := checkAny(L, 1)
+	obj := lualib.CheckAny(L, 1)
 	var mt lua.LValue = lua.LNil
 	switch x := obj.(type) {
 	case *lua.LTable:
@@ -115,22 +119,22 @@ func (v *vm) getmetatable(L *lua.LState) int {
 }
 
 func (v *vm) setmetatable(L *lua.LState) int {
-	t := checkTable(L, 1)
+	t := lualib.CheckTable(L, 1)
 	mt := L.Get(2)
 	if mt != lua.LNil && mt.Type() != lua.LTTable {
-		argError(L, 2, "nil or table expected")
+		lualib.ArgError(L, 2, "nil or table expected")
 	}
 	if m, ok := t.Metatable.(*lua.LTable); ok && m.RawGetString("__metatable") != lua.LNil {
-		raiseError(L, "cannot change a protected metatable")
+		lualib.RaiseError(L, "cannot change a protected metatable")
 	}
-	v.refuseReadonly(L, t)
+	v.RefuseWrite(L, t)
 	t.Metatable = mt
 	L.SetTop(1)
 	return 1
 }
 
 func (v *vm) ipairs(L *lua.LState) int {
-	t := checkTable(L, 1)
+	t := lualib.CheckTable(L, 1)
 	L.Push(v.ipairsIter)
 	L.Push(t)
 	L.Push(lua.LNumber(0))
@@ -138,8 +142,8 @@ func (v *vm) ipairs(L *lua.LState) int {
 }
 
 func (v *vm) ipairsAux(L *lua.LState) int {
-	i := checkInt(L, 2) + 1
-	t := v.contents(checkTable(L, 1))
+	i := lualib.CheckInt(L, 2) + 1
+	t := v.Contents(lualib.CheckTable(L, 1))
 	val := t.RawGetInt(i)
 	if val == lua.LNil {
 		return 0
@@ -150,8 +154,8 @@ func (v *vm) ipairsAux(L *lua.LState) int {
 }
 
 func (v *vm) next(L *lua.LState) int {
-	t := v.contents(checkTable(L, 1))
-	k, val := v.tableNext(L, t, L.Get(2))
+	t := v.Contents(lualib.CheckTable(L, 1))
+	k, val := lualib.Next(v, L, t, L.Get(2))
 	if k == lua.LNil {
 		L.Push(lua.LNil)
 		return 1
@@ -162,7 +166,7 @@ func (v *vm) next(L *lua.LState) int {
 }
 
 func (v *vm) pairs(L *lua.LState) int {
-	t := checkTable(L, 1)
+	t := lualib.CheckTable(L, 1)
 	L.Push(v.nextFn)
 	L.Push(t)
 	L.Push(lua.LNil)
@@ -170,10 +174,10 @@ func (v *vm) pairs(L *lua.LState) int {
 }
 
 func (v *vm) rawequal(L *lua.LState) int {
-	a, b := checkAny(L, 1), checkAny(L, 2)
+	a, b := lualib.CheckAny(L, 1), lualib.CheckAny(L, 2)
 	if s, ok := a.(lua.LString); ok {
 		if t, ok := b.(lua.LString); ok && len(s) == len(t) {
-			v.chargeLen(L, len(s))
+			budget.Scan(v, L, len(s))
 		}
 	}
 	L.Push(lua.LBool(a == b))
@@ -181,20 +185,20 @@ func (v *vm) rawequal(L *lua.LState) int {
 }
 
 func (v *vm) rawget(L *lua.LState) int {
-	t := v.contents(checkTable(L, 1))
-	k := checkAny(L, 2)
-	v.chargeString(L, k)
+	t := v.Contents(lualib.CheckTable(L, 1))
+	k := lualib.CheckAny(L, 2)
+	budget.ScanString(v, L, k)
 	L.Push(t.RawGet(k))
 	return 1
 }
 
 func (v *vm) rawset(L *lua.LState) int {
-	t := checkTable(L, 1)
-	k := checkAny(L, 2)
-	val := checkAny(L, 3)
-	v.refuseReadonly(L, t)
+	t := lualib.CheckTable(L, 1)
+	k := lualib.CheckAny(L, 2)
+	val := lualib.CheckAny(L, 3)
+	v.RefuseWrite(L, t)
 	checkKey(L, k)
-	v.chargeString(L, k)
+	budget.ScanString(v, L, k)
 	v.chargeGap(L, t, k)
 	t.RawSet(k, val)
 	L.SetTop(1)
@@ -220,14 +224,14 @@ func baseSelect(L *lua.LState) int {
 		L.Push(lua.LNumber(n - 1))
 		return 1
 	}
-	i := checkInt(L, 1)
+	i := lualib.CheckInt(L, 1)
 	if i < 0 {
 		i = n + i
 	} else if i > n {
 		i = n
 	}
 	if i < 1 {
-		argError(L, 1, "index out of range")
+		lualib.ArgError(L, 1, "index out of range")
 	}
 	return n - i
 }
@@ -235,27 +239,27 @@ func baseSelect(L *lua.LState) int {
 // baseTonumber is Lua 5.1's tonumber: base 10 converts as the language
 // does (strtod: "1e3", "0x10", " 5 ", "inf"); other bases use strtoul.
 func (v *vm) tonumber(L *lua.LState) int {
-	base := optInt(L, 2, 10)
+	base := lualib.OptInt(L, 2, 10)
 	if s, ok := L.Get(1).(lua.LString); ok {
-		v.chargeLen(L, len(s))
+		budget.Scan(v, L, len(s))
 	}
 	if base == 10 {
-		if f, ok := toNumber(checkAny(L, 1)); ok {
+		if f, ok := lualib.ToNumber(lualib.CheckAny(L, 1)); ok {
 			L.Push(lua.LNumber(f))
 			return 1
 		}
 		L.Push(lua.LNil)
 		return 1
 	}
-	s := checkString(L, 1)
+	s := lualib.CheckString(L, 1)
 	if base < 2 || base > 36 {
-		argError(L, 2, "base out of range")
+		lualib.ArgError(L, 2, "base out of range")
 	}
 	if i := strings.IndexByte(s, 0); i >= 0 {
 		s = s[:i]
 	}
-	if u, n := strtoul(s, base); n > 0 {
-		for n < len(s) && isSpace(s[n]) {
+	if u, n := clib.Strtoul(s, base); n > 0 {
+		for n < len(s) && clib.IsSpace(s[n]) {
 			n++
 		}
 		if n == len(s) {
@@ -270,7 +274,7 @@ func (v *vm) tonumber(L *lua.LState) int {
 // baseTostring is tostring: a __tostring metamethod's result is returned as
 // it is, whatever its type, as Lua 5.1 does.
 func (v *vm) baseTostring(L *lua.LState) int {
-	val := checkAny(L, 1)
+	val := lualib.CheckAny(L, 1)
 	if mm := L.GetMetaField(val, "__tostring"); mm != lua.LNil {
 		L.Push(mm)
 		L.Push(val)
@@ -292,14 +296,14 @@ func (v *vm) tostring(L *lua.LState, val lua.LValue) string {
 		L.Call(1, 1)
 		res := L.Get(-1)
 		L.Pop(1)
-		s, _ := toStringValue(res)
+		s, _ := lualib.ToString(res)
 		return s
 	}
 	switch x := val.(type) {
 	case lua.LString:
 		return string(x)
 	case lua.LNumber:
-		return formatNumber(float64(x))
+		return clib.FormatNumber(float64(x))
 	case *lua.LNilType:
 		return "nil"
 	case lua.LBool:
@@ -308,7 +312,7 @@ func (v *vm) tostring(L *lua.LState, val lua.LValue) string {
 		}
 		return "false"
 	}
-	v.charge(L, objectCharge)
+	v.Charge(L, objectCharge)
 	return fmt.Sprintf("%s: 0x%08x", val.Type().String(), v.objectID(val))
 }
 
@@ -336,22 +340,22 @@ func (v *vm) objectID(val lua.LValue) int {
 // unpack returns t[i], ..., t[j]; like Lua 5.1 it refuses more results than
 // fit in the 8000-slot stack of a C function.
 func (v *vm) unpack(L *lua.LState) int {
-	t := v.contents(checkTable(L, 1))
-	i := optInt(L, 2, 1)
+	t := v.Contents(lualib.CheckTable(L, 1))
+	i := lualib.OptInt(L, 2, 1)
 	var e int
 	if L.Get(3) == lua.LNil {
-		e = v.length(L, t)
+		e = lualib.Length(v, L, t)
 	} else {
-		e = checkInt(L, 3)
+		e = lualib.CheckInt(L, 3)
 	}
 	if i > e {
 		return 0
 	}
 	n := e - i + 1
-	if n <= 0 || n+L.GetTop() > luaMaxCStack {
-		raiseError(L, "too many results to unpack")
+	if n <= 0 || n+L.GetTop() > lualib.MaxCStack {
+		lualib.RaiseError(L, "too many results to unpack")
 	}
-	v.charge(L, int64(n))
+	v.Charge(L, int64(n))
 	for k := i; k <= e; k++ {
 		L.Push(t.RawGetInt(k))
 	}
@@ -389,10 +393,10 @@ func (v *vm) pcall(L *lua.LState) int {
 func (v *vm) caught(L *lua.LState, err error) {
 	v.reraise(L)
 	if err != nil {
-		v.charge(L, caughtCharge)
+		v.Charge(L, caughtCharge)
 	}
 	if ae, ok := err.(*lua.ApiError); ok && ae.StackTrace != "" {
-		v.charge(L, overflowCharge)
+		v.Charge(L, overflowCharge)
 	}
 }
 
@@ -414,7 +418,7 @@ func errorObject(err error) lua.LValue {
 // xpcall(f, handler) calls f without arguments, as Lua 5.1 does, and on
 // error returns false and what handler returns for the error.
 func (v *vm) xpcall(L *lua.LState) int {
-	checkAny(L, 2)
+	lualib.CheckAny(L, 2)
 	handler := L.Get(2)
 	L.SetTop(1)
 	var herr *lua.LFunction
@@ -444,16 +448,16 @@ func (v *vm) xpcall(L *lua.LState) int {
 // loadstring compiles a chunk through the same parser and instrumentation as
 // scripts, so that loaded code is sandboxed and budgeted alike.
 func (v *vm) loadstring(L *lua.LState) int {
-	src := checkString(L, 1)
-	return v.loadChunk(L, src, optString(L, 2, src))
+	src := lualib.CheckString(L, 1)
+	return v.loadChunk(L, src, lualib.OptString(L, 2, src))
 }
 
 func (v *vm) load(L *lua.LState) int {
 	reader, ok := L.Get(1).(*lua.LFunction)
 	if !ok {
-		typeError(L, 1, "function")
+		lualib.TypeError(L, 1, "function")
 	}
-	name := optString(L, 2, "=(load)")
+	name := lualib.OptString(L, 2, "=(load)")
 	var b strings.Builder
 	for {
 		L.Push(reader)
@@ -463,7 +467,7 @@ func (v *vm) load(L *lua.LState) int {
 		if piece == lua.LNil {
 			break
 		}
-		s, ok := toStringValue(piece)
+		s, ok := lualib.ToString(piece)
 		if !ok {
 			L.Push(lua.LNil)
 			L.Push(lua.LString("reader function must return a string"))
@@ -472,14 +476,14 @@ func (v *vm) load(L *lua.LState) int {
 		if s == "" {
 			break
 		}
-		v.chargeBytes(L, len(s))
+		budget.Bytes(v, L, len(s))
 		b.WriteString(s)
 	}
 	return v.loadChunk(L, b.String(), name)
 }
 
 func (v *vm) loadChunk(L *lua.LState, src, name string) int {
-	v.charge(L, 1)
+	v.Charge(L, 1)
 	if strings.HasPrefix(src, "\x1bLua") {
 		L.Push(lua.LNil)
 		L.Push(lua.LString(chunkID(name) + ": bytecode loading is not supported"))
@@ -488,11 +492,10 @@ func (v *vm) loadChunk(L *lua.LState, src, name string) int {
 	id := chunkID(name)
 	// Compiling is charged as the work it takes, up to what is left.
 	proto, pool, work, err := compileChunk(src, id, 1, 1, int(max(v.run.steps, 1)))
-	var se *syntaxError
-	if errors.As(err, &se) && se.overBudget {
-		v.charge(L, v.run.steps+1)
+	if errors.Is(err, lua51.ErrOverBudget) {
+		v.Charge(L, v.run.steps+1)
 	}
-	v.charge(L, int64(work))
+	v.Charge(L, int64(work))
 	if err != nil {
 		L.Push(lua.LNil)
 		L.Push(lua.LString(err.Error()))

@@ -27,14 +27,14 @@ func benchEvalshaRecorded(b *testing.B, record bool, script string, setup [][]st
 	sha := h.do("SCRIPT", "LOAD", script).Str
 	argv := append([]string{"EVALSHA", sha}, args...)
 	c := h.call(argv)
-	if r := h.e.Exec(c); r.IsError() {
+	if r := h.e.exec(c, true); r.IsError() {
 		b.Fatalf("%s", r.Str)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		call := keyspace.Call{Store: c.Store, Now: c.Now, Args: c.Args}
-		if r := h.e.Exec(&call); r.IsError() {
+		if r := h.e.exec(&call, true); r.IsError() {
 			b.Fatalf("%s", r.Str)
 		}
 		if record && len(h.e.Calls()) == 0 {

@@ -5,6 +5,9 @@ import (
 	"strings"
 
 	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/luaexec/internal/budget"
+	"github.com/lockserver/lockserver/luaexec/internal/clib"
+	"github.com/lockserver/lockserver/luaexec/internal/lualib"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -193,17 +196,14 @@ func statsCounted(t *lua.LTable) bool { return t.RawGetString(ignoreErrorStats) 
 
 // Redis converts a script's result while it sits on the Lua stack and gives
 // up ("reached lua stack limit") where a nested value would not fit in the
-// 8000 slots of that stack (LUAI_MAXCSTACK). The conversion counts the slots
+// slots of that stack (lualib.MaxCStack). The conversion counts the slots
 // Redis's code would use, so that the same nesting fails at the same place.
-const (
-	luaMaxCStack = 8000
-	resultSlots  = 2 // the error handler and the result itself
-)
+const resultSlots = 2 // the error handler and the result itself
 
 // toReply converts a script's result for the client. Building the reply,
 // which the server then writes out, is work like building any string: it is
-// charged at bytesPerStep for each byte of its strings and one step for
-// each value, against the steps the script has left (steps). A reply that
+// charged a step for each budget.BytesPerStep bytes of its strings and one
+// for each value, against the steps the script has left (steps). A reply that
 // does not fit is not built further, and the script fails with
 // errReplyTooLarge: a script's reply is bounded as all its work is.
 func (v *vm) toReply(val lua.LValue, resp int, steps int64) keyspace.Reply {
@@ -225,16 +225,16 @@ type replyBuilder struct {
 
 // tableProbe is what a table in a reply costs beyond its values, counted as
 // bytes: the seven fields (err, ok, map, ...) looked up to tell its kind.
-const tableProbe = 4 * bytesPerStep
+const tableProbe = 4 * budget.BytesPerStep
 
 // spend charges one value of n bytes and reports whether the budget allows it.
 func (b *replyBuilder) spend(n int) bool {
-	b.left -= 1 + int64(n)/bytesPerStep
+	b.left -= 1 + int64(n)/budget.BytesPerStep
 	return b.left >= 0
 }
 
 func (b *replyBuilder) value(val lua.LValue, slots int) keyspace.Reply {
-	if slots+4 > luaMaxCStack {
+	if slots+4 > lualib.MaxCStack {
 		return keyspace.Error("ERR reached lua stack limit")
 	}
 	switch x := val.(type) {
@@ -254,7 +254,7 @@ func (b *replyBuilder) value(val lua.LValue, slots int) keyspace.Reply {
 		return keyspace.Null
 	case lua.LNumber:
 		b.spend(0)
-		return keyspace.Int(toInteger(float64(x)))
+		return keyspace.Int(clib.ToInteger(float64(x)))
 	case *lua.LTable:
 		if !b.spend(tableProbe) {
 			return keyspace.Null
@@ -304,7 +304,7 @@ func (b *replyBuilder) table(t *lua.LTable, slots int) keyspace.Reply {
 	}
 	if m, ok := t.RawGetString("map").(*lua.LTable); ok {
 		elems := []keyspace.Reply{}
-		forEach(m, func(k, val lua.LValue) bool {
+		lualib.ForEach(m, func(k, val lua.LValue) bool {
 			elems = append(elems, b.value(k, slots+4), b.value(val, slots+3))
 			return b.left >= 0
 		})
@@ -312,7 +312,7 @@ func (b *replyBuilder) table(t *lua.LTable, slots int) keyspace.Reply {
 	}
 	if s, ok := t.RawGetString("set").(*lua.LTable); ok {
 		elems := []keyspace.Reply{}
-		forEach(s, func(k, _ lua.LValue) bool {
+		lualib.ForEach(s, func(k, _ lua.LValue) bool {
 			elems = append(elems, b.value(k, slots+3))
 			return b.left >= 0
 		})
@@ -327,12 +327,4 @@ func (b *replyBuilder) table(t *lua.LTable, slots int) keyspace.Reply {
 		elems = append(elems, b.value(e, slots+1))
 	}
 	return keyspace.Array(elems...)
-}
-
-// forEach calls fn for each entry of t in its iteration order, which, unlike
-// LTable.ForEach's, is deterministic (array part, then insertion order),
-// until fn returns false.
-func forEach(t *lua.LTable, fn func(k, v lua.LValue) bool) {
-	for k, v := t.Next(lua.LNil); k != lua.LNil && fn(k, v); k, v = t.Next(k) {
-	}
 }

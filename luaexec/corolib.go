@@ -1,6 +1,7 @@
 package luaexec
 
 import (
+	"github.com/lockserver/lockserver/luaexec/internal/lualib"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -17,14 +18,14 @@ func (v *vm) coroutineLib(orig *lua.LTable) *lua.LTable {
 	create, resume, yield, status := fn("create"), fn("resume"), fn("yield"), fn("status")
 	v.coCreate = func(L *lua.LState) int {
 		if f, ok := L.Get(1).(*lua.LFunction); !ok || f.IsG {
-			argError(L, 1, "Lua function expected")
+			lualib.ArgError(L, 1, "Lua function expected")
 		}
 		r := v.run
 		r.coCount++
 		if r.coCount > maxCoroutines {
-			raiseError(L, "too many coroutines (a script may create %d)", maxCoroutines)
+			lualib.RaiseError(L, "too many coroutines (a script may create %d)", maxCoroutines)
 		}
-		v.charge(L, 100)
+		v.Charge(L, 100)
 		// The new state copies L's options: give it a small call stack.
 		saved := L.Options
 		L.Options.CallStackSize = coroutineCallStackSize
@@ -52,7 +53,7 @@ func (v *vm) coroutineLib(orig *lua.LTable) *lua.LTable {
 		}
 		return n
 	}
-	return newLib(v.L, map[string]lua.LGFunction{
+	return lualib.NewLib(v.L, map[string]lua.LGFunction{
 		"create":  v.coCreate,
 		"resume":  v.coResume,
 		"running": fn("running"),
@@ -73,7 +74,7 @@ func (v *vm) coroutineLib(orig *lua.LTable) *lua.LTable {
 // checkCoroutine is Lua 5.1's getco: argument 1 must be a coroutine.
 func checkCoroutine(L *lua.LState) {
 	if _, ok := L.Get(1).(*lua.LState); !ok {
-		argError(L, 1, "coroutine expected")
+		lualib.ArgError(L, 1, "coroutine expected")
 	}
 }
 
@@ -99,8 +100,8 @@ func (v *vm) coWrap(L *lua.LState) int {
 		L.Call(n+1, lua.MultRet)
 		if !lua.LVAsBool(L.Get(n + 1)) {
 			msg := L.Get(n + 2)
-			if s, ok := toStringValue(msg); ok {
-				msg = lua.LString(where(L, 1) + s)
+			if s, ok := lualib.ToString(msg); ok {
+				msg = lua.LString(lualib.Where(L, 1) + s)
 			}
 			L.Error(msg, 0)
 		}

@@ -1,5 +1,17 @@
 // Package luaexec runs Redis Lua scripts (EVAL, EVALSHA, EVAL_RO, EVALSHA_RO,
-// SCRIPT) on gopher-lua against a keyspace.Store.
+// SCRIPT) on gopher-lua against a keyspace.Store: an Engine executes the
+// commands of applied log entries, scripts in Lua and every other command
+// in the keyspace.
+//
+// Its contract with the state machine that drives it: Prepare checks a
+// command before it is proposed, so that the errors a leader can see
+// (numkeys, NOSCRIPT, a body too large, a compile error) never enter the
+// log, and tells whether it must go through the log; ExecAs runs a
+// command of an applied entry, with the same reply and the same keyspace
+// on every node; the bodies in the script cache are replicated state,
+// which Scripts and LoadScripts carry through a snapshot, while their
+// compiled forms are a bounded cache any node may rebuild; Record and
+// Calls report the commands scripts called, for the node that counts them.
 //
 // Scripts run inside the replicated state machine, so everything here is
 // deterministic: the time a script sees is its entry's, math.random starts
@@ -12,11 +24,17 @@
 // and libraries read-only, no io, os, debug, require, dofile, print), the
 // same libraries (base, string, table, math, coroutine, cjson, bit, struct,
 // cmsgpack, redis) and Lua 5.1's semantics where gopher-lua's differ (see
-// lexer.go, parser.go, arith.go, number.go).
+// internal/lua51, arith.go, internal/lualib, internal/clib).
 //
 // A script that fails half-way keeps the effects of the commands it ran
 // before the error, as in Redis: scripts are atomic with respect to other
 // clients, not transactional.
+//
+// Inside, internal/lua51 parses scripts into gopher-lua's AST, instrumented
+// to charge the budget whose unit and interface internal/budget defines;
+// internal/lualib holds the libraries that need of the engine only that
+// budget and its read-only tables. The engine keeps the sandbox, the base,
+// coroutine and redis libraries, the conversions and the script cache.
 package luaexec
 
 import (
@@ -29,54 +47,56 @@ import (
 
 	"github.com/lockserver/lockserver/internal/acl"
 	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/luaexec/internal/lua51"
 )
 
-// Defaults for Options.
+// DefaultBudget bounds one script to about a second of one core at worst:
+// 2 million operations, or 32 MB of strings built, copied, hashed or
+// scanned. (BenchmarkWorstInputs measures the scripts that take longest for
+// their steps.)
+const DefaultBudget = 2_000_000
+
+// Defaults of the options only tests set.
 const (
-	// DefaultBudget bounds one script to about a second of one core at
-	// worst, on the 2-core bench machine: 2 million operations, or 32 MB of
-	// strings built, copied, hashed or scanned. Most scripts that run to the
-	// end of it take 0.05-0.4 s of CPU; the most any input was found to take
-	// is 0.97 s, a loop storing through a chain of 99 __newindex tables
-	// (BenchmarkWorstInputs).
-	DefaultBudget = 2_000_000
-	// DefaultMaxScriptSize bounds a script body (Redis allows up to
+	// defaultMaxScriptSize bounds a script body (Redis allows up to
 	// proto-max-bulk-len, 512 MB; a body this large is already absurd).
-	DefaultMaxScriptSize = 64 << 20
-	// DefaultCompiledScripts is how many compiled scripts are kept.
-	DefaultCompiledScripts = 1000
+	defaultMaxScriptSize = 64 << 20
+	// defaultCompiledScripts is how many compiled scripts are kept.
+	defaultCompiledScripts = 1000
 )
 
 // Options tune an Engine. The zero value is usable.
 type Options struct {
 	// Budget is how many steps one script may take before it is stopped with
 	// an error. Every function call and loop iteration costs the operations
-	// of the body it runs (weight.go); building, copying, hashing, comparing
-	// or scanning 16 bytes costs a step, whether a library function, a
-	// table key, a comparison, an error message or the script's reply does
-	// it; so do 16 values expanded from '...', four steps of the pattern
-	// matcher, a command's arguments and each value of its reply, and
-	// compiling (a token, or 16 bytes of source). Every node counts alike,
-	// so a script stops at the same point everywhere. It also bounds what
-	// compiling a script body may cost. 0 means DefaultBudget.
+	// of the body it runs (lua51's weight.go); building, copying, hashing,
+	// comparing or scanning 16 bytes costs a step, whether a library
+	// function, a table key, a comparison, an error message or the script's
+	// reply does it; so do 16 values expanded from '...', four steps of the
+	// pattern matcher, a command's arguments and each value of its reply,
+	// and compiling (a token, or 16 bytes of source). Every node counts
+	// alike, so a script stops at the same point everywhere. It also bounds
+	// what compiling a script body may cost. 0 means DefaultBudget.
 	Budget int64
-	// MaxScriptSize is the largest script body accepted, in bytes. 0 means
-	// DefaultMaxScriptSize.
-	MaxScriptSize int
-	// CompiledScripts bounds the cache of compiled scripts (the bodies
-	// themselves are all kept, as Redis does). 0 means DefaultCompiledScripts.
-	CompiledScripts int
-	// Logger receives redis.log messages; nil discards them.
-	Logger *slog.Logger
 	// Monitor, when set, is asked as each script starts for a function to
 	// tell of every command the script calls, once it has run (Redis's
 	// MONITOR shows them); it returns nil while no one watches.
 	Monitor func() func(db int, args [][]byte)
+
+	// maxScriptSize is the largest script body accepted, in bytes. 0 means
+	// defaultMaxScriptSize.
+	maxScriptSize int
+	// compiledScripts bounds the cache of compiled scripts (the bodies
+	// themselves are all kept, as Redis does). 0 means
+	// defaultCompiledScripts.
+	compiledScripts int
+	// logger receives redis.log messages; nil discards them.
+	logger *slog.Logger
 }
 
 // Engine executes the commands of log entries: script commands in Lua, all
-// others in the keyspace. Exec, ExecRead, Scripts, LoadScripts, Stopped,
-// Record and Calls must not run concurrently; Prepare may run beside them.
+// others in the keyspace. ExecAs, Scripts, LoadScripts, Stopped, Record and
+// Calls must not run concurrently; Prepare may run beside them.
 type Engine struct {
 	store *keyspace.Store
 	opts  Options
@@ -99,13 +119,13 @@ func New(store *keyspace.Store, opts Options) *Engine {
 	if opts.Budget <= 0 {
 		opts.Budget = DefaultBudget
 	}
-	if opts.MaxScriptSize <= 0 {
-		opts.MaxScriptSize = DefaultMaxScriptSize
+	if opts.maxScriptSize <= 0 {
+		opts.maxScriptSize = defaultMaxScriptSize
 	}
-	if opts.CompiledScripts <= 0 {
-		opts.CompiledScripts = DefaultCompiledScripts
+	if opts.compiledScripts <= 0 {
+		opts.compiledScripts = defaultCompiledScripts
 	}
-	return &Engine{store: store, opts: opts, cache: newScriptCache(opts.CompiledScripts, opts.Budget)}
+	return &Engine{store: store, opts: opts, cache: newScriptCache(opts.compiledScripts, opts.Budget)}
 }
 
 func (e *Engine) budget() int64 { return e.opts.Budget }
@@ -120,14 +140,10 @@ func (e *Engine) machine() *vm {
 	return e.vm
 }
 
-// Exec runs one command of an applied entry at c.Now against c.DB.
-func (e *Engine) Exec(c *keyspace.Call) keyspace.Reply {
-	return e.exec(c, true)
-}
-
-// ExecAs is Exec for a client authenticated as u: the commands its script
-// calls are checked against u's permissions, as Redis checks them, and
-// redis.acl_check_cmd answers for u. A nil u is allowed everything.
+// ExecAs runs one command of an applied entry at c.Now against c.DB, for a
+// client authenticated as u: the commands its script calls are checked
+// against u's permissions, as Redis checks them, and redis.acl_check_cmd
+// answers for u. A nil u is allowed everything.
 func (e *Engine) ExecAs(c *keyspace.Call, u *acl.User) keyspace.Reply {
 	e.user = u
 	defer func() { e.user = nil }()
@@ -142,13 +158,9 @@ func (e *Engine) Denials() []acl.Denial {
 	return d
 }
 
-// ExecRead runs a command that Prepare classified as a read. It changes no
-// replicated state: an EVAL of a body not in the script cache runs without
-// adding it.
-func (e *Engine) ExecRead(c *keyspace.Call) keyspace.Reply {
-	return e.exec(c, false)
-}
-
+// exec runs one command: of an applied entry when apply is set, else a
+// command that Prepare classified as a read, which changes no replicated
+// state (an EVAL of a body not in the script cache runs without adding it).
 func (e *Engine) exec(c *keyspace.Call, apply bool) keyspace.Reply {
 	cmd := keyspace.Lookup(c.Args[0])
 	if cmd == nil || !cmd.Has(keyspace.Scripting) {
@@ -227,7 +239,7 @@ const (
 	planReply             // a fixed reply (SCRIPT KILL, HELP, DEBUG)
 )
 
-// plan is a checked scripting command: what Prepare and Exec both need.
+// plan is a checked scripting command: what Prepare and exec both need.
 type plan struct {
 	kind     int
 	body     string
@@ -269,7 +281,7 @@ func (e *Engine) plan(cmd *keyspace.Command, args [][]byte) (plan, *keyspace.Rep
 	p.keys, p.argv = args[3:3+n], args[3+n:]
 	sha := args[1]
 	if !isSha {
-		if len(args[1]) > e.opts.MaxScriptSize {
+		if len(args[1]) > e.opts.maxScriptSize {
 			return errReply(e.errTooLarge(len(args[1])))
 		}
 		var hexSum [2 * sha1.Size]byte
@@ -295,7 +307,7 @@ func (e *Engine) plan(cmd *keyspace.Command, args [][]byte) (plan, *keyspace.Rep
 }
 
 func (e *Engine) errTooLarge(n int) keyspace.Reply {
-	return keyspace.Error(fmt.Sprintf("ERR script of %d bytes is larger than the limit of %d bytes", n, e.opts.MaxScriptSize))
+	return keyspace.Error(fmt.Sprintf("ERR script of %d bytes is larger than the limit of %d bytes", n, e.opts.maxScriptSize))
 }
 
 // scriptArities are the arities of SCRIPT's subcommands (Redis's convention).
@@ -337,7 +349,7 @@ func (e *Engine) planScript(args [][]byte) (plan, *keyspace.Reply) {
 	switch sub {
 	case "load":
 		body := string(args[2])
-		if len(body) > e.opts.MaxScriptSize {
+		if len(body) > e.opts.maxScriptSize {
 			return errReply(e.errTooLarge(len(body)))
 		}
 		s, msg := e.cache.get(sha1hex(body), body)
@@ -389,7 +401,7 @@ func (e *Engine) run(c *keyspace.Call, p *plan) keyspace.Reply {
 	v := e.machine()
 	if s := p.script; s.fn == nil {
 		s.fn = v.closure(s.proto, s.pool)
-		s.keys, s.argv = upvalue(s.fn, aliasPrefix+"KEYS"), upvalue(s.fn, aliasPrefix+"ARGV")
+		s.keys, s.argv = upvalue(s.fn, lua51.AliasPrefix+"KEYS"), upvalue(s.fn, lua51.AliasPrefix+"ARGV")
 	}
 	r := &v.current
 	*r = run{
@@ -398,8 +410,8 @@ func (e *Engine) run(c *keyspace.Call, p *plan) keyspace.Reply {
 		allowOOM: sb.flags&flagAllowOOM != 0,
 		resp:     2,
 		steps:    e.opts.Budget,
-		rand:     randState(c.Seed),
 	}
+	v.libs.Start(c.Seed)
 	if e.opts.Monitor != nil {
 		r.monitor = e.opts.Monitor()
 	}

@@ -195,7 +195,7 @@ func TestSelectInScript(t *testing.T) {
 		{"return redis.pcall('select', 16)", "-ERR DB index is out of range"},
 	})
 	c := h.call([]string{"EVAL", "redis.call('select', 5) return 1", "0"})
-	h.e.Exec(c)
+	h.e.exec(c, true)
 	if c.DB != 0 {
 		t.Fatalf("the caller's database became %d", c.DB)
 	}
@@ -267,14 +267,14 @@ func TestMathRandom(t *testing.T) {
 	for seed := uint64(0); seed < 64; seed++ {
 		c := h.call([]string{"EVAL", draw, "0"})
 		c.Seed = seed
-		got := show(h.e.Exec(c))
+		got := show(h.e.exec(c, true))
 		if other, ok := seen[got]; ok {
 			t.Fatalf("seeds %d and %d draw the same numbers %s", other, seed, got)
 		}
 		seen[got] = seed
 		c = h.call([]string{"EVAL", draw, "0"})
 		c.Seed = seed
-		if again := show(h.e.Exec(c)); again != got {
+		if again := show(h.e.exec(c, true)); again != got {
 			t.Fatalf("seed %d drew %s, then %s", seed, got, again)
 		}
 	}
@@ -314,9 +314,9 @@ func TestScriptsSnapshot(t *testing.T) {
 	}
 }
 
-// A script larger than Options.MaxScriptSize is refused.
+// A script larger than Options.maxScriptSize is refused.
 func TestMaxScriptSize(t *testing.T) {
-	h := newHarness(t, Options{MaxScriptSize: 100})
+	h := newHarness(t, Options{maxScriptSize: 100})
 	big := "return '" + strings.Repeat("x", 200) + "'"
 	want := "-ERR script of 209 bytes is larger than the limit of 100 bytes"
 	if got := show(h.do("EVAL", big, "0")); got != want {
@@ -339,7 +339,7 @@ func TestErrorKeepsEarlierWrites(t *testing.T) {
 // Only a bounded number of compiled scripts is kept; evicted ones compile
 // again with the same result.
 func TestCompiledCacheBound(t *testing.T) {
-	h := newHarness(t, Options{CompiledScripts: 2})
+	h := newHarness(t, Options{compiledScripts: 2})
 	for round := 0; round < 2; round++ {
 		for i := 0; i < 5; i++ {
 			script := "return " + strings.Repeat("1+", i) + "1"
@@ -356,7 +356,7 @@ func TestCompiledCacheBound(t *testing.T) {
 // A full cache evicts the compiled script used least recently, counting the
 // uses between two compiles as one moment.
 func TestCompiledCacheEvictsTheLeastRecent(t *testing.T) {
-	h := newHarness(t, Options{CompiledScripts: 2})
+	h := newHarness(t, Options{compiledScripts: 2})
 	a, b, c, d := "return 'a'", "return 'b'", "return 'c'", "return 'd'"
 	kept := func() string {
 		var names []string
@@ -392,7 +392,7 @@ func TestCompiledCacheEvictsTheLeastRecent(t *testing.T) {
 // script out. Otherwise EVALSHA would find a script the replicated state
 // does not hold, on some nodes and not others.
 func TestLockFreeLookupsFollowTheCache(t *testing.T) {
-	h := newHarness(t, Options{CompiledScripts: 2})
+	h := newHarness(t, Options{compiledScripts: 2})
 	ready := func() string {
 		var names []string
 		for _, s := range *h.e.cache.ready.Load() {
@@ -442,7 +442,7 @@ func TestLockFreeLookupsFollowTheCache(t *testing.T) {
 	}
 }
 
-// Prepare may run beside Exec (a Raft leader prepares while its state
+// Prepare may run beside ExecAs (a Raft leader prepares while its state
 // machine applies): run under -race, this finds unguarded shared state.
 func TestPrepareBesideExec(t *testing.T) {
 	h := newHarness(t, Options{})

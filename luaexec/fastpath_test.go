@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockserver/lockserver/luaexec/internal/lualib"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -92,14 +93,14 @@ func TestCallArgumentsReused(t *testing.T) {
 func TestAliasedGlobalsAreTheGlobals(t *testing.T) {
 	v := newVM(New(nil, Options{}))
 	var globals []string
-	forEach(v.hidden, func(k, _ lua.LValue) bool { globals = append(globals, string(k.(lua.LString))); return true })
+	lualib.ForEach(v.hidden, func(k, _ lua.LValue) bool { globals = append(globals, string(k.(lua.LString))); return true })
 	sort.Strings(globals)
 	if got, want := strings.Join(aliasedGlobals, " "), strings.Join(globals, " "); got != want {
 		t.Fatalf("aliases:\n%s\nglobals:\n%s", got, want)
 	}
 	for _, name := range aliasedFields {
 		lib, field, _ := strings.Cut(name, ".")
-		if lt, ok := v.hidden.RawGetString(lib).(*lua.LTable); !ok || v.contents(lt).RawGetString(field) == lua.LNil {
+		if lt, ok := v.hidden.RawGetString(lib).(*lua.LTable); !ok || v.Contents(lt).RawGetString(field) == lua.LNil {
 			t.Errorf("aliased field %s is not in the VM", name)
 		}
 	}

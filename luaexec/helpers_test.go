@@ -34,10 +34,10 @@ func (h *harness) call(args []string) *keyspace.Call {
 }
 
 // do runs one command as part of an applied entry.
-func (h *harness) do(args ...string) keyspace.Reply { return h.e.Exec(h.call(args)) }
+func (h *harness) do(args ...string) keyspace.Reply { return h.e.exec(h.call(args), true) }
 
 // read runs one command as a read.
-func (h *harness) read(args ...string) keyspace.Reply { return h.e.ExecRead(h.call(args)) }
+func (h *harness) read(args ...string) keyspace.Reply { return h.e.exec(h.call(args), false) }
 
 // eval runs EVAL script with no keys or arguments.
 func (h *harness) eval(script string) keyspace.Reply { return h.do("EVAL", script, "0") }

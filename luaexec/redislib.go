@@ -9,6 +9,9 @@ import (
 
 	"github.com/lockserver/lockserver/internal/acl"
 	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/luaexec/internal/budget"
+	"github.com/lockserver/lockserver/luaexec/internal/clib"
+	"github.com/lockserver/lockserver/luaexec/internal/lualib"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -47,7 +50,7 @@ func (v *vm) redisLib() *lua.LTable {
 		"breakpoint":         func(L *lua.LState) int { L.Push(lua.LFalse); return 1 },
 		"debug":              func(L *lua.LState) int { return 0 },
 	}
-	for _, name := range sortedKeys(fns) {
+	for _, name := range lualib.SortedKeys(fns) {
 		t.RawSetString(name, L.NewFunction(fns[name]))
 	}
 	consts := []struct {
@@ -72,6 +75,12 @@ func (v *vm) redisLib() *lua.LTable {
 func raiseTable(L *lua.LState, text string) int {
 	L.Error(errorTable(L, text), 0)
 	return 0
+}
+
+// appendArg appends f as Redis formats a Lua number passed to redis.call
+// ("%.17g"), so that no precision is lost: 1724000000000, 0.10000000000000001.
+func appendArg(b []byte, f float64) []byte {
+	return clib.AppendNumber(b, f, 17)
 }
 
 // maxKeptArgBytes bounds the argument buffer a VM keeps between calls, so
@@ -191,9 +200,9 @@ func (v *vm) redisCall(L *lua.LState, raise bool) int {
 		L.Push(errorTable(L, msg))
 		return 1
 	}
-	v.chargeBytes(L, len(v.argBytes))
+	budget.Bytes(v, L, len(v.argBytes))
 	reply, work := v.dispatch(r, args)
-	v.charge(L, work)
+	v.Charge(L, work)
 	if reply.IsError() {
 		t := commandErrorTable(L, reply.Str)
 		if raise {
@@ -202,7 +211,7 @@ func (v *vm) redisCall(L *lua.LState, raise bool) int {
 		L.Push(t)
 		return 1
 	}
-	v.charge(L, elements(reply))
+	v.Charge(L, elements(reply))
 	L.Push(v.toLua(L, reply, r.resp))
 	return 1
 }
@@ -277,9 +286,9 @@ func (v *vm) redisSha1hex(L *lua.LState) int {
 	case lua.LString:
 		s = string(x)
 	case lua.LNumber:
-		s = formatNumber(float64(x))
+		s = clib.FormatNumber(float64(x))
 	}
-	v.chargeLen(L, len(s))
+	budget.Scan(v, L, len(s))
 	L.Push(lua.LString(sha1hex(s)))
 	return 1
 }
@@ -297,7 +306,7 @@ func (v *vm) redisErrorReply(L *lua.LState) int {
 		L.Push(errorTable(L, "wrong number or type of arguments"))
 		return 1
 	}
-	v.chargeLen(L, len(s)) // the error text is built anew
+	budget.Scan(v, L, len(s)) // the error text is built anew
 	text := string(s)
 	if !strings.HasPrefix(text, "-") {
 		text = "-" + text
@@ -323,8 +332,8 @@ func redisSetRepl(L *lua.LState) int {
 		return raiseTable(L, "redis.set_repl() requires two arguments.")
 	}
 	flags := 0
-	if n, ok := toNumber(L.Get(1)); ok {
-		flags = toInt(n)
+	if n, ok := lualib.ToNumber(L.Get(1)); ok {
+		flags = clib.ToInt(n)
 	}
 	if flags&^3 != 0 {
 		return raiseTable(L, "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.")
@@ -337,8 +346,8 @@ func (v *vm) redisSetResp(L *lua.LState) int {
 		return raiseTable(L, "redis.setresp() requires one argument.")
 	}
 	resp := 0
-	if n, ok := toNumber(L.Get(1)); ok {
-		resp = toInt(n)
+	if n, ok := lualib.ToNumber(L.Get(1)); ok {
+		resp = clib.ToInt(n)
 	}
 	if resp != 2 && resp != 3 {
 		return raiseTable(L, "RESP version must be 2 or 3.")
@@ -355,7 +364,7 @@ func (v *vm) redisACLCheckCmd(L *lua.LState) int {
 	if msg != "" {
 		return raiseTable(L, msg)
 	}
-	v.chargeLen(L, len(v.argBytes))
+	budget.Scan(v, L, len(v.argBytes))
 	cmd := v.lookupScriptCommand(args)
 	if cmd == nil {
 		return raiseTable(L, "Invalid command passed to redis.acl_check_cmd()")
@@ -373,17 +382,17 @@ func (v *vm) redisLog(L *lua.LState) int {
 	if n < 2 {
 		return raiseTable(L, "redis.log() requires two arguments or more.")
 	}
-	f, ok := toNumber(L.Get(1))
+	f, ok := lualib.ToNumber(L.Get(1))
 	if !ok {
 		return raiseTable(L, "First argument must be a number (log level).")
 	}
-	level := toInt(f)
+	level := clib.ToInt(f)
 	if level < 0 || level > 3 {
 		return raiseTable(L, "Invalid debug level.")
 	}
 	var b strings.Builder
 	for i := 2; i <= n; i++ {
-		s, ok := toStringValue(L.Get(i))
+		s, ok := lualib.ToString(L.Get(i))
 		if !ok {
 			continue
 		}
@@ -392,8 +401,8 @@ func (v *vm) redisLog(L *lua.LState) int {
 		}
 		b.WriteString(s)
 	}
-	v.chargeBytes(L, b.Len())
-	if log := v.e.opts.Logger; log != nil {
+	budget.Bytes(v, L, b.Len())
+	if log := v.e.opts.logger; log != nil {
 		log.Log(context.Background(), logLevels[level], b.String(), "source", "script")
 	}
 	return 0

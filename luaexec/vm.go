@@ -6,6 +6,9 @@ import (
 	"strings"
 
 	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/luaexec/internal/budget"
+	"github.com/lockserver/lockserver/luaexec/internal/lua51"
+	"github.com/lockserver/lockserver/luaexec/internal/lualib"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -35,10 +38,6 @@ const (
 	// maxCoroutines bounds the coroutines one script may create: each holds
 	// a Lua state of its own.
 	maxCoroutines = 1000
-	// bytesPerStep is the budget charge for bytes that library functions and
-	// concatenation produce or scan: it bounds the memory a script can build,
-	// not only its time.
-	bytesPerStep = 16
 )
 
 const errReadonly = "Attempt to modify a readonly table"
@@ -61,10 +60,10 @@ type vm struct {
 	metaOf map[*lua.LTable]lua.LValue
 	// stringMeta is the metatable of strings as getmetatable('') shows it.
 	stringMeta *lua.LTable
-	helpers    []lua.LValue
-	nextFn     lua.LValue // the base library's next, which pairs returns
+	libs       *lualib.Libs
+	helpers    []lua.LValue // the functions of lua51.Helpers, in its order
+	nextFn     lua.LValue   // the base library's next, which pairs returns
 	ipairsIter *lua.LFunction
-	cjsonNull  *lua.LUserData
 	// sources maps the names that messages give loaded chunks to the chunk
 	// names they were loaded with.
 	sources  map[string]string
@@ -99,11 +98,9 @@ type run struct {
 	resp      int  // protocol of redis.call replies as the script sees them
 	steps     int64
 	exhausted bool
-	rand      uint64 // math.random's 48-bit state
 	ids       map[any]int
 	coDepth   int
 	coCount   int
-	cjson     cjsonConfig
 	// monitor, when set, is told of each command the script calls (MONITOR).
 	monitor func(db int, args [][]byte)
 }
@@ -122,6 +119,7 @@ func newVM(e *Engine) *vm {
 		readonly: make(map[*lua.LTable]*lua.LTable),
 		metaOf:   make(map[*lua.LTable]lua.LValue),
 	}
+	v.libs = lualib.New(L, v, v)
 	// gopher-lua registers its coroutine library in the state's own globals,
 	// which scripts never see; take it from there.
 	lua.OpenCoroutine(L)
@@ -129,7 +127,7 @@ func newVM(e *Engine) *vm {
 	L.SetTop(0)
 
 	v.hidden = L.NewTable()
-	v.globals = v.protect(v.hidden)
+	v.globals = v.Protect(v.hidden)
 	L.Env = v.globals
 	L.G.Global = v.globals
 
@@ -141,17 +139,17 @@ func newVM(e *Engine) *vm {
 	gmeta := L.NewTable()
 	gmeta.RawSetString("__index", L.NewFunction(v.nonexistentGlobal))
 	gmeta.RawSetString("__newindex", L.NewFunction(v.readonlyError))
-	v.metaOf[v.globals] = v.protect(gmeta)
+	v.metaOf[v.globals] = v.Protect(gmeta)
 
 	v.openBase()
-	v.setLib("string", v.stringLib())
-	v.setLib("table", v.tableLib())
-	v.setLib("math", v.mathLib())
+	v.setLib("string", v.libs.StringLib())
+	v.setLib("table", v.libs.TableLib())
+	v.setLib("math", v.libs.MathLib())
 	v.setLib("coroutine", v.coroutineLib(coroutines))
-	v.setLib("cjson", v.cjsonLib())
-	v.setLib("bit", v.bitLib())
-	v.setLib("struct", v.structLib())
-	v.setLib("cmsgpack", v.cmsgpackLib())
+	v.setLib("cjson", v.libs.CJSONLib())
+	v.setLib("bit", v.libs.BitLib())
+	v.setLib("struct", v.libs.StructLib())
+	v.setLib("cmsgpack", v.libs.CMsgpackLib())
 	v.setLib("redis", v.redisLib())
 	v.keys, v.argv = L.CreateTable(0, 0), L.CreateTable(0, 0)
 	v.hidden.RawSetString("KEYS", v.keys)
@@ -160,32 +158,35 @@ func newVM(e *Engine) *vm {
 	v.hidden.RawSetString("_VERSION", lua.LString("Lua 5.1"))
 
 	v.setTypeMetatables()
-	L.G.Registry.RawSetString(vmKey, &lua.LUserData{Value: v})
+	budget.Attach(L, v)
 	v.identity = L.NewFunction(func(L *lua.LState) int { return 1 })
 	v.handler = L.NewFunction(func(L *lua.LState) int {
 		v.errInfo = v.errorInfo(L, L.Get(1))
 		return 0
 	})
-	v.helpers = []lua.LValue{
-		L.NewFunction(v.budget),
-		L.NewFunction(v.concat),
-		L.NewFunction(v.neg),
-		L.NewFunction(v.mod),
-		L.NewFunction(v.forCoerce("initial value")),
-		L.NewFunction(v.forCoerce("limit")),
-		L.NewFunction(v.forCoerce("step")),
-		L.NewFunction(v.setIndex),
-		L.NewFunction(v.setFields),
-		L.NewFunction(v.lenOp),
-		L.NewFunction(v.compare),
-		L.NewFunction(v.key),
-		L.NewFunction(v.varg),
+	helpers := map[string]lua.LGFunction{
+		lua51.HelperBudget:   v.budget,
+		lua51.HelperConcat:   v.concat,
+		lua51.HelperNeg:      v.neg,
+		lua51.HelperMod:      v.mod,
+		lua51.HelperForInit:  v.forCoerce("initial value"),
+		lua51.HelperForLimit: v.forCoerce("limit"),
+		lua51.HelperForStep:  v.forCoerce("step"),
+		lua51.HelperSetIndex: v.setIndex,
+		lua51.HelperSetFlds:  v.setFields,
+		lua51.HelperLen:      v.lenOp,
+		lua51.HelperCmp:      v.compare,
+		lua51.HelperKey:      v.key,
+		lua51.HelperVarg:     v.varg,
+	}
+	for _, name := range lua51.Helpers {
+		v.helpers = append(v.helpers, L.NewFunction(helpers[name]))
 	}
 	return v
 }
 
-// protect returns a read-only proxy of t and registers it.
-func (v *vm) protect(t *lua.LTable) *lua.LTable {
+// Protect returns a read-only proxy of t and registers it.
+func (v *vm) Protect(t *lua.LTable) *lua.LTable {
 	// The proxy never holds an entry; without a hash part, every read
 	// through it skips straight to the metatable.
 	proxy := v.L.CreateTable(0, 0)
@@ -201,12 +202,12 @@ func (v *vm) protect(t *lua.LTable) *lua.LTable {
 
 // setLib publishes a library table as a read-only global.
 func (v *vm) setLib(name string, lib *lua.LTable) {
-	v.hidden.RawSetString(name, v.protect(lib))
+	v.hidden.RawSetString(name, v.Protect(lib))
 }
 
-// contents returns the table holding t's entries: t itself, or the hidden
+// Contents returns the table holding t's entries: t itself, or the hidden
 // table behind a protected proxy.
-func (v *vm) contents(t *lua.LTable) *lua.LTable {
+func (v *vm) Contents(t *lua.LTable) *lua.LTable {
 	if c, ok := v.readonly[t]; ok {
 		return c
 	}
@@ -218,9 +219,9 @@ func (v *vm) readonlyError(L *lua.LState) int {
 	return 0
 }
 
-// refuseReadonly raises Redis's error, without a position as Redis raises it
+// RefuseWrite raises Redis's error, without a position as Redis raises it
 // from inside the C API, when t is protected.
-func (v *vm) refuseReadonly(L *lua.LState, t *lua.LTable) {
+func (v *vm) RefuseWrite(L *lua.LState, t *lua.LTable) {
 	if _, ok := v.readonly[t]; ok {
 		L.Error(lua.LString(errReadonly), 0)
 	}
@@ -234,17 +235,17 @@ func (v *vm) nonexistentGlobal(L *lua.LState) int {
 // ---- budget ----
 
 // budget is the helper at the top of every function and loop body: it
-// charges the body's weight (weight.go).
+// charges the body's weight (lua51's weight.go).
 func (v *vm) budget(L *lua.LState) int {
 	w, _ := L.Get(1).(lua.LNumber)
-	v.charge(L, max(int64(w), 1))
+	v.Charge(L, max(int64(w), 1))
 	return 0
 }
 
-// charge spends n steps of the script's budget and stops the script when it
+// Charge spends n steps of the script's budget and stops the script when it
 // runs out. Once out, every later charge raises again, so that a script that
 // catches the error with pcall cannot go on.
-func (v *vm) charge(L *lua.LState, n int64) {
+func (v *vm) Charge(L *lua.LState, n int64) {
 	r := v.run
 	if r == nil {
 		return
@@ -256,35 +257,16 @@ func (v *vm) charge(L *lua.LState, n int64) {
 	}
 }
 
-// chargeBytes charges for n bytes produced or scanned.
-func (v *vm) chargeBytes(L *lua.LState, n int) {
-	v.charge(L, 1+int64(n)/bytesPerStep)
-}
-
-// chargeLen charges for n bytes that an operation already charged (by its
-// weight, or as a call) scans: nothing for a short string.
-func (v *vm) chargeLen(L *lua.LState, n int) {
-	if n >= bytesPerStep {
-		v.charge(L, int64(n)/bytesPerStep)
-	}
-}
-
-// vmKey is where the registry of a VM's Lua state holds the VM, for code
-// that has only the state (argument conversions).
-const vmKey = "luaexec#vm"
-
-// chargeScan is chargeLen for code that has only the Lua state.
-func chargeScan(L *lua.LState, n int) {
-	if n < bytesPerStep {
-		return
-	}
-	if ud, ok := L.G.Registry.RawGetString(vmKey).(*lua.LUserData); ok {
-		ud.Value.(*vm).chargeLen(L, n)
-	}
-}
-
 func (v *vm) budgetMessage() string {
 	return fmt.Sprintf("Script exceeded its execution budget of %d steps (loop iterations, calls and bytes processed)", v.e.budget())
+}
+
+// chargeGap is lualib.ChargeGap for a store to t[k], t being any value: a
+// proxy's store is charged on the table that holds its entries.
+func (v *vm) chargeGap(L *lua.LState, t, k lua.LValue) {
+	if tbl, ok := t.(*lua.LTable); ok {
+		lualib.ChargeGap(v, L, v.Contents(tbl), k)
+	}
 }
 
 // reraise propagates the budget error through a protected call that caught it.
@@ -426,10 +408,10 @@ const maxRefill = 16
 // cut to length and refilled, indistinguishable from a new one, to the
 // script and to the budget's charging alike.
 func (v *vm) refill(t *lua.LTable, items [][]byte) *lua.LTable {
-	if !tableShapeKnown || t.Metatable != lua.LNil || len(items) > maxRefill {
+	if !lualib.TableShapeKnown || t.Metatable != lua.LNil || len(items) > maxRefill {
 		return v.byteArray(items)
 	}
-	array, keys := tableSizes(t)
+	array, keys := lualib.TableSizes(t)
 	if keys != 0 || array > maxRefill {
 		return v.byteArray(items)
 	}

@@ -1,9 +1,11 @@
-package luaexec
+package lualib
 
 import (
 	"encoding/binary"
 	"math"
 
+	"github.com/lockserver/lockserver/luaexec/internal/budget"
+	"github.com/lockserver/lockserver/luaexec/internal/clib"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -20,20 +22,21 @@ const (
 	msgpackMaxDecodeDepth = 1000
 )
 
-func (v *vm) cmsgpackLib() *lua.LTable {
-	t := newLib(v.L, map[string]lua.LGFunction{
-		"pack":   v.msgpackPack,
-		"unpack": func(L *lua.LState) int { return v.msgpackUnpack(L, 0, 0) },
+// CMsgpackLib returns the cmsgpack library.
+func (l *Libs) CMsgpackLib() *lua.LTable {
+	t := NewLib(l.state, map[string]lua.LGFunction{
+		"pack":   l.msgpackPack,
+		"unpack": func(L *lua.LState) int { return l.msgpackUnpack(L, 0, 0) },
 		"unpack_one": func(L *lua.LState) int {
-			offset := optInt(L, 2, 0)
+			offset := OptInt(L, 2, 0)
 			L.SetTop(1)
-			return v.msgpackUnpack(L, 1, offset)
+			return l.msgpackUnpack(L, 1, offset)
 		},
 		"unpack_limit": func(L *lua.LState) int {
 			limit := int(checkInteger(L, 2))
-			offset := optInt(L, 3, 0)
+			offset := OptInt(L, 3, 0)
 			L.SetTop(1)
-			return v.msgpackUnpack(L, limit, offset)
+			return l.msgpackUnpack(L, limit, offset)
 		},
 	})
 	t.RawSetString("_NAME", lua.LString("cmsgpack"))
@@ -44,30 +47,30 @@ func (v *vm) cmsgpackLib() *lua.LTable {
 }
 
 type msgpackEncoder struct {
-	v *vm
+	l *Libs
 	L *lua.LState
 	b []byte
 }
 
-func (v *vm) msgpackPack(L *lua.LState) int {
+func (l *Libs) msgpackPack(L *lua.LState) int {
 	n := L.GetTop()
 	if n == 0 {
-		argError(L, 0, "MessagePack pack needs input.")
+		ArgError(L, 0, "MessagePack pack needs input.")
 	}
-	enc := &msgpackEncoder{v: v, L: L}
+	enc := &msgpackEncoder{l: l, L: L}
 	for i := 1; i <= n; i++ {
 		enc.value(L.Get(i), 0)
 	}
-	v.chargeBytes(L, len(enc.b))
+	budget.Bytes(l.budget, L, len(enc.b))
 	L.Push(lua.LString(enc.b))
 	return 1
 }
 
 func (enc *msgpackEncoder) value(val lua.LValue, level int) {
-	enc.v.charge(enc.L, 1)
+	enc.l.budget.Charge(enc.L, 1)
 	switch x := val.(type) {
 	case lua.LString:
-		enc.v.chargeBytes(enc.L, len(x))
+		budget.Bytes(enc.l.budget, enc.L, len(x))
 		enc.header(len(x), 0xa0, 31, 0xd9, 0xda, 0xdb)
 		enc.b = append(enc.b, x...)
 	case lua.LBool:
@@ -105,8 +108,8 @@ func (enc *msgpackEncoder) header(n int, fix byte, fixMax int, c8, c16, c32 byte
 }
 
 func (enc *msgpackEncoder) number(f float64) {
-	if !math.IsInf(f, 0) && float64(toInteger(f)) == f {
-		enc.integer(toInteger(f))
+	if !math.IsInf(f, 0) && float64(clib.ToInteger(f)) == f {
+		enc.integer(clib.ToInteger(f))
 		return
 	}
 	if f32 := float32(f); float64(f32) == f {
@@ -148,7 +151,7 @@ func (enc *msgpackEncoder) integer(n int64) {
 func (enc *msgpackEncoder) isArray(t *lua.LTable) bool {
 	count, max := 0, 0.0
 	array := true
-	enc.v.forEach(enc.L, t, func(k, _ lua.LValue) {
+	traverse(enc.l.budget, enc.L, t, func(k, _ lua.LValue) {
 		n, ok := k.(lua.LNumber)
 		f := float64(n)
 		if !array || !ok || f <= 0 || math.IsInf(f, 0) || float64(int32(f)) != f {
@@ -163,7 +166,7 @@ func (enc *msgpackEncoder) isArray(t *lua.LTable) bool {
 
 func (enc *msgpackEncoder) table(t *lua.LTable, level int) {
 	if enc.isArray(t) {
-		n := enc.v.length(enc.L, t)
+		n := Length(enc.l.budget, enc.L, t)
 		enc.header(n, 0x90, 15, 0, 0xdc, 0xdd)
 		for i := 1; i <= n; i++ {
 			enc.value(enc.L.GetTable(t, lua.LNumber(i)), level+1)
@@ -171,9 +174,9 @@ func (enc *msgpackEncoder) table(t *lua.LTable, level int) {
 		return
 	}
 	n := 0
-	enc.v.forEach(enc.L, t, func(_, _ lua.LValue) { n++ })
+	traverse(enc.l.budget, enc.L, t, func(_, _ lua.LValue) { n++ })
 	enc.header(n, 0x80, 15, 0, 0xde, 0xdf)
-	enc.v.forEach(enc.L, t, func(k, val lua.LValue) {
+	traverse(enc.l.budget, enc.L, t, func(k, val lua.LValue) {
 		enc.value(k, level+1)
 		enc.value(val, level+1)
 	})
@@ -182,26 +185,26 @@ func (enc *msgpackEncoder) table(t *lua.LTable, level int) {
 // ---- unpack ----
 
 type msgpackDecoder struct {
-	v     *vm
+	l     *Libs
 	L     *lua.LState
 	data  string
 	pos   int
 	depth int
 }
 
-func (v *vm) msgpackUnpack(L *lua.LState, limit, offset int) int {
-	s := checkString(L, 1)
+func (l *Libs) msgpackUnpack(L *lua.LState, limit, offset int) int {
+	s := CheckString(L, 1)
 	decodeAll := limit == 0 && offset == 0
 	if offset < 0 || limit < 0 {
-		raiseError(L, "Invalid request to unpack with offset of %d and limit of %d.", offset, len(s))
+		RaiseError(L, "Invalid request to unpack with offset of %d and limit of %d.", offset, len(s))
 	} else if offset > len(s) {
-		raiseError(L, "Start offset %d greater than input length %d.", offset, len(s))
+		RaiseError(L, "Start offset %d greater than input length %d.", offset, len(s))
 	}
 	if decodeAll {
 		limit = math.MaxInt32
 	}
-	v.chargeBytes(L, len(s)-offset)
-	d := &msgpackDecoder{v: v, L: L, data: s, pos: offset}
+	budget.Bytes(l.budget, L, len(s)-offset)
+	d := &msgpackDecoder{l: l, L: L, data: s, pos: offset}
 	n := 0
 	for ; d.pos < len(s) && n < limit; n++ {
 		L.Push(d.value())
@@ -219,7 +222,7 @@ func (v *vm) msgpackUnpack(L *lua.LState, limit, offset int) int {
 
 func (d *msgpackDecoder) need(n int) string {
 	if len(d.data)-d.pos < n {
-		raiseError(d.L, "Missing bytes in input.")
+		RaiseError(d.L, "Missing bytes in input.")
 	}
 	s := d.data[d.pos : d.pos+n]
 	d.pos += n
@@ -235,7 +238,7 @@ func (d *msgpackDecoder) uint(n int) uint64 {
 }
 
 func (d *msgpackDecoder) value() lua.LValue {
-	d.v.charge(d.L, 1)
+	d.l.budget.Charge(d.L, 1)
 	c := d.need(1)[0]
 	switch c {
 	case 0xcc:
@@ -289,14 +292,14 @@ func (d *msgpackDecoder) value() lua.LValue {
 	case c&0xf0 == 0x80:
 		return d.hash(int(c & 0xf))
 	}
-	raiseError(d.L, "Bad data format in input.")
+	RaiseError(d.L, "Bad data format in input.")
 	return lua.LNil
 }
 
 func (d *msgpackDecoder) descend() {
 	d.depth++
 	if d.depth > msgpackMaxDecodeDepth {
-		raiseError(d.L, "MessagePack input nests deeper than %d levels", msgpackMaxDecodeDepth)
+		RaiseError(d.L, "MessagePack input nests deeper than %d levels", msgpackMaxDecodeDepth)
 	}
 }
 

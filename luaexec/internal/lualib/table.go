@@ -1,9 +1,10 @@
-package luaexec
+package lualib
 
 import (
 	"fmt"
 	"strings"
 
+	"github.com/lockserver/lockserver/luaexec/internal/budget"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -12,40 +13,44 @@ import (
 // the budget charged for the work each call does. Protected tables refuse
 // changes.
 
-func (v *vm) tableLib() *lua.LTable {
-	return newLib(v.L, map[string]lua.LGFunction{
-		"concat":   v.tableConcat,
-		"foreach":  v.tableForeach,
-		"foreachi": v.tableForeachi,
-		"getn":     func(L *lua.LState) int { L.Push(lua.LNumber(v.length(L, v.contents(checkTable(L, 1))))); return 1 },
-		"insert":   v.tableInsert,
-		"maxn":     v.tableMaxn,
-		"remove":   v.tableRemove,
+// TableLib returns the table library.
+func (l *Libs) TableLib() *lua.LTable {
+	return NewLib(l.state, map[string]lua.LGFunction{
+		"concat":   l.tableConcat,
+		"foreach":  l.tableForeach,
+		"foreachi": l.tableForeachi,
+		"getn": func(L *lua.LState) int {
+			L.Push(lua.LNumber(Length(l.budget, L, l.ro.Contents(CheckTable(L, 1)))))
+			return 1
+		},
+		"insert": l.tableInsert,
+		"maxn":   l.tableMaxn,
+		"remove": l.tableRemove,
 		"setn": func(L *lua.LState) int {
-			checkTable(L, 1)
-			raiseError(L, "'setn' is obsolete")
+			CheckTable(L, 1)
+			RaiseError(L, "'setn' is obsolete")
 			return 0
 		},
-		"sort": v.tableSort,
+		"sort": l.tableSort,
 	})
 }
 
-func (v *vm) tableConcat(L *lua.LState) int {
-	sep := optString(L, 2, "")
-	t := v.contents(checkTable(L, 1))
-	i := optInt(L, 3, 1)
-	last := v.length(L, t)
+func (l *Libs) tableConcat(L *lua.LState) int {
+	sep := OptString(L, 2, "")
+	t := l.ro.Contents(CheckTable(L, 1))
+	i := OptInt(L, 3, 1)
+	last := Length(l.budget, L, t)
 	if L.Get(4) != lua.LNil {
-		last = checkInt(L, 4)
+		last = CheckInt(L, 4)
 	}
 	var b strings.Builder
 	for ; i <= last; i++ {
 		val := t.RawGetInt(i)
-		s, ok := toStringValue(val)
+		s, ok := ToString(val)
 		if !ok {
-			raiseError(L, "invalid value (%s) at index %d in table for 'concat'", val.Type().String(), i)
+			RaiseError(L, "invalid value (%s) at index %d in table for 'concat'", val.Type().String(), i)
 		}
-		v.chargeBytes(L, len(s)+len(sep))
+		budget.Bytes(l.budget, L, len(s)+len(sep))
 		b.WriteString(s)
 		if i != last {
 			b.WriteString(sep)
@@ -55,43 +60,43 @@ func (v *vm) tableConcat(L *lua.LState) int {
 	return 1
 }
 
-func (v *vm) tableInsert(L *lua.LState) int {
-	t := checkTable(L, 1)
-	c := v.contents(t)
-	e := v.length(L, c) + 1
+func (l *Libs) tableInsert(L *lua.LState) int {
+	t := CheckTable(L, 1)
+	c := l.ro.Contents(t)
+	e := Length(l.budget, L, c) + 1
 	var pos int
 	switch L.GetTop() {
 	case 2:
 		pos = e
 	case 3:
-		pos = checkInt(L, 2)
-		v.chargeGap(L, c, lua.LNumber(pos))
+		pos = CheckInt(L, 2)
+		ChargeGap(l.budget, L, c, lua.LNumber(pos))
 		if pos > e {
 			e = pos
 		}
-		v.refuseReadonly(L, t)
-		v.charge(L, int64(e)-int64(pos))
+		l.ro.RefuseWrite(L, t)
+		l.budget.Charge(L, int64(e)-int64(pos))
 		for i := e; i > pos; i-- {
 			c.RawSetInt(i, c.RawGetInt(i-1))
 		}
 	default:
-		raiseError(L, "wrong number of arguments to 'insert'")
+		RaiseError(L, "wrong number of arguments to 'insert'")
 	}
-	v.refuseReadonly(L, t)
+	l.ro.RefuseWrite(L, t)
 	c.RawSetInt(pos, L.Get(-1))
 	return 0
 }
 
-func (v *vm) tableRemove(L *lua.LState) int {
-	t := checkTable(L, 1)
-	c := v.contents(t)
-	e := v.length(L, c)
-	pos := optInt(L, 2, e)
+func (l *Libs) tableRemove(L *lua.LState) int {
+	t := CheckTable(L, 1)
+	c := l.ro.Contents(t)
+	e := Length(l.budget, L, c)
+	pos := OptInt(L, 2, e)
 	if pos < 1 || pos > e {
 		return 0
 	}
-	v.refuseReadonly(L, t)
-	v.charge(L, int64(e-pos))
+	l.ro.RefuseWrite(L, t)
+	l.budget.Charge(L, int64(e-pos))
 	L.Push(c.RawGetInt(pos))
 	for ; pos < e; pos++ {
 		c.RawSetInt(pos, c.RawGetInt(pos+1))
@@ -100,11 +105,11 @@ func (v *vm) tableRemove(L *lua.LState) int {
 	return 1
 }
 
-func (v *vm) tableMaxn(L *lua.LState) int {
-	t := v.contents(checkTable(L, 1))
+func (l *Libs) tableMaxn(L *lua.LState) int {
+	t := l.ro.Contents(CheckTable(L, 1))
 	max := 0.0
-	v.forEach(L, t, func(k, _ lua.LValue) {
-		v.charge(L, 1)
+	traverse(l.budget, L, t, func(k, _ lua.LValue) {
+		l.budget.Charge(L, 1)
 		if n, ok := k.(lua.LNumber); ok && float64(n) > max {
 			max = float64(n)
 		}
@@ -113,11 +118,11 @@ func (v *vm) tableMaxn(L *lua.LState) int {
 	return 1
 }
 
-func (v *vm) tableForeach(L *lua.LState) int {
-	t := v.contents(checkTable(L, 1))
+func (l *Libs) tableForeach(L *lua.LState) int {
+	t := l.ro.Contents(CheckTable(L, 1))
 	fn := L.CheckFunction(2)
-	for k, val := v.tableNext(L, t, lua.LNil); k != lua.LNil; k, val = v.tableNext(L, t, k) {
-		v.charge(L, 1) // the call, which may be a library function
+	for k, val := Next(l.budget, L, t, lua.LNil); k != lua.LNil; k, val = Next(l.budget, L, t, k) {
+		l.budget.Charge(L, 1) // the call, which may be a library function
 		L.Push(fn)
 		L.Push(k)
 		L.Push(val)
@@ -130,12 +135,12 @@ func (v *vm) tableForeach(L *lua.LState) int {
 	return 0
 }
 
-func (v *vm) tableForeachi(L *lua.LState) int {
-	t := v.contents(checkTable(L, 1))
+func (l *Libs) tableForeachi(L *lua.LState) int {
+	t := l.ro.Contents(CheckTable(L, 1))
 	fn := L.CheckFunction(2)
-	n := v.length(L, t)
+	n := Length(l.budget, L, t)
 	for i := 1; i <= n; i++ {
-		v.charge(L, 1) // the call, which may be a library function
+		l.budget.Charge(L, 1) // the call, which may be a library function
 		L.Push(fn)
 		L.Push(lua.LNumber(i))
 		L.Push(t.RawGetInt(i))
@@ -150,33 +155,33 @@ func (v *vm) tableForeachi(L *lua.LState) int {
 
 // sorter is Lua 5.1's auxsort over a table, with its comparison.
 type sorter struct {
-	v    *vm
+	l    *Libs
 	L    *lua.LState
 	t    *lua.LTable
 	comp lua.LValue // nil for '<'
 }
 
-func (v *vm) tableSort(L *lua.LState) int {
-	t := checkTable(L, 1)
-	s := &sorter{v: v, L: L, t: v.contents(t), comp: L.Get(2)}
+func (l *Libs) tableSort(L *lua.LState) int {
+	t := CheckTable(L, 1)
+	s := &sorter{l: l, L: L, t: l.ro.Contents(t), comp: L.Get(2)}
 	if s.comp != lua.LNil {
 		if _, ok := s.comp.(*lua.LFunction); !ok {
-			typeError(L, 2, "function")
+			TypeError(L, 2, "function")
 		}
 	}
-	n := v.length(L, s.t)
+	n := Length(l.budget, L, s.t)
 	if n > 1 {
-		v.refuseReadonly(L, t)
+		l.ro.RefuseWrite(L, t)
 	}
 	s.sort(1, n)
 	return 0
 }
 
 func (s *sorter) less(a, b lua.LValue) bool {
-	s.v.charge(s.L, 1)
+	s.l.budget.Charge(s.L, 1)
 	if x, ok := a.(lua.LString); ok {
 		if y, ok := b.(lua.LString); ok {
-			s.v.chargeLen(s.L, min(len(x), len(y)))
+			budget.Scan(s.l.budget, s.L, min(len(x), len(y)))
 		}
 	}
 	if s.comp == lua.LNil {
@@ -229,7 +234,7 @@ func (s *sorter) sort(l, u int) {
 					break
 				}
 				if i > u {
-					raiseError(s.L, "invalid order function for sorting")
+					RaiseError(s.L, "invalid order function for sorting")
 				}
 			}
 			for {
@@ -239,7 +244,7 @@ func (s *sorter) sort(l, u int) {
 					break
 				}
 				if j < l {
-					raiseError(s.L, "invalid order function for sorting")
+					RaiseError(s.L, "invalid order function for sorting")
 				}
 			}
 			if j < i {

@@ -1,4 +1,4 @@
-package luaexec
+package lualib
 
 import (
 	"math"
@@ -12,9 +12,9 @@ import (
 
 // bitArg is LuaBitOp's barg.
 func bitArg(L *lua.LState, n int) uint32 {
-	f, ok := toNumber(L.Get(n))
+	f, ok := ToNumber(L.Get(n))
 	if !ok {
-		typeError(L, n, "number")
+		TypeError(L, n, "number")
 	}
 	return uint32(math.Float64bits(f + 6755399441055744.0))
 }
@@ -24,7 +24,8 @@ func bitResult(L *lua.LState, b uint32) int {
 	return 1
 }
 
-func (v *vm) bitLib() *lua.LTable {
+// BitLib returns the bit library.
+func (l *Libs) BitLib() *lua.LTable {
 	fold := func(op func(a, b uint32) uint32) lua.LGFunction {
 		return func(L *lua.LState) int {
 			b := bitArg(L, 1)
@@ -40,7 +41,7 @@ func (v *vm) bitLib() *lua.LTable {
 			return bitResult(L, op(b, n))
 		}
 	}
-	return newLib(v.L, map[string]lua.LGFunction{
+	return NewLib(l.state, map[string]lua.LGFunction{
 		"tobit":   func(L *lua.LState) int { return bitResult(L, bitArg(L, 1)) },
 		"bnot":    func(L *lua.LState) int { return bitResult(L, ^bitArg(L, 1)) },
 		"band":    fold(func(a, b uint32) uint32 { return a & b }),

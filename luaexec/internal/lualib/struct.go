@@ -1,4 +1,4 @@
-package luaexec
+package lualib
 
 import (
 	"encoding/binary"
@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 
+	"github.com/lockserver/lockserver/luaexec/internal/budget"
+	"github.com/lockserver/lockserver/luaexec/internal/clib"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -40,14 +42,14 @@ func (f *structFormat) next() byte {
 
 // num reads an optional size after an option.
 func (f *structFormat) num(def int) int {
-	if !f.more() || !isDigit(f.fmt[f.i]) {
+	if !f.more() || !clib.IsDigit(f.fmt[f.i]) {
 		return def
 	}
 	a := 0
-	for f.more() && isDigit(f.fmt[f.i]) {
+	for f.more() && clib.IsDigit(f.fmt[f.i]) {
 		d := int(f.fmt[f.i] - '0')
 		if a > math.MaxInt32/10 || a*10 > math.MaxInt32-d {
-			raiseError(f.L, "integral size overflow")
+			RaiseError(f.L, "integral size overflow")
 		}
 		a = a*10 + d
 		f.i++
@@ -71,7 +73,7 @@ func (f *structFormat) size(opt byte) int {
 	case 'i', 'I':
 		sz := f.num(4)
 		if sz > structMaxIntSize {
-			raiseError(f.L, "integral size %d is larger than limit of %d", sz, structMaxIntSize)
+			RaiseError(f.L, "integral size %d is larger than limit of %d", sz, structMaxIntSize)
 		}
 		return sz
 	}
@@ -99,20 +101,21 @@ func (f *structFormat) control(opt byte, h *structHeader) {
 	case '!':
 		a := f.num(structMaxAlign)
 		if a <= 0 || a&(a-1) != 0 {
-			raiseError(f.L, "alignment %d is not a power of 2", a)
+			RaiseError(f.L, "alignment %d is not a power of 2", a)
 		}
 		h.align = a
 	default:
-		argError(f.L, 1, fmt.Sprintf("invalid format option '%c'", opt))
+		ArgError(f.L, 1, fmt.Sprintf("invalid format option '%c'", opt))
 	}
 }
 
 func isIntOption(opt byte) bool { return strings.IndexByte("bBhHlLTiI", opt) >= 0 }
 
-func (v *vm) structLib() *lua.LTable {
-	return newLib(v.L, map[string]lua.LGFunction{
-		"pack":   v.structPack,
-		"unpack": v.structUnpack,
+// StructLib returns the struct library.
+func (l *Libs) StructLib() *lua.LTable {
+	return NewLib(l.state, map[string]lua.LGFunction{
+		"pack":   l.structPack,
+		"unpack": l.structUnpack,
 		"size":   structSize,
 	})
 }
@@ -121,15 +124,15 @@ func (v *vm) structLib() *lua.LTable {
 // its arguments, so the first missing one reads as nil, not "no value".
 func structNumber(L *lua.LState, n, top int) float64 {
 	if n == top+1 {
-		if _, ok := toNumber(L.Get(n)); !ok {
-			argError(L, n, "number expected, got nil")
+		if _, ok := ToNumber(L.Get(n)); !ok {
+			ArgError(L, n, "number expected, got nil")
 		}
 	}
 	return checkNumber(L, n)
 }
 
-func (v *vm) structPack(L *lua.LState) int {
-	f := &structFormat{L: L, fmt: checkString(L, 1)}
+func (l *Libs) structPack(L *lua.LState) int {
+	f := &structFormat{L: L, fmt: CheckString(L, 1)}
 	top := L.GetTop()
 	h := structHeader{little: true, align: 1}
 	arg := 2
@@ -144,9 +147,9 @@ func (v *vm) structPack(L *lua.LState) int {
 			arg++
 			var u uint64
 			if n < 0 {
-				u = uint64(toInteger(n))
+				u = uint64(clib.ToInteger(n))
 			} else {
-				u = toUnsigned(n)
+				u = clib.ToUnsigned(n)
 			}
 			buf := make([]byte, size)
 			for i := 0; i < size; i++ {
@@ -169,15 +172,15 @@ func (v *vm) structPack(L *lua.LState) int {
 			arg++
 			b = appendUint(b, bits, 8, h.little)
 		case opt == 'c' || opt == 's':
-			s := checkString(L, arg)
+			s := CheckString(L, arg)
 			arg++
 			if size == 0 {
 				size = len(s)
 			}
 			if len(s) < size {
-				argError(L, arg, "string too short")
+				ArgError(L, arg, "string too short")
 			}
-			v.chargeBytes(L, size)
+			budget.Bytes(l.budget, L, size)
 			b = append(b, s[:size]...)
 			if opt == 's' {
 				b = append(b, 0)
@@ -200,12 +203,12 @@ func appendUint(b []byte, u uint64, size int, little bool) []byte {
 	return append(b, buf[8-size:]...)
 }
 
-func (v *vm) structUnpack(L *lua.LState) int {
-	f := &structFormat{L: L, fmt: checkString(L, 1)}
-	data := checkString(L, 2)
+func (l *Libs) structUnpack(L *lua.LState) int {
+	f := &structFormat{L: L, fmt: CheckString(L, 1)}
+	data := CheckString(L, 2)
 	pos := optInteger(L, 3, 1) - 1
 	if pos < 0 {
-		argError(L, 3, "offset must be 1 or greater")
+		ArgError(L, 3, "offset must be 1 or greater")
 	}
 	h := structHeader{little: true, align: 1}
 	n := 0
@@ -214,7 +217,7 @@ func (v *vm) structUnpack(L *lua.LState) int {
 		size := f.size(opt)
 		pos += int64(structAlign(int(pos), &h, opt, size))
 		if size > len(data) || pos > int64(len(data)-size) {
-			argError(L, 2, "data string too short")
+			ArgError(L, 2, "data string too short")
 		}
 		switch {
 		case isIntOption(opt):
@@ -254,27 +257,27 @@ func (v *vm) structUnpack(L *lua.LState) int {
 			n++
 		case opt == 'c':
 			if size == 0 {
-				prev, ok := toNumber(L.Get(-1))
+				prev, ok := ToNumber(L.Get(-1))
 				if n == 0 || !ok {
-					raiseError(L, "format 'c0' needs a previous size")
+					RaiseError(L, "format 'c0' needs a previous size")
 				}
-				size = int(toInteger(prev))
+				size = int(clib.ToInteger(prev))
 				L.Pop(1)
 				n--
 				if size < 0 || size > len(data) || pos > int64(len(data)-size) {
-					argError(L, 2, "data string too short")
+					ArgError(L, 2, "data string too short")
 				}
 			}
-			v.chargeBytes(L, size)
+			budget.Bytes(l.budget, L, size)
 			L.Push(lua.LString(data[pos : pos+int64(size)]))
 			n++
 		case opt == 's':
 			end := strings.IndexByte(data[pos:], 0)
 			if end < 0 {
-				raiseError(L, "unfinished string in data")
+				RaiseError(L, "unfinished string in data")
 			}
 			size = end + 1
-			v.chargeBytes(L, size)
+			budget.Bytes(l.budget, L, size)
 			L.Push(lua.LString(data[pos : pos+int64(end)]))
 			n++
 		default:
@@ -287,7 +290,7 @@ func (v *vm) structUnpack(L *lua.LState) int {
 }
 
 func structSize(L *lua.LState) int {
-	f := &structFormat{L: L, fmt: checkString(L, 1)}
+	f := &structFormat{L: L, fmt: CheckString(L, 1)}
 	h := structHeader{little: true, align: 1}
 	pos := 0
 	for f.more() {
@@ -295,11 +298,11 @@ func structSize(L *lua.LState) int {
 		size := f.size(opt)
 		pos += structAlign(pos, &h, opt, size)
 		if opt == 's' {
-			argError(L, 1, "option 's' has no fixed size")
+			ArgError(L, 1, "option 's' has no fixed size")
 		} else if opt == 'c' && size == 0 {
-			argError(L, 1, "option 'c0' has no fixed size")
+			ArgError(L, 1, "option 'c0' has no fixed size")
 		}
-		if !isAlnum(int(opt)) {
+		if !clib.IsAlnum(int(opt)) {
 			f.control(opt, &h)
 		}
 		pos += size

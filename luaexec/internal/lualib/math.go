@@ -1,4 +1,4 @@
-package luaexec
+package lualib
 
 import (
 	"math"
@@ -36,17 +36,18 @@ func randState(seed uint64) uint64 {
 }
 
 // lrand48 advances the generator and returns its next 31-bit value.
-func (r *run) lrand48() int64 {
-	r.rand = (r.rand*rand48Mul + rand48Add) & rand48Mask
-	return int64(r.rand >> 17)
+func (l *Libs) lrand48() int64 {
+	l.rand = (l.rand*rand48Mul + rand48Add) & rand48Mask
+	return int64(l.rand >> 17)
 }
 
 // srand48 seeds the generator as redisSrand48 does.
-func (r *run) srand48(seed int32) {
-	r.rand = uint64(uint32(seed))<<16 | 0x330E
+func (l *Libs) srand48(seed int32) {
+	l.rand = uint64(uint32(seed))<<16 | 0x330E
 }
 
-func (v *vm) mathLib() *lua.LTable {
+// MathLib returns the math library.
+func (l *Libs) MathLib() *lua.LTable {
 	f1 := func(f func(float64) float64) lua.LGFunction {
 		return func(L *lua.LState) int {
 			x := checkNumber(L, 1)
@@ -61,7 +62,7 @@ func (v *vm) mathLib() *lua.LTable {
 			return 1
 		}
 	}
-	t := newLib(v.L, map[string]lua.LGFunction{
+	t := NewLib(l.state, map[string]lua.LGFunction{
 		"abs":   f1(math.Abs),
 		"acos":  f1(math.Acos),
 		"asin":  f1(math.Asin),
@@ -81,7 +82,7 @@ func (v *vm) mathLib() *lua.LTable {
 			return 2
 		},
 		"ldexp": func(L *lua.LState) int {
-			L.Push(lua.LNumber(math.Ldexp(checkNumber(L, 1), checkInt(L, 2))))
+			L.Push(lua.LNumber(math.Ldexp(checkNumber(L, 1), CheckInt(L, 2))))
 			return 1
 		},
 		"log":   f1(math.Log),
@@ -101,8 +102,8 @@ func (v *vm) mathLib() *lua.LTable {
 		},
 		"pow":        f2(math.Pow),
 		"rad":        f1(func(x float64) float64 { return x * (math.Pi / 180) }),
-		"random":     v.mathRandom,
-		"randomseed": v.mathRandomseed,
+		"random":     l.mathRandom,
+		"randomseed": l.mathRandomseed,
 		"sin":        f1(math.Sin),
 		"sinh":       f1(math.Sinh),
 		"sqrt":       f1(math.Sqrt),
@@ -142,31 +143,31 @@ func mathMinMax(better func(a, b float64) bool) lua.LGFunction {
 	}
 }
 
-func (v *vm) mathRandom(L *lua.LState) int {
-	r := float64(v.run.lrand48()%rand48Max) / rand48Max
+func (l *Libs) mathRandom(L *lua.LState) int {
+	r := float64(l.lrand48()%rand48Max) / rand48Max
 	switch L.GetTop() {
 	case 0:
 		L.Push(lua.LNumber(r))
 	case 1:
-		u := checkInt(L, 1)
+		u := CheckInt(L, 1)
 		if u < 1 {
-			argError(L, 1, "interval is empty")
+			ArgError(L, 1, "interval is empty")
 		}
 		L.Push(lua.LNumber(math.Floor(r*float64(u)) + 1))
 	case 2:
-		l := checkInt(L, 1)
-		u := checkInt(L, 2)
+		l := CheckInt(L, 1)
+		u := CheckInt(L, 2)
 		if l > u {
-			argError(L, 2, "interval is empty")
+			ArgError(L, 2, "interval is empty")
 		}
 		L.Push(lua.LNumber(math.Floor(r*float64(int32(u-l+1))) + float64(l))) // C int arithmetic
 	default:
-		raiseError(L, "wrong number of arguments")
+		RaiseError(L, "wrong number of arguments")
 	}
 	return 1
 }
 
-func (v *vm) mathRandomseed(L *lua.LState) int {
-	v.run.srand48(int32(checkInt(L, 1)))
+func (l *Libs) mathRandomseed(L *lua.LState) int {
+	l.srand48(int32(CheckInt(L, 1)))
 	return 0
 }

@@ -1,6 +1,7 @@
-package luaexec
+package lualib
 
 import (
+	"github.com/lockserver/lockserver/luaexec/internal/clib"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -29,7 +30,7 @@ type capture struct {
 }
 
 type matchState struct {
-	v       *vm
+	l       *Libs
 	L       *lua.LState
 	src     string
 	pat     string
@@ -39,14 +40,14 @@ type matchState struct {
 	steps   int
 }
 
-func newMatchState(v *vm, L *lua.LState, src, pat string) *matchState {
+func newMatchState(l *Libs, L *lua.LState, src, pat string) *matchState {
 	for i := 0; i < len(pat); i++ {
 		if pat[i] == 0 {
 			pat = pat[:i]
 			break
 		}
 	}
-	return &matchState{v: v, L: L, src: src, pat: pat}
+	return &matchState{l: l, L: L, src: src, pat: pat}
 }
 
 // s returns the subject's byte at i, NUL at its end.
@@ -68,12 +69,12 @@ func (ms *matchState) p(i int) int {
 func (ms *matchState) step() {
 	ms.steps++
 	if ms.steps%matchStepsPerCharge == 0 {
-		ms.v.charge(ms.L, 1)
+		ms.l.budget.Charge(ms.L, 1)
 	}
 }
 
 func (ms *matchState) fail(msg string) {
-	raiseError(ms.L, "%s", msg)
+	RaiseError(ms.L, "%s", msg)
 }
 
 func (ms *matchState) checkCapture(l int) int {
@@ -128,7 +129,7 @@ func isLowerC(c int) bool { return c >= 'a' && c <= 'z' }
 func isUpperC(c int) bool { return c >= 'A' && c <= 'Z' }
 func isCntrlC(c int) bool { return c < 32 || c == 127 }
 func isPunctC(c int) bool {
-	return c > 32 && c < 127 && !isAlnum(c)
+	return c > 32 && c < 127 && !clib.IsAlnum(c)
 }
 
 func matchClass(c, cl int) bool {
@@ -139,7 +140,7 @@ func matchClass(c, cl int) bool {
 	}
 	switch lower {
 	case 'a':
-		res = isAlpha(c)
+		res = clib.IsAlpha(c)
 	case 'c':
 		res = isCntrlC(c)
 	case 'd':
@@ -153,9 +154,9 @@ func matchClass(c, cl int) bool {
 	case 'u':
 		res = isUpperC(c)
 	case 'w':
-		res = isAlnum(c)
+		res = clib.IsAlnum(c)
 	case 'x':
-		res = c < 256 && isHexDigit(byte(c))
+		res = c < 256 && clib.IsHexDigit(byte(c))
 	case 'z':
 		res = c == 0
 	default:

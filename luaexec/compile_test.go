@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockserver/lockserver/luaexec/internal/lua51"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -20,9 +21,9 @@ func maxProtoConsts(proto *lua.FunctionProto) int {
 
 // A script with 30,000 distinct constants (numbers, strings, globals and
 // field names, in the main chunk and in a function) compiles to functions
-// of at most maxDirectConsts+poolDigits constants each, which is what keeps
-// gopher-lua's linear search for a constant short and compiling linear; and
-// it computes what Lua does.
+// of at most lua51.MaxDirectConsts+lua51.PoolDigits constants each, which
+// is what keeps gopher-lua's linear search for a constant short and
+// compiling linear; and it computes what Lua does.
 func TestCompileManyConstants(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("local sum, t = 0, {}\n")
@@ -41,10 +42,10 @@ func TestCompileManyConstants(t *testing.T) {
 	if s == nil {
 		t.Fatal(msg)
 	}
-	if n := maxProtoConsts(s.proto); n > maxDirectConsts+poolDigits {
-		t.Errorf("a function has %d constants, more than %d", n, maxDirectConsts+poolDigits)
+	if n := maxProtoConsts(s.proto); n > lua51.MaxDirectConsts+lua51.PoolDigits {
+		t.Errorf("a function has %d constants, more than %d", n, lua51.MaxDirectConsts+lua51.PoolDigits)
 	}
-	if len(s.pool) < 30000-2*(maxDirectConsts+poolDigits) {
+	if len(s.pool) < 30000-2*(lua51.MaxDirectConsts+lua51.PoolDigits) {
 		t.Errorf("only %d constants pooled", len(s.pool))
 	}
 	// The sum of 0..7499, the stores, and the error of reading a global
@@ -57,9 +58,9 @@ func TestCompileManyConstants(t *testing.T) {
 }
 
 // Compiling is charged like running: a token a step, 16 bytes of source a
-// step, functionWeight a function. EVAL refuses a body whose compiling would
-// pass the budget, and loadstring spends what compiling takes, so that a
-// script cannot compile its way past its budget.
+// step, lua51's functionWeight a function. EVAL refuses a body whose
+// compiling would pass the budget, and loadstring spends what compiling
+// takes, so that a script cannot compile its way past its budget.
 func TestCompileWorkIsBudgeted(t *testing.T) {
 	h := newHarness(t, Options{Budget: 10_000})
 	const prefix = "-ERR Error compiling script (new function): "
@@ -87,5 +88,26 @@ func TestCompileWorkIsBudgeted(t *testing.T) {
 	}
 	if got := show(h.eval(loads(6))); got != budgetErr(loads(6), 10_000, 1) {
 		t.Errorf("six loadstrings: %s", got)
+	}
+}
+
+// Scripts just within Lua 5.1's limits compile and run (lua51's
+// TestParseLimits has those past them).
+func TestScriptsWithinTheParserLimitsRun(t *testing.T) {
+	h := newHarness(t, Options{})
+	nested := func(n int) string { return "return " + strings.Repeat("(", n) + "1" + strings.Repeat(")", n) }
+	// redis-server compiles 198 nested parentheses and refuses 199.
+	if got := show(h.eval(nested(198))); got != ":1" {
+		t.Errorf("198 parentheses: %s", got)
+	}
+	// gopher-lua has 200 registers for locals and temporaries (Lua 5.1 has
+	// 250), so a function with nearly 200 locals fails to compile here.
+	locals := "local " + strings.Repeat("a,", 189) + "a return 1"
+	if got := show(h.eval(locals)); got != ":1" {
+		t.Errorf("190 locals: %s", got)
+	}
+	upvals := "local " + strings.Repeat("a,", 60) + "a\nlocal function f() return " + strings.Repeat("a+", 60) + "a end"
+	if got := show(h.eval(upvals)); got != "nil" {
+		t.Errorf("60 upvalues: %s", got)
 	}
 }

@@ -1,9 +1,10 @@
-package luaexec
+package lua51
 
 import (
 	"math"
 	"strconv"
 
+	"github.com/lockserver/lockserver/luaexec/internal/budget"
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/ast"
 )
@@ -12,13 +13,14 @@ import (
 //
 // gopher-lua's compiler finds a constant's slot in its function's constant
 // table by a linear search (funcContext.ConstIndex), so a function with n
-// distinct constants took time in n²: 30,000 took 4-9 s to compile, on every
-// member, where Redis takes 30 ms. The parser therefore lets a function name
-// at most maxDirectConsts distinct constants itself; any further constant
-// is read from the chunk's constant pool, a table of tables reached through
-// the wrapper local hPool: pool[a][b][c], whose indexes are three digits in
-// base poolDigits and count as constants of the function too. A search then
-// never passes more than maxDirectConsts+poolDigits slots, and compiling
+// distinct constants took time in n², on every member, where Redis's
+// compiler takes linear time. The parser therefore lets a function name at
+// most MaxDirectConsts distinct constants itself; any further constant is
+// read from the chunk's constant pool, a table of tables reached through
+// the local PoolName (PoolTable builds it): pool[a][b][c], whose indexes are
+// three digits in base PoolDigits and count as constants of the function
+// too. A search then
+// never passes more than MaxDirectConsts+PoolDigits slots, and compiling
 // takes time linear in the size of the script. The values are the same
 // either way (strings and numbers are values in Lua); a pooled constant
 // costs three table reads instead of one load, and only scripts with
@@ -28,11 +30,15 @@ import (
 // that cannot be read from elsewhere; they always take a slot of their own,
 // up to maxConsts a function, past which the script does not compile.
 const (
-	maxDirectConsts = 192
-	poolDigits      = 64
-	maxPooled       = poolDigits * poolDigits * poolDigits
-	maxConsts       = 1024
-	hPool           = "const#"
+	// MaxDirectConsts is how many distinct constants a function may name
+	// itself.
+	MaxDirectConsts = 192
+	// PoolDigits is the base of the digits of a pool index.
+	PoolDigits = 64
+	// PoolName is the local through which a chunk reads its pool.
+	PoolName  = "const#"
+	maxPooled = PoolDigits * PoolDigits * PoolDigits
+	maxConsts = 1024
 )
 
 // constKey identifies a constant as gopher-lua compares them: by type and
@@ -69,7 +75,7 @@ func (p *parser) room(k constKey) bool {
 	if _, ok := fs.consts[k]; ok {
 		return true
 	}
-	if len(fs.consts) >= maxDirectConsts {
+	if len(fs.consts) >= MaxDirectConsts {
 		return false
 	}
 	p.record(k)
@@ -155,14 +161,14 @@ func foldValue(e ast.Expr) (float64, bool) {
 
 // global returns the expression that reads or assigns the global name: the
 // name itself, or the globals table indexed by a pooled constant.
-// A name as long as bytesPerStep or longer is read through _G too, so that
-// the weight of the read counts the hashing of the name (weight.go).
+// A name as long as budget.BytesPerStep or longer is read through _G too, so
+// that the weight of the read counts the hashing of the name (weight.go).
 func (p *parser) global(name string, line int) ast.Expr {
 	var e ast.Expr
-	if len(name) < bytesPerStep && p.room(strKey(name)) {
+	if len(name) < budget.BytesPerStep && p.room(strKey(name)) {
 		e = &ast.IdentExpr{Value: name}
 	} else {
-		g := &ast.IdentExpr{Value: aliasPrefix + "_G"}
+		g := &ast.IdentExpr{Value: AliasPrefix + "_G"}
 		g.SetLine(line)
 		e = &ast.AttrGetExpr{Object: g, Key: p.stringConst(name, line)}
 	}
@@ -185,9 +191,9 @@ func (p *parser) pooled(k constKey, v lua.LValue, line int) ast.Expr {
 		p.poolIndex[k] = i
 	}
 	p.fs.pooled = true
-	var e ast.Expr = &ast.IdentExpr{Value: hPool}
+	var e ast.Expr = &ast.IdentExpr{Value: PoolName}
 	e.SetLine(line)
-	for _, d := range [3]int{i / (poolDigits * poolDigits), i / poolDigits % poolDigits, i % poolDigits} {
+	for _, d := range [3]int{i / (PoolDigits * PoolDigits), i / PoolDigits % PoolDigits, i % PoolDigits} {
 		f := float64(d + 1)
 		p.record(p.numKey(f))
 		get := &ast.AttrGetExpr{Object: e, Key: numberLiteral(f, line)}
@@ -199,7 +205,7 @@ func (p *parser) pooled(k constKey, v lua.LValue, line int) ast.Expr {
 
 // digitsFirst puts the pool's digits first in the constant table of a
 // function that reads the pool, where gopher-lua's search finds them soonest:
-// it adds "if false then local _ = {1, 2, ..., poolDigits} end" before the
+// it adds "if false then local _ = {1, 2, ..., PoolDigits} end" before the
 // body, which compiles to code that never runs.
 func (p *parser) digitsFirst(body []ast.Stmt) []ast.Stmt {
 	if !p.fs.pooled {
@@ -210,7 +216,7 @@ func (p *parser) digitsFirst(body []ast.Stmt) []ast.Stmt {
 		line = body[0].Line()
 	}
 	digits := &ast.TableExpr{}
-	for d := 1; d <= poolDigits; d++ {
+	for d := 1; d <= PoolDigits; d++ {
 		digits.Fields = append(digits.Fields, &ast.Field{Value: numberLiteral(float64(d), line)})
 	}
 	digits.SetLine(line)
@@ -222,25 +228,26 @@ func (p *parser) digitsFirst(body []ast.Stmt) []ast.Stmt {
 	return append([]ast.Stmt{dead}, body...)
 }
 
-// poolTable builds the table a chunk's pooled constants are read from.
-func poolTable(L *lua.LState, pool []lua.LValue) lua.LValue {
+// PoolTable builds the table a chunk's pooled constants are read from, the
+// value of PoolName: nil when the pool is empty.
+func PoolTable(L *lua.LState, pool []lua.LValue) lua.LValue {
 	if len(pool) == 0 {
 		return lua.LNil
 	}
 	top := L.CreateTable(0, 0)
 	for i, v := range pool {
-		a, b := i/(poolDigits*poolDigits)+1, i/poolDigits%poolDigits+1
+		a, b := i/(PoolDigits*PoolDigits)+1, i/PoolDigits%PoolDigits+1
 		mid, ok := top.RawGetInt(a).(*lua.LTable)
 		if !ok {
-			mid = L.CreateTable(poolDigits, 0)
+			mid = L.CreateTable(PoolDigits, 0)
 			top.RawSetInt(a, mid)
 		}
 		leaf, ok := mid.RawGetInt(b).(*lua.LTable)
 		if !ok {
-			leaf = L.CreateTable(poolDigits, 0)
+			leaf = L.CreateTable(PoolDigits, 0)
 			mid.RawSetInt(b, leaf)
 		}
-		leaf.RawSetInt(i%poolDigits+1, v)
+		leaf.RawSetInt(i%PoolDigits+1, v)
 	}
 	return top
 }

@@ -1,10 +1,13 @@
-package luaexec
+package lualib
 
 import (
 	"fmt"
 	"sort"
 	"strings"
 
+	"github.com/lockserver/lockserver/luaexec/internal/budget"
+	"github.com/lockserver/lockserver/luaexec/internal/clib"
+	"github.com/lockserver/lockserver/luaexec/internal/lua51"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -30,15 +33,16 @@ func funcName(L *lua.LState) string {
 	if dbg.Name == "main chunk" {
 		return "?"
 	}
-	if name, ok := strings.CutPrefix(dbg.Name, aliasPrefix); ok {
+	if name, ok := strings.CutPrefix(dbg.Name, lua51.AliasPrefix); ok {
 		// An alias: Lua names a function by its field, lib.name by name.
 		return name[strings.LastIndexByte(name, '.')+1:]
 	}
 	return dbg.Name
 }
 
-func argError(L *lua.LState, n int, msg string) {
-	raiseError(L, "bad argument #%d to '%s' (%s)", n, funcName(L), msg)
+// ArgError is luaL_argerror: "bad argument #n to 'name' (msg)".
+func ArgError(L *lua.LState, n int, msg string) {
+	RaiseError(L, "bad argument #%d to '%s' (%s)", n, funcName(L), msg)
 }
 
 // typeName is the type of argument n as messages say it ("no value" past the end).
@@ -49,28 +53,29 @@ func typeName(L *lua.LState, n int) string {
 	return L.Get(n).Type().String()
 }
 
-func typeError(L *lua.LState, n int, expected string) {
-	argError(L, n, fmt.Sprintf("%s expected, got %s", expected, typeName(L, n)))
+// TypeError is luaL_typerror: argument n is not of the type expected.
+func TypeError(L *lua.LState, n int, expected string) {
+	ArgError(L, n, fmt.Sprintf("%s expected, got %s", expected, typeName(L, n)))
 }
 
-// toNumber converts v as lua_tonumber does.
-func toNumber(v lua.LValue) (float64, bool) {
+// ToNumber converts v as lua_tonumber does.
+func ToNumber(v lua.LValue) (float64, bool) {
 	switch x := v.(type) {
 	case lua.LNumber:
 		return float64(x), true
 	case lua.LString:
-		return str2number(string(x))
+		return clib.Str2Number(string(x))
 	}
 	return 0, false
 }
 
-// toStringValue converts v as lua_tolstring does: strings, and numbers in "%.14g".
-func toStringValue(v lua.LValue) (string, bool) {
+// ToString converts v as lua_tolstring does: strings, and numbers in "%.14g".
+func ToString(v lua.LValue) (string, bool) {
 	switch x := v.(type) {
 	case lua.LString:
 		return string(x), true
 	case lua.LNumber:
-		return formatNumber(float64(x)), true
+		return clib.FormatNumber(float64(x)), true
 	}
 	return "", false
 }
@@ -82,16 +87,26 @@ func checkNumber(L *lua.LState, n int) float64 {
 	if s, ok := val.(lua.LString); ok {
 		chargeScan(L, len(s))
 	}
-	f, ok := toNumber(val)
+	f, ok := ToNumber(val)
 	if !ok {
-		typeError(L, n, "number")
+		TypeError(L, n, "number")
 	}
 	return f
 }
 
+// chargeScan is budget.Scan for code that has only the Lua state.
+func chargeScan(L *lua.LState, n int) {
+	if n < budget.BytesPerStep {
+		return
+	}
+	if c := budget.Of(L); c != nil {
+		budget.Scan(c, L, n)
+	}
+}
+
 // checkInteger is luaL_checkinteger: a number truncated as C casts it.
 func checkInteger(L *lua.LState, n int) int64 {
-	return toInteger(checkNumber(L, n))
+	return clib.ToInteger(checkNumber(L, n))
 }
 
 func optInteger(L *lua.LState, n int, def int64) int64 {
@@ -101,60 +116,65 @@ func optInteger(L *lua.LState, n int, def int64) int64 {
 	return checkInteger(L, n)
 }
 
-// checkInt is luaL_checkint: checkInteger cut to a C int.
-func checkInt(L *lua.LState, n int) int {
-	return toInt(checkNumber(L, n))
+// CheckInt is luaL_checkint: checkInteger cut to a C int.
+func CheckInt(L *lua.LState, n int) int {
+	return clib.ToInt(checkNumber(L, n))
 }
 
-func optInt(L *lua.LState, n int, def int) int {
+// OptInt is luaL_optint: def for nil.
+func OptInt(L *lua.LState, n int, def int) int {
 	if L.Get(n) == lua.LNil {
 		return def
 	}
-	return checkInt(L, n)
+	return CheckInt(L, n)
 }
 
-func checkString(L *lua.LState, n int) string {
-	s, ok := toStringValue(L.Get(n))
+// CheckString is luaL_checkstring, which converts a number.
+func CheckString(L *lua.LState, n int) string {
+	s, ok := ToString(L.Get(n))
 	if !ok {
-		typeError(L, n, "string")
+		TypeError(L, n, "string")
 	}
 	return s
 }
 
-func optString(L *lua.LState, n int, def string) string {
+// OptString is luaL_optstring: def for nil.
+func OptString(L *lua.LState, n int, def string) string {
 	if L.Get(n) == lua.LNil {
 		return def
 	}
-	return checkString(L, n)
+	return CheckString(L, n)
 }
 
-func checkTable(L *lua.LState, n int) *lua.LTable {
+// CheckTable returns argument n, which must be a table.
+func CheckTable(L *lua.LState, n int) *lua.LTable {
 	t, ok := L.Get(n).(*lua.LTable)
 	if !ok {
-		typeError(L, n, "table")
+		TypeError(L, n, "table")
 	}
 	return t
 }
 
-func checkAny(L *lua.LState, n int) lua.LValue {
+// CheckAny is luaL_checkany: argument n must be given, nil or not.
+func CheckAny(L *lua.LState, n int) lua.LValue {
 	if n > L.GetTop() {
-		argError(L, n, "value expected")
+		ArgError(L, n, "value expected")
 	}
 	return L.Get(n)
 }
 
-// raiseError is luaL_error: the message gets the position of the caller of
+// RaiseError is luaL_error: the message gets the position of the caller of
 // the running Go function when that is Lua code, and none when it is another
 // Go function, as under pcall(f, ...): Lua 5.1 says "bad argument #1 to '?'"
 // there, not "user_script:1: bad argument ...". (gopher-lua's RaiseError
 // skips Go functions to find a position.)
-func raiseError(L *lua.LState, format string, args ...any) {
-	L.Error(lua.LString(where(L, 1)+fmt.Sprintf(format, args...)), 0)
+func RaiseError(L *lua.LState, format string, args ...any) {
+	L.Error(lua.LString(Where(L, 1)+fmt.Sprintf(format, args...)), 0)
 }
 
-// where is luaL_where: "chunk:line: " for the function at the given level
+// Where is luaL_where: "chunk:line: " for the function at the given level
 // (1 is the caller of the running Go function), or "" for Go functions.
-func where(L *lua.LState, level int) string {
+func Where(L *lua.LState, level int) string {
 	dbg, ok := L.GetStack(level)
 	if !ok {
 		return ""
@@ -165,9 +185,9 @@ func where(L *lua.LState, level int) string {
 	return fmt.Sprintf("%s:%d: ", dbg.Source, dbg.CurrentLine)
 }
 
-// sortedKeys returns the keys of m in order, so that tables are filled in
+// SortedKeys returns the keys of m in order, so that tables are filled in
 // the same order on every node (their iteration order is insertion order).
-func sortedKeys[V any](m map[string]V) []string {
+func SortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -176,10 +196,10 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// newLib builds a library table from functions, in name order.
-func newLib(L *lua.LState, fns map[string]lua.LGFunction) *lua.LTable {
+// NewLib builds a library table from functions, in name order.
+func NewLib(L *lua.LState, fns map[string]lua.LGFunction) *lua.LTable {
 	t := L.CreateTable(0, len(fns))
-	for _, name := range sortedKeys(fns) {
+	for _, name := range SortedKeys(fns) {
 		t.RawSetString(name, L.NewFunction(fns[name]))
 	}
 	return t

@@ -1,16 +1,15 @@
-package luaexec
+package lua51
 
 import (
 	"fmt"
 	"strings"
+
+	"github.com/lockserver/lockserver/luaexec/internal/budget"
+	"github.com/lockserver/lockserver/luaexec/internal/clib"
 )
 
-// The lexer and parser reproduce Lua 5.1's (llex.c, lparser.c) rather than
-// using gopher-lua's, for three reasons: compile errors must read exactly as
-// Redis's ("user_script:1: '=' expected near 'x'"), `goto` is an ordinary name
-// in Lua 5.1, and nesting must be limited as Lua limits it (200 levels) so
-// that no script can exhaust the Go stack of the compiler. They build
-// gopher-lua's AST, which gopher-lua compiles.
+// The lexer reads tokens as Lua 5.1's does (llex.c), and words its errors
+// as Lua 5.1 does (see the package doc).
 
 // Token kinds: single characters are their byte value; the rest follow.
 const (
@@ -82,6 +81,13 @@ type syntaxError struct {
 
 func (e *syntaxError) Error() string { return e.msg }
 
+func (e *syntaxError) Unwrap() error {
+	if e.overBudget {
+		return ErrOverBudget
+	}
+	return nil
+}
+
 // lexer reads tokens from a chunk.
 type lexer struct {
 	src      string
@@ -93,19 +99,19 @@ type lexer struct {
 	buf      []byte // text of the token being read, as Lua's ls->buff
 	t        token  // current token
 	ahead    token  // lookahead token, kind tkEOS+1 when none
-	// The work of compiling what was read so far (see compileWork):
+	// The work of compiling what was read so far (see work):
 	// tokens, and extra for what the parser counts; maxWork bounds it.
 	tokens, extra, maxWork int
 }
 
-// Compiling costs the budget, as running does (compileChunk): a step for
-// each token and for each 16 bytes of source (a long string or comment), and
-// functionWeight for each function, whose prototype takes gopher-lua's
-// compiler some 20 kB of allocations and keeps 6 kB.
+// Compiling costs the budget, as running does (Chunk.Work): a step for each
+// token and for each 16 bytes of source (a long string or comment), and
+// functionWeight for each function, whose prototype costs gopher-lua's
+// compiler many allocations, and memory for as long as it is kept.
 const functionWeight = 256
 
 // work is the compile work of what was read so far.
-func (lx *lexer) work() int { return lx.tokens + lx.pos/bytesPerStep + lx.extra }
+func (lx *lexer) work() int { return lx.tokens + lx.pos/budget.BytesPerStep + lx.extra }
 
 const noToken = tkEOS + 1
 
@@ -295,11 +301,11 @@ func (lx *lexer) quotedString(del int) string {
 			case eoz:
 				continue // reported as an unfinished string next round
 			default:
-				if !isDigit(byte(lx.current)) {
+				if !clib.IsDigit(byte(lx.current)) {
 					lx.saveAndNext() // \\, \", \' and any other character stand for themselves
 					continue
 				}
-				for i := 0; i < 3 && lx.current != eoz && isDigit(byte(lx.current)); i++ {
+				for i := 0; i < 3 && lx.current != eoz && clib.IsDigit(byte(lx.current)); i++ {
 					c = 10*c + lx.current - '0'
 					lx.next()
 				}
@@ -320,7 +326,7 @@ func (lx *lexer) quotedString(del int) string {
 }
 
 func (lx *lexer) numeral() float64 {
-	for lx.current != eoz && (isDigit(byte(lx.current)) || lx.current == '.') {
+	for lx.current != eoz && (clib.IsDigit(byte(lx.current)) || lx.current == '.') {
 		lx.saveAndNext()
 	}
 	if lx.current == 'e' || lx.current == 'E' {
@@ -329,18 +335,15 @@ func (lx *lexer) numeral() float64 {
 			lx.saveAndNext()
 		}
 	}
-	for lx.current != eoz && (isAlnum(lx.current) || lx.current == '_') {
+	for lx.current != eoz && (clib.IsAlnum(lx.current) || lx.current == '_') {
 		lx.saveAndNext()
 	}
-	f, ok := str2number(string(lx.buf))
+	f, ok := clib.Str2Number(string(lx.buf))
 	if !ok {
 		lx.fail("malformed number", tkNumber)
 	}
 	return f
 }
-
-func isAlpha(c int) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
-func isAlnum(c int) bool { return isAlpha(c) || c >= '0' && c <= '9' }
 
 // lex reads one token (llex).
 func (lx *lexer) lex() token {
@@ -403,7 +406,7 @@ func (lx *lexer) lex() token {
 				}
 				return token{kind: tkConcat}
 			}
-			if lx.current == eoz || !isDigit(byte(lx.current)) {
+			if lx.current == eoz || !clib.IsDigit(byte(lx.current)) {
 				return token{kind: '.'}
 			}
 			return token{kind: tkNumber, num: lx.numeral()}
@@ -411,12 +414,12 @@ func (lx *lexer) lex() token {
 			return token{kind: tkEOS}
 		default:
 			switch {
-			case isSpace(byte(c)):
+			case clib.IsSpace(byte(c)):
 				lx.next()
-			case isDigit(byte(c)):
+			case clib.IsDigit(byte(c)):
 				return token{kind: tkNumber, num: lx.numeral()}
-			case isAlpha(c) || c == '_':
-				for lx.current != eoz && (isAlnum(lx.current) || lx.current == '_') {
+			case clib.IsAlpha(c) || c == '_':
+				for lx.current != eoz && (clib.IsAlnum(lx.current) || lx.current == '_') {
 					lx.saveAndNext()
 				}
 				name := string(lx.buf)

@@ -1,4 +1,10 @@
-package luaexec
+// Package clib reproduces the C library as Lua 5.1 uses it when Redis
+// builds it (glibc on x86-64), where Go's behaves otherwise: the character
+// classes of the C locale, strtod and strtoul, printf's "%.14g", and the
+// casts of doubles to integers. Scripts observe all of them, in the numbers
+// they read from strings, print, and pass as integers; gopher-lua does each
+// the Go way.
+package clib
 
 import (
 	"math"
@@ -6,26 +12,30 @@ import (
 	"strings"
 )
 
-// Lua 5.1 as Redis builds it converts between strings and numbers with the C
-// library (strtod, strtoul, "%.14g") and casts numbers to integers with the
-// x86-64 conversion instruction. gopher-lua does all three the Go way, so the
-// functions here reproduce the C behaviour that scripts observe.
-
-// isSpace reports whether c is a C isspace character.
-func isSpace(c byte) bool {
+// IsSpace reports whether c is a C isspace character.
+func IsSpace(c byte) bool {
 	return c == ' ' || (c >= '\t' && c <= '\r')
 }
 
-func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+// IsDigit reports whether c is a decimal digit.
+func IsDigit(c byte) bool { return c >= '0' && c <= '9' }
 
-func isHexDigit(c byte) bool {
-	return isDigit(c) || (c|0x20) >= 'a' && (c|0x20) <= 'f'
+// IsHexDigit reports whether c is a hexadecimal digit.
+func IsHexDigit(c byte) bool {
+	return IsDigit(c) || (c|0x20) >= 'a' && (c|0x20) <= 'f'
 }
 
-// digitValue returns the value of c as a digit in bases up to 36, or 99.
-func digitValue(c byte) int {
+// IsAlpha reports whether c is an ASCII letter; c may be any int, as C's
+// isalpha takes the characters a reader returns.
+func IsAlpha(c int) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
+// IsAlnum reports whether c is an ASCII letter or digit.
+func IsAlnum(c int) bool { return IsAlpha(c) || c >= '0' && c <= '9' }
+
+// DigitValue returns the value of c as a digit in bases up to 36, or 99.
+func DigitValue(c byte) int {
 	switch {
-	case isDigit(c):
+	case IsDigit(c):
 		return int(c - '0')
 	case (c|0x20) >= 'a' && (c|0x20) <= 'z':
 		return int(c|0x20-'a') + 10
@@ -33,16 +43,16 @@ func digitValue(c byte) int {
 	return 99
 }
 
-// hasPrefixFold reports whether s starts with the lower-case ASCII word w, in any case.
-func hasPrefixFold(s, w string) bool {
+// HasPrefixFold reports whether s starts with the lower-case ASCII word w, in any case.
+func HasPrefixFold(s, w string) bool {
 	return len(s) >= len(w) && strings.EqualFold(s[:len(w)], w)
 }
 
-// strtod parses the longest prefix of s that glibc's strtod accepts and
+// Strtod parses the longest prefix of s that glibc's strtod accepts and
 // returns its value and length; the length is 0 when no number starts s.
-func strtod(s string) (float64, int) {
+func Strtod(s string) (float64, int) {
 	i := 0
-	for i < len(s) && isSpace(s[i]) {
+	for i < len(s) && IsSpace(s[i]) {
 		i++
 	}
 	neg := false
@@ -58,15 +68,15 @@ func strtod(s string) (float64, int) {
 	}
 	rest := s[i:]
 	switch {
-	case hasPrefixFold(rest, "infinity"):
+	case HasPrefixFold(rest, "infinity"):
 		return sign(math.Inf(1)), i + 8
-	case hasPrefixFold(rest, "inf"):
+	case HasPrefixFold(rest, "inf"):
 		return sign(math.Inf(1)), i + 3
-	case hasPrefixFold(rest, "nan"):
+	case HasPrefixFold(rest, "nan"):
 		n := 3
 		if len(rest) > 3 && rest[3] == '(' {
 			j := 4
-			for j < len(rest) && (isDigit(rest[j]) || (rest[j]|0x20) >= 'a' && (rest[j]|0x20) <= 'z' || rest[j] == '_') {
+			for j < len(rest) && (IsDigit(rest[j]) || (rest[j]|0x20) >= 'a' && (rest[j]|0x20) <= 'z' || rest[j] == '_') {
 				j++
 			}
 			if j < len(rest) && rest[j] == ')' {
@@ -75,14 +85,14 @@ func strtod(s string) (float64, int) {
 		}
 		return math.Copysign(math.NaN(), sign(1)), i + n
 	}
-	if len(rest) > 2 && rest[0] == '0' && (rest[1]|0x20) == 'x' && (isHexDigit(rest[2]) || rest[2] == '.' && len(rest) > 3 && isHexDigit(rest[3])) {
+	if len(rest) > 2 && rest[0] == '0' && (rest[1]|0x20) == 'x' && (IsHexDigit(rest[2]) || rest[2] == '.' && len(rest) > 3 && IsHexDigit(rest[3])) {
 		j := 2
-		for j < len(rest) && isHexDigit(rest[j]) {
+		for j < len(rest) && IsHexDigit(rest[j]) {
 			j++
 		}
 		if j < len(rest) && rest[j] == '.' {
 			j++
-			for j < len(rest) && isHexDigit(rest[j]) {
+			for j < len(rest) && IsHexDigit(rest[j]) {
 				j++
 			}
 		}
@@ -93,8 +103,8 @@ func strtod(s string) (float64, int) {
 			if k < len(rest) && (rest[k] == '+' || rest[k] == '-') {
 				k++
 			}
-			if k < len(rest) && isDigit(rest[k]) {
-				for k < len(rest) && isDigit(rest[k]) {
+			if k < len(rest) && IsDigit(rest[k]) {
+				for k < len(rest) && IsDigit(rest[k]) {
 					k++
 				}
 				exp = rest[j:k]
@@ -106,13 +116,13 @@ func strtod(s string) (float64, int) {
 	}
 	j := 0
 	digits := 0
-	for j < len(rest) && isDigit(rest[j]) {
+	for j < len(rest) && IsDigit(rest[j]) {
 		j++
 		digits++
 	}
 	if j < len(rest) && rest[j] == '.' {
 		j++
-		for j < len(rest) && isDigit(rest[j]) {
+		for j < len(rest) && IsDigit(rest[j]) {
 			j++
 			digits++
 		}
@@ -125,8 +135,8 @@ func strtod(s string) (float64, int) {
 		if k < len(rest) && (rest[k] == '+' || rest[k] == '-') {
 			k++
 		}
-		if k < len(rest) && isDigit(rest[k]) {
-			for k < len(rest) && isDigit(rest[k]) {
+		if k < len(rest) && IsDigit(rest[k]) {
+			for k < len(rest) && IsDigit(rest[k]) {
 				k++
 			}
 			j = k
@@ -136,13 +146,13 @@ func strtod(s string) (float64, int) {
 	return sign(f), i + j
 }
 
-// strtoul parses s as C's strtoul does in base 2..36: leading spaces, a sign,
+// Strtoul parses s as C's strtoul does in base 2..36: leading spaces, a sign,
 // an optional 0x in base 16, then digits. It returns the value (saturated at
 // the maximum on overflow, negated modulo 2^64 after a minus sign) and the
 // length parsed, 0 when there is no digit.
-func strtoul(s string, base int) (uint64, int) {
+func Strtoul(s string, base int) (uint64, int) {
 	i := 0
-	for i < len(s) && isSpace(s[i]) {
+	for i < len(s) && IsSpace(s[i]) {
 		i++
 	}
 	neg := false
@@ -150,14 +160,14 @@ func strtoul(s string, base int) (uint64, int) {
 		neg = s[i] == '-'
 		i++
 	}
-	if base == 16 && i+2 < len(s) && s[i] == '0' && (s[i+1]|0x20) == 'x' && digitValue(s[i+2]) < 16 {
+	if base == 16 && i+2 < len(s) && s[i] == '0' && (s[i+1]|0x20) == 'x' && DigitValue(s[i+2]) < 16 {
 		i += 2
 	}
 	start := i
 	var v uint64
 	overflow := false
-	for i < len(s) && digitValue(s[i]) < base {
-		d := uint64(digitValue(s[i]))
+	for i < len(s) && DigitValue(s[i]) < base {
+		d := uint64(DigitValue(s[i]))
 		if v > (math.MaxUint64-d)/uint64(base) {
 			overflow = true
 		} else {
@@ -177,43 +187,37 @@ func strtoul(s string, base int) (uint64, int) {
 	return v, i
 }
 
-// str2number converts s as Lua 5.1's luaO_str2d does: the whole string (up
+// Str2Number converts s as Lua 5.1's luaO_str2d does: the whole string (up
 // to a NUL byte, as C sees it) must be a number, with optional surrounding
 // spaces. It accepts what strtod accepts: decimal, hexadecimal (0x10),
 // exponents, inf and nan.
-func str2number(s string) (float64, bool) {
+func Str2Number(s string) (float64, bool) {
 	if i := strings.IndexByte(s, 0); i >= 0 {
 		s = s[:i]
 	}
-	f, n := strtod(s)
+	f, n := Strtod(s)
 	if n == 0 {
 		return 0, false
 	}
 	if n < len(s) && (s[n]|0x20) == 'x' {
-		u, m := strtoul(s, 16)
+		u, m := Strtoul(s, 16)
 		f, n = float64(u), m
 	}
-	for n < len(s) && isSpace(s[n]) {
+	for n < len(s) && IsSpace(s[n]) {
 		n++
 	}
 	return f, n == len(s)
 }
 
-// formatNumber formats f as Lua 5.1 does (LUA_NUMBER_FMT "%.14g"), which is
+// FormatNumber formats f as Lua 5.1 does (LUA_NUMBER_FMT "%.14g"), which is
 // what tostring, concatenation and string functions produce.
-func formatNumber(f float64) string {
-	return string(appendNumber(nil, f, 14))
+func FormatNumber(f float64) string {
+	return string(AppendNumber(nil, f, 14))
 }
 
-// appendArg appends f as Redis formats a Lua number passed to redis.call
-// ("%.17g"), so that no precision is lost: 1724000000000, 0.10000000000000001.
-func appendArg(b []byte, f float64) []byte {
-	return appendNumber(b, f, 17)
-}
-
-// appendNumber appends f in C's "%.<prec>g", with glibc's names for the
+// AppendNumber appends f in C's "%.<prec>g", with glibc's names for the
 // special values.
-func appendNumber(b []byte, f float64, prec int) []byte {
+func AppendNumber(b []byte, f float64, prec int) []byte {
 	switch {
 	case math.IsNaN(f):
 		if math.Signbit(f) {
@@ -235,18 +239,26 @@ func appendNumber(b []byte, f float64, prec int) []byte {
 	return strconv.AppendFloat(b, f, 'g', prec, 64)
 }
 
-// toInteger converts f to an integer as C's (long long) cast does on x86-64:
+// ToInteger converts f to an integer as C's (long long) cast does on x86-64:
 // truncation toward zero, and the "integer indefinite" value MinInt64 for NaN
 // and anything out of range. Redis converts returned Lua numbers this way.
-func toInteger(f float64) int64 {
+func ToInteger(f float64) int64 {
 	if f != f || f >= 1<<63 || f < -(1<<63) {
 		return math.MinInt64
 	}
 	return int64(f)
 }
 
-// toInt converts f to a C int as luaL_checkint does: the long long cast, then
+// ToInt converts f to a C int as luaL_checkint does: the long long cast, then
 // truncation to 32 bits.
-func toInt(f float64) int {
-	return int(int32(toInteger(f)))
+func ToInt(f float64) int {
+	return int(int32(ToInteger(f)))
+}
+
+// ToUnsigned converts a number as C's (unsigned long) cast does on x86-64.
+func ToUnsigned(f float64) uint64 {
+	if f < 1<<63 {
+		return uint64(ToInteger(f))
+	}
+	return uint64(ToInteger(f-(1<<63))) ^ (1 << 63)
 }
