@@ -240,7 +240,7 @@ func parseRESP(raw string) (any, string) {
 func TestDiffKeyspaceCommandTable(t *testing.T) {
 	redis := dialRaw(t, startRedis(t))
 	for _, cmd := range keyspace.Commands() {
-		if cmd.Run == nil || cmd.Flags&(keyspace.Connection|keyspace.Scripting|keyspace.Transaction) != 0 {
+		if cmd.Layer != keyspace.KeyspaceLayer {
 			continue
 		}
 		info, _ := parseRESP(redis.Do("COMMAND", "INFO", cmd.Name))
@@ -273,7 +273,7 @@ func TestDiffKeyspaceCommandTable(t *testing.T) {
 func TestDiffKeyspaceArity(t *testing.T) {
 	p := newPair(t)
 	for _, cmd := range keyspace.Commands() {
-		if cmd.Run == nil || cmd.Flags&(keyspace.Connection|keyspace.Scripting|keyspace.Transaction) != 0 {
+		if cmd.Layer != keyspace.KeyspaceLayer {
 			continue
 		}
 		if info, _ := parseRESP(p.redis.Do("COMMAND", "INFO", cmd.Name)); info.([]any)[0] == nil {

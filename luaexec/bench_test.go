@@ -89,7 +89,7 @@ func BenchmarkEvalLoop1000(b *testing.B) {
 //
 //	go test -run '^$' -bench WorstInputs -benchtime 3x ./luaexec
 func BenchmarkWorstInputs(b *testing.B) {
-	h := worstHarness(b, DefaultBudget, 16<<20)
+	h := worstHarness(b, defaultBudget, 16<<20)
 	for _, w := range worstInputs {
 		b.Run(w.name, func(b *testing.B) {
 			start := cpuTime()
@@ -116,7 +116,7 @@ func BenchmarkCompileDistinctConstants(b *testing.B) {
 	body := src.String()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if s, msg := compileScript("", body, DefaultBudget); s == nil {
+		if s, msg := compileScript("", body, defaultBudget); s == nil {
 			b.Fatal(msg)
 		}
 	}

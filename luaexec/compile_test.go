@@ -38,7 +38,7 @@ func TestCompileManyConstants(t *testing.T) {
 	b.WriteString("local ok, err = pcall(function() return nosuchglobal7499 end)\n")
 	b.WriteString("return {sum, t.k0, t.k7499, t.f7499, err}")
 	body := b.String()
-	s, msg := compileScript(sha1hex(body), body, DefaultBudget)
+	s, msg := compileScript(sha1hex(body), body, defaultBudget)
 	if s == nil {
 		t.Fatal(msg)
 	}

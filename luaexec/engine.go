@@ -50,11 +50,11 @@ import (
 	"github.com/lockserver/lockserver/luaexec/internal/lua51"
 )
 
-// DefaultBudget bounds one script to about a second of one core at worst:
+// defaultBudget bounds one script to about a second of one core at worst:
 // 2 million operations, or 32 MB of strings built, copied, hashed or
 // scanned. (BenchmarkWorstInputs measures the scripts that take longest for
 // their steps.)
-const DefaultBudget = 2_000_000
+const defaultBudget = 2_000_000
 
 // Defaults of the options only tests set.
 const (
@@ -76,7 +76,7 @@ type Options struct {
 	// pattern matcher, a command's arguments and each value of its reply,
 	// and compiling (a token, or 16 bytes of source). Every node counts
 	// alike, so a script stops at the same point everywhere. It also bounds
-	// what compiling a script body may cost. 0 means DefaultBudget.
+	// what compiling a script body may cost. 0 means defaultBudget.
 	Budget int64
 	// Monitor, when set, is asked as each script starts for a function to
 	// tell of every command the script calls, once it has run (Redis's
@@ -117,7 +117,7 @@ type Engine struct {
 // New returns an engine over store.
 func New(store *keyspace.Store, opts Options) *Engine {
 	if opts.Budget <= 0 {
-		opts.Budget = DefaultBudget
+		opts.Budget = defaultBudget
 	}
 	if opts.maxScriptSize <= 0 {
 		opts.maxScriptSize = defaultMaxScriptSize
@@ -163,7 +163,7 @@ func (e *Engine) Denials() []acl.Denial {
 // state (an EVAL of a body not in the script cache runs without adding it).
 func (e *Engine) exec(c *keyspace.Call, apply bool) keyspace.Reply {
 	cmd := keyspace.Lookup(c.Args[0])
-	if cmd == nil || !cmd.Has(keyspace.Scripting) {
+	if cmd == nil || cmd.Layer != keyspace.ScriptingLayer {
 		return e.store.Exec(c)
 	}
 	if !cmd.CheckArity(len(c.Args)) {
@@ -209,7 +209,7 @@ func (e *Engine) exec(c *keyspace.Call, apply bool) keyspace.Reply {
 // FLUSH change the script cache, which is replicated state. Other commands
 // write when their table row says so.
 func (e *Engine) Prepare(cmd *keyspace.Command, args [][]byte) (write bool, errReply *keyspace.Reply) {
-	if !cmd.Has(keyspace.Scripting) {
+	if cmd.Layer != keyspace.ScriptingLayer {
 		return cmd.Writes(), nil
 	}
 	p, errReply := e.plan(cmd, args)
@@ -236,7 +236,7 @@ const (
 	planLoad              // SCRIPT LOAD
 	planFlush             // SCRIPT FLUSH
 	planExists            // SCRIPT EXISTS
-	planReply             // a fixed reply (SCRIPT KILL, HELP, DEBUG)
+	planReplied           // a fixed reply (SCRIPT KILL, HELP, DEBUG)
 )
 
 // plan is a checked scripting command: what Prepare and exec both need.
@@ -259,11 +259,42 @@ var (
 
 func errReply(r keyspace.Reply) (plan, *keyspace.Reply) { return plan{}, &r }
 
-// plan checks a scripting command in Redis's order and describes it.
-func (e *Engine) plan(cmd *keyspace.Command, args [][]byte) (plan, *keyspace.Reply) {
-	if cmd.Name == "script" {
-		return e.planScript(args)
+// A planner checks a scripting command of the row it is registered for, in
+// Redis's order, and describes it. The script engine registers one for every
+// row of the command table's scripting layer (keyspace.ScriptingLayer).
+type planner func(e *Engine, cmd *keyspace.Command, args [][]byte) (plan, *keyspace.Reply)
+
+func init() {
+	for name, p := range map[string]planner{
+		"eval": (*Engine).planEval, "evalsha": (*Engine).planEval,
+		"eval_ro": (*Engine).planEval, "evalsha_ro": (*Engine).planEval,
+		"script|load": (*Engine).planLoad, "script|exists": planFixed(planExists),
+		"script|flush": (*Engine).planFlush, "script|kill": planReply(errNotBusy),
+		"script|help": planReply(scriptHelp()), "script|debug": (*Engine).planDebug,
+	} {
+		keyspace.Register(keyspace.ScriptingLayer, name, p)
 	}
+}
+
+// plan checks a scripting command, whose arity the caller has checked, and
+// describes it: SCRIPT's subcommand is found and checked in the table as the
+// server finds a container's.
+func (e *Engine) plan(cmd *keyspace.Command, args [][]byte) (plan, *keyspace.Reply) {
+	if cmd.Subcommands != nil {
+		sub := cmd.LookupSub(args[1])
+		switch {
+		case sub == nil:
+			return errReply(keyspace.ErrUnknownSubcommand(args))
+		case !sub.CheckArity(len(args)):
+			return errReply(keyspace.ErrWrongArity(sub.Name))
+		}
+		cmd = sub
+	}
+	return cmd.Executor().(planner)(e, cmd, args)
+}
+
+// planEval plans EVAL, EVALSHA and their _RO variants.
+func (e *Engine) planEval(cmd *keyspace.Command, args [][]byte) (plan, *keyspace.Reply) {
 	p := plan{kind: planEval, ro: strings.HasSuffix(cmd.Name, "_ro")}
 	isSha := strings.HasPrefix(cmd.Name, "evalsha")
 	if isSha && len(args[1]) != 40 {
@@ -310,75 +341,75 @@ func (e *Engine) errTooLarge(n int) keyspace.Reply {
 	return keyspace.Error(fmt.Sprintf("ERR script of %d bytes is larger than the limit of %d bytes", n, e.opts.maxScriptSize))
 }
 
-// scriptArities are the arities of SCRIPT's subcommands (Redis's convention).
-var scriptArities = map[string]int{"load": 3, "exists": -3, "flush": -2, "kill": 2, "help": 2, "debug": 3}
-
-var scriptHelp = []string{
-	"SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-	"DEBUG (YES|SYNC|NO)",
-	"    Set the debug mode for subsequent scripts executed.",
-	"EXISTS <sha1> [<sha1> ...]",
-	"    Return information about the existence of the scripts in the script cache.",
-	"FLUSH [ASYNC|SYNC]",
-	"    Flush the Lua scripts cache. Very dangerous on replicas.",
-	"    When called without the optional mode argument, the behavior is determined by the",
-	"    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
-	"    * ASYNC: Asynchronously flush the scripts cache.",
-	"    * SYNC: Synchronously flush the scripts cache.",
-	"KILL",
-	"    Kill the currently executing Lua script.",
-	"LOAD <script>",
-	"    Load a script into the scripts cache without executing it.",
-	"HELP",
-	"    Prints this help.",
+// scriptHelp is SCRIPT HELP's reply.
+func scriptHelp() keyspace.Reply {
+	lines := []string{
+		"SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+		"DEBUG (YES|SYNC|NO)",
+		"    Set the debug mode for subsequent scripts executed.",
+		"EXISTS <sha1> [<sha1> ...]",
+		"    Return information about the existence of the scripts in the script cache.",
+		"FLUSH [ASYNC|SYNC]",
+		"    Flush the Lua scripts cache. Very dangerous on replicas.",
+		"    When called without the optional mode argument, the behavior is determined by the",
+		"    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+		"    * ASYNC: Asynchronously flush the scripts cache.",
+		"    * SYNC: Synchronously flush the scripts cache.",
+		"KILL",
+		"    Kill the currently executing Lua script.",
+		"LOAD <script>",
+		"    Load a script into the scripts cache without executing it.",
+		"HELP",
+		"    Prints this help.",
+	}
+	replies := make([]keyspace.Reply, len(lines))
+	for i, l := range lines {
+		replies[i] = keyspace.Status(l)
+	}
+	return keyspace.Array(replies...)
 }
 
-func (e *Engine) planScript(args [][]byte) (plan, *keyspace.Reply) {
-	sub := strings.ToLower(string(args[1]))
-	arity, ok := scriptArities[sub]
-	if !ok {
-		name := args[1]
-		if len(name) > 128 {
-			name = name[:128]
-		}
-		return errReply(keyspace.Error("ERR unknown subcommand '" + string(name) + "'. Try SCRIPT HELP."))
+// planFixed plans a command that needs nothing checked beyond its arity.
+func planFixed(kind int) planner {
+	return func(*Engine, *keyspace.Command, [][]byte) (plan, *keyspace.Reply) { return plan{kind: kind}, nil }
+}
+
+// planReply plans a command whose reply is always reply. SCRIPT KILL's is
+// NOTBUSY: scripts run to completion or to their budget inside the state
+// machine, so there is never one to kill.
+func planReply(reply keyspace.Reply) planner {
+	return func(*Engine, *keyspace.Command, [][]byte) (plan, *keyspace.Reply) {
+		return plan{kind: planReplied, reply: reply}, nil
 	}
-	if (arity >= 0 && len(args) != arity) || len(args) < -arity {
-		return errReply(keyspace.ErrWrongArity("script|" + sub))
+}
+
+// planLoad plans SCRIPT LOAD.
+func (e *Engine) planLoad(_ *keyspace.Command, args [][]byte) (plan, *keyspace.Reply) {
+	body := string(args[2])
+	if len(body) > e.opts.maxScriptSize {
+		return errReply(e.errTooLarge(len(body)))
 	}
-	switch sub {
-	case "load":
-		body := string(args[2])
-		if len(body) > e.opts.maxScriptSize {
-			return errReply(e.errTooLarge(len(body)))
-		}
-		s, msg := e.cache.get(sha1hex(body), body)
-		if s == nil {
-			return errReply(keyspace.Error("ERR " + msg))
-		}
-		return plan{kind: planLoad, body: body, script: s}, nil
-	case "exists":
-		return plan{kind: planExists}, nil
-	case "flush":
-		if len(args) > 3 || len(args) == 3 && !strings.EqualFold(string(args[2]), "sync") && !strings.EqualFold(string(args[2]), "async") {
-			return errReply(keyspace.Error("ERR SCRIPT FLUSH only support SYNC|ASYNC option"))
-		}
-		return plan{kind: planFlush}, nil
-	case "kill":
-		// Scripts run to completion or to their budget inside the state
-		// machine: there is never one to kill.
-		return plan{kind: planReply, reply: errNotBusy}, nil
-	case "help":
-		lines := make([]keyspace.Reply, len(scriptHelp))
-		for i, l := range scriptHelp {
-			lines[i] = keyspace.Status(l)
-		}
-		return plan{kind: planReply, reply: keyspace.Array(lines...)}, nil
+	s, msg := e.cache.get(sha1hex(body), body)
+	if s == nil {
+		return errReply(keyspace.Error("ERR " + msg))
 	}
-	// debug: the Lua debugger is interactive, which a replicated script cannot be.
+	return plan{kind: planLoad, body: body, script: s}, nil
+}
+
+// planFlush plans SCRIPT FLUSH [ASYNC|SYNC].
+func (e *Engine) planFlush(_ *keyspace.Command, args [][]byte) (plan, *keyspace.Reply) {
+	if len(args) > 3 || len(args) == 3 && !strings.EqualFold(string(args[2]), "sync") && !strings.EqualFold(string(args[2]), "async") {
+		return errReply(keyspace.Error("ERR SCRIPT FLUSH only support SYNC|ASYNC option"))
+	}
+	return plan{kind: planFlush}, nil
+}
+
+// planDebug plans SCRIPT DEBUG: the Lua debugger is interactive, which a
+// replicated script cannot be.
+func (e *Engine) planDebug(_ *keyspace.Command, args [][]byte) (plan, *keyspace.Reply) {
 	switch strings.ToLower(string(args[2])) {
 	case "no":
-		return plan{kind: planReply, reply: keyspace.OK}, nil
+		return plan{kind: planReplied, reply: keyspace.OK}, nil
 	case "yes", "sync":
 		return errReply(keyspace.Error("ERR SCRIPT DEBUG is not supported: scripts run inside the replicated state machine"))
 	}

@@ -235,7 +235,7 @@ func FuzzConvert(f *testing.F) {
 			// Convert inside a protected call with a budget, as redis.call does:
 			// integer keys far apart cost steps (gopher-lua fills the gaps).
 			v.run = &v.current
-			v.current = run{steps: DefaultBudget}
+			v.current = run{steps: defaultBudget}
 			var val lua.LValue
 			L := v.L
 			L.Push(L.NewFunction(func(L *lua.LState) int {
@@ -250,7 +250,7 @@ func FuzzConvert(f *testing.F) {
 				}
 				continue
 			}
-			got := v.toReply(val, resp, DefaultBudget)
+			got := v.toReply(val, resp, defaultBudget)
 			want, ok := roundTrip(r, resp)
 			if !ok {
 				want = keyspace.Null

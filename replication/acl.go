@@ -27,6 +27,18 @@ func LoadUsersCommand(users []*acl.User, seed bool) [][]byte {
 	return [][]byte{[]byte("acl"), []byte("load"), acl.EncodeUsers(users, seed)}
 }
 
+// A usersExecutor applies a change of the users. The state machine
+// registers one for the row of the command table's users layer
+// (keyspace.UsersLayer), ACL DELUSER, which a client's request carries to
+// the log as it is. ACL SETUSER and LOAD are the server's rows: the log
+// holds what the server resolves them to (passwords hashed, the file read),
+// which the same executor applies (see isACL).
+type usersExecutor func(sm *stateMachine, args [][]byte) keyspace.Reply
+
+func init() {
+	keyspace.Register(keyspace.UsersLayer, "acl|deluser", usersExecutor((*stateMachine).execACL))
+}
+
 // isACL reports whether args is an ACL command, which in the engine is one
 // that changes the users.
 func isACL(args [][]byte) bool {

@@ -368,7 +368,7 @@ func (p *testPeers) Call(ctx context.Context, addr string, args ...[]byte) (stri
 	}
 	switch reply.Kind {
 	case keyspace.KindError:
-		return "", ReplyError(reply.Str)
+		return "", reply.Err()
 	case keyspace.KindStatus, keyspace.KindBulk:
 		return reply.Str, nil
 	}

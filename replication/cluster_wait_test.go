@@ -100,8 +100,7 @@ func TestClusterWaitPartition(t *testing.T) {
 		wantReply(t, "GET k on the cut-off follower", localGet(fs[1], "k"), keyspace.Null)
 
 		_, err := waitReplicas(t, fs[1], 1, 300*time.Millisecond)
-		var rerr ReplyError
-		if !errors.As(err, &rerr) || !strings.HasPrefix(string(rerr), "CLUSTERDOWN") {
+		if rerr, ok := keyspace.ReplyOf(err); !ok || !strings.HasPrefix(rerr.Str, "CLUSTERDOWN") {
 			t.Fatalf("WAIT 1 300 on the cut-off follower: %v, want CLUSTERDOWN", err)
 		}
 

@@ -46,7 +46,8 @@ type Engine interface {
 	// every write acknowledged to any client before the call, for at most
 	// timeout (0: no limit) or until ctx ends, and returns how many hold
 	// them then, with ctx's error if it ended the wait. With n <= 0 it does
-	// not wait. Any other error is a ReplyError to give the client.
+	// not wait. Any other error carries the error reply to give the client
+	// (keyspace.ReplyOf).
 	WaitReplicas(ctx context.Context, n int, timeout time.Duration) (int, error)
 	// Close stops the engine.
 	Close() error

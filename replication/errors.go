@@ -1,5 +1,7 @@
 package replication
 
+import "github.com/lockserver/lockserver/keyspace"
+
 // Error replies of the Raft engine. Clients retry CLUSTERDOWN and TRYAGAIN on
 // their own (go-redis does), so those mean that nothing was written. UNKNOWN
 // means that the command may or may not have taken effect, and no client
@@ -13,7 +15,6 @@ const (
 	errClosed       = "ERR the node is shutting down; nothing was written"
 )
 
-// ReplyError is an error reply from another node.
-type ReplyError string
-
-func (e ReplyError) Error() string { return string(e) }
+// replyErr is the error that carries the error reply text through Go's error
+// returns, for the server to give the client (see keyspace.ReplyOf).
+func replyErr(text string) error { return keyspace.Error(text).Err() }

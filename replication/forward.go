@@ -200,7 +200,7 @@ func (f *forwarder) send(batch []*Request) {
 				f.r.metrics.forwarded.Add(int64(len(batch)))
 				f.r.metrics.forward.Observe(int64(time.Since(sent)))
 			}
-			var rerr ReplyError
+			rerr, refused := keyspace.ReplyOf(err)
 			switch {
 			case err == nil:
 				f.answer(batch, seqs, res)
@@ -213,10 +213,10 @@ func (f *forwarder) send(batch []*Request) {
 					req.finish(f.unknown(req, "leader "+leader+" was replaced before it answered"))
 				}
 				return
-			case errors.As(err, &rerr):
+			case refused:
 				// The leader refused the FORWARD command itself (NOAUTH, ...).
 				r.log.Error("the leader refused forwarded commands", "leader", leader, "addr", addr, "err", err)
-				f.finishAll(f.owned(batch, seqs), keyspace.Error("ERR forwarding to the leader failed: "+string(rerr)))
+				f.finishAll(f.owned(batch, seqs), keyspace.Error("ERR forwarding to the leader failed: "+rerr.Str))
 				return
 			default:
 				r.log.Warn("forwarding to the leader failed after sending", "leader", leader, "addr", addr, "err", err)
@@ -325,9 +325,8 @@ func (f *forwarder) finishAll(batch []*Request, reply keyspace.Reply) {
 // another try: it was not sent, or the receiver refused the whole batch
 // because it does not lead.
 func retryable(err error) bool {
-	var rerr ReplyError
-	if errors.As(err, &rerr) {
-		return strings.HasPrefix(string(rerr), "TRYAGAIN") || strings.HasPrefix(string(rerr), "CLUSTERDOWN")
+	if rerr, ok := keyspace.ReplyOf(err); ok {
+		return strings.HasPrefix(rerr.Str, "TRYAGAIN") || strings.HasPrefix(rerr.Str, "CLUSTERDOWN")
 	}
 	return errors.Is(err, memberlink.ErrNotSent)
 }

@@ -1,7 +1,6 @@
 package replication
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strconv"
@@ -59,109 +58,153 @@ HELP
 // adminTimeout bounds a membership change.
 const adminTimeout = 30 * time.Second
 
-// The internal commands. LOCKSERVER is one row of the command table; the node
-// that receives it serves it itself (see clusterCommand).
+// The internal commands a member sends another.
 var (
 	argLockserver = []byte("LOCKSERVER")
 	argForward    = []byte("FORWARD")
 )
 
-// isClusterCommand reports whether req is a LOCKSERVER command, which the node
-// that receives it serves itself.
-func isClusterCommand(req *Request) bool {
-	return len(req.Cmds) == 1 && !req.Multi && req.WatchKeys == nil &&
-		bytes.EqualFold(req.Cmds[0][0], []byte("lockserver"))
+// A clusterExecutor serves a LOCKSERVER subcommand on this node: a cluster
+// member's engine registers one for every row of the command table's
+// cluster layer (keyspace.ClusterLayer).
+type clusterExecutor func(r *Raft, req *Request, args [][]byte)
+
+func init() {
+	for name, x := range map[string]clusterExecutor{
+		"lockserver|forward": func(r *Raft, req *Request, args [][]byte) { r.serveForward(req, args[2]) },
+		"lockserver|status":  (*Raft).serveStatus,
+		"lockserver|members": (*Raft).serveMembers,
+		"lockserver|leader":  (*Raft).serveLeader,
+		"lockserver|applied": func(r *Raft, req *Request, _ [][]byte) {
+			req.finish(keyspace.Bulk(strconv.FormatUint(r.applied.Load(), 10)))
+		},
+		"lockserver|acked": (*Raft).serveAcked,
+		"lockserver|help": func(_ *Raft, req *Request, _ [][]byte) {
+			req.finish(keyspace.BulkArray(strings.Split(clusterHelp, "\n")))
+		},
+		"lockserver|snapshot": clusterChange(func(r *Raft, _ context.Context, _ [][]byte) (keyspace.Reply, error) {
+			return keyspace.OK, r.takeSnapshot()
+		}),
+		"lockserver|join": clusterChange(func(r *Raft, ctx context.Context, args [][]byte) (keyspace.Reply, error) {
+			// The joiner learns the cluster's identity: this member's, which
+			// the leader's is, the link to it having checked that.
+			return keyspace.Bulk(r.cluster.String()), r.onLeader(ctx, args, func() error {
+				return r.addNode(ctx, string(args[2]), string(args[3]), string(args[4]))
+			})
+		}),
+		"lockserver|remove": clusterChange(func(r *Raft, ctx context.Context, args [][]byte) (keyspace.Reply, error) {
+			return keyspace.OK, r.onLeader(ctx, args, func() error { return r.removeNode(ctx, string(args[2])) })
+		}),
+		"lockserver|register": clusterChange(func(r *Raft, ctx context.Context, args [][]byte) (keyspace.Reply, error) {
+			return keyspace.OK, r.onLeader(ctx, args, func() error { return r.registerNode(ctx, string(args[2]), string(args[3])) })
+		}),
+	} {
+		keyspace.Register(keyspace.ClusterLayer, name, x)
+	}
 }
 
-// clusterCommand serves a LOCKSERVER command on this node.
-func (r *Raft) clusterCommand(req *Request) {
-	args := req.Cmds[0]
-	// The server has checked the command against the table; a caller that
-	// submits to the engine directly gets the same errors.
-	cmd := keyspace.Lookup(args[0])
-	if len(args) < 2 {
-		req.finish(keyspace.ErrWrongArity(cmd.Name))
-		return
+// clusterRow returns the row of req's command when it is a LOCKSERVER
+// command, which the node that receives it serves itself; nil otherwise.
+func clusterRow(req *Request) *keyspace.Command {
+	if len(req.Cmds) != 1 || req.Multi || req.WatchKeys != nil {
+		return nil
 	}
-	if cmd = cmd.Resolve(args); cmd == nil {
-		req.finish(keyspace.ErrUnknownSubcommand(args))
-		return
+	if cmd := keyspace.Lookup(req.Cmds[0][0]); cmd != nil && cmd.Layer == keyspace.ClusterLayer {
+		return cmd
 	}
-	if !cmd.CheckArity(len(args)) {
-		req.finish(keyspace.ErrWrongArity(cmd.Name))
-		return
-	}
-	switch sub := strings.TrimPrefix(cmd.Name, "lockserver|"); {
-	case sub == "forward":
-		r.serveForward(req, args[2])
-	case sub == "status":
-		st := r.Status()
-		if err := r.readyNow(); err != nil {
-			st.notReady = err.Error()
-		}
-		req.finish(st.reply())
-	case sub == "members":
-		st := r.Status()
-		members := make([]keyspace.Reply, len(st.Members))
-		for i, m := range st.Members {
-			members[i] = m.reply(m.ID == st.LeaderID)
-		}
-		req.finish(keyspace.Array(members...))
-	case sub == "leader":
-		st := r.Status()
-		if st.LeaderID == "" {
-			req.finish(keyspace.Null)
-			return
-		}
-		req.finish(keyspace.Map(keyspace.Bulk("id"), keyspace.Bulk(st.LeaderID), keyspace.Bulk("client"), keyspace.Bulk(st.LeaderAddr)))
-	case sub == "applied":
-		req.finish(keyspace.Bulk(strconv.FormatUint(r.applied.Load(), 10)))
-	case sub == "acked":
-		if target, ok := r.ackedIndex(); ok {
-			req.finish(keyspace.Bulk(strconv.FormatUint(target, 10)))
-			// The members learn that target is committed from the next append.
-			r.sendCommitIndex()
-		} else {
-			req.finish(keyspace.Error(errTryAgain))
-		}
-	case sub == "help":
-		req.finish(keyspace.BulkArray(strings.Split(clusterHelp, "\n")))
+	return nil
+}
+
+// clusterSub returns the row of the subcommand of args, a LOCKSERVER
+// command whose row is cmd, or the error reply when it names none or has the
+// wrong number of arguments. The server has checked the command against the
+// table; a caller that submits to the engine directly gets the same errors.
+func clusterSub(cmd *keyspace.Command, args [][]byte) (*keyspace.Command, *keyspace.Reply) {
+	var errReply keyspace.Reply
+	switch sub := cmd.Resolve(args); {
+	case len(args) < 2:
+		errReply = keyspace.ErrWrongArity(cmd.Name)
+	case sub == nil:
+		errReply = keyspace.ErrUnknownSubcommand(args)
+	case !sub.CheckArity(len(args)):
+		errReply = keyspace.ErrWrongArity(sub.Name)
 	default:
-		// The rest wait for Raft: answer from a goroutine, as the engine does
-		// every request, so that the connection is not held.
-		go func() { req.finish(r.clusterChange(sub, args)) }()
+		return sub, nil
 	}
+	return nil, &errReply
 }
 
-// clusterChange runs SNAPSHOT here and the membership changes on the leader.
-func (r *Raft) clusterChange(sub string, args [][]byte) keyspace.Reply {
-	ctx, cancel := context.WithTimeout(r.ctx, adminTimeout)
-	defer cancel()
-	var err error
-	switch sub {
-	case "snapshot":
-		err = r.takeSnapshot()
-	case "join":
-		err = r.onLeader(ctx, args, func() error {
-			return r.addNode(ctx, string(args[2]), string(args[3]), string(args[4]))
-		})
-	case "remove":
-		err = r.onLeader(ctx, args, func() error { return r.removeNode(ctx, string(args[2])) })
-	case "register":
-		err = r.onLeader(ctx, args, func() error { return r.registerNode(ctx, string(args[2]), string(args[3])) })
+// clusterCommand serves req, a LOCKSERVER command whose row is cmd, on this
+// node.
+func (r *Raft) clusterCommand(cmd *keyspace.Command, req *Request) {
+	args := req.Cmds[0]
+	sub, errReply := clusterSub(cmd, args)
+	if errReply != nil {
+		req.finish(*errReply)
+		return
 	}
-	var rerr ReplyError
-	switch {
-	case err == nil && sub == "join":
-		// The joiner learns the cluster's identity: this member's, which
-		// the leader's is, the link to it having checked that.
-		return keyspace.Bulk(r.cluster.String())
-	case err == nil:
-		return keyspace.OK
-	case errors.As(err, &rerr):
-		return keyspace.Error(string(rerr))
-	case errors.Is(err, raft.ErrNothingNewToSnapshot):
-		return keyspace.Error("ERR nothing new to snapshot")
+	sub.Executor().(clusterExecutor)(r, req, args)
+}
+
+func (r *Raft) serveStatus(req *Request, _ [][]byte) {
+	st := r.Status()
+	if err := r.readyNow(); err != nil {
+		st.notReady = err.Error()
 	}
-	return keyspace.Error("ERR " + err.Error())
+	req.finish(st.reply())
+}
+
+func (r *Raft) serveMembers(req *Request, _ [][]byte) {
+	st := r.Status()
+	members := make([]keyspace.Reply, len(st.Members))
+	for i, m := range st.Members {
+		members[i] = m.reply(m.ID == st.LeaderID)
+	}
+	req.finish(keyspace.Array(members...))
+}
+
+func (r *Raft) serveLeader(req *Request, _ [][]byte) {
+	st := r.Status()
+	if st.LeaderID == "" {
+		req.finish(keyspace.Null)
+		return
+	}
+	req.finish(keyspace.Map(keyspace.Bulk("id"), keyspace.Bulk(st.LeaderID), keyspace.Bulk("client"), keyspace.Bulk(st.LeaderAddr)))
+}
+
+func (r *Raft) serveAcked(req *Request, _ [][]byte) {
+	target, ok := r.ackedIndex()
+	if !ok {
+		req.finish(keyspace.Error(errTryAgain))
+		return
+	}
+	req.finish(keyspace.Bulk(strconv.FormatUint(target, 10)))
+	// The members learn that target is committed from the next append.
+	r.sendCommitIndex()
+}
+
+// clusterChange returns the executor of a subcommand that waits for Raft:
+// SNAPSHOT here, and the membership changes on the leader. change returns
+// the reply it has when it succeeds. The executor answers from a goroutine,
+// as the engine does every request, so that the connection is not held
+// meanwhile.
+func clusterChange(change func(r *Raft, ctx context.Context, args [][]byte) (keyspace.Reply, error)) clusterExecutor {
+	return func(r *Raft, req *Request, args [][]byte) {
+		go func() {
+			ctx, cancel := context.WithTimeout(r.ctx, adminTimeout)
+			defer cancel()
+			ok, err := change(r, ctx, args)
+			rerr, refused := keyspace.ReplyOf(err)
+			switch {
+			case err == nil:
+				req.finish(ok)
+			case refused:
+				req.finish(rerr)
+			case errors.Is(err, raft.ErrNothingNewToSnapshot):
+				req.finish(keyspace.Error("ERR nothing new to snapshot"))
+			default:
+				req.finish(keyspace.Error("ERR " + err.Error()))
+			}
+		}()
+	}
 }

@@ -43,9 +43,9 @@ func (r *Raft) onLeader(ctx context.Context, args [][]byte, change func() error)
 		}
 		select {
 		case <-ctx.Done():
-			return ReplyError(errClusterDown)
+			return replyErr(errClusterDown)
 		case <-r.stop:
-			return ReplyError(errClosed)
+			return replyErr(errClosed)
 		case <-time.After(backoff):
 		}
 	}
@@ -232,7 +232,8 @@ var (
 // TransferLeadership makes the leader hand leadership to the most up-to-date
 // other voter, and returns once it has stepped down. A follower sends args,
 // the command that asked for the transfer, to the leader, which serves it
-// the same way; an error reply from there is returned as a ReplyError.
+// the same way; an error reply from there is returned as an error that carries it
+// (keyspace.ReplyOf).
 func (r *Raft) TransferLeadership(ctx context.Context, args [][]byte) error {
 	return r.onLeader(ctx, args, func() error {
 		if !r.hasOtherVoter() {

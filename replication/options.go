@@ -194,7 +194,8 @@ const minSecret = 16
 // forwarded requests, joins, member registrations, progress checks.
 type peerClient interface {
 	// Call sends args to the member whose Raft address is addr and returns its
-	// reply, a status or bulk string. An error reply is a ReplyError; an error
+	// reply, a status or bulk string. An error reply comes as an error that
+	// carries it (keyspace.ReplyOf); an error
 	// that wraps memberlink.ErrNotSent means the command never reached the
 	// node.
 	Call(ctx context.Context, addr string, args ...[]byte) (string, error)

@@ -27,8 +27,8 @@ import (
 // follower. Its reply is available through req.Wait.
 func (r *Raft) Submit(req *Request) {
 	req.start()
-	if isClusterCommand(req) {
-		r.clusterCommand(req)
+	if cmd := clusterRow(req); cmd != nil {
+		r.clusterCommand(cmd, req)
 		return
 	}
 	r.submit(req, false)
@@ -174,12 +174,12 @@ func (r *Raft) proposeWait(ctx context.Context, e *logcodec.LogEntry) error {
 	r.proposeMu.Lock()
 	if !r.leadingLocked() {
 		r.proposeMu.Unlock()
-		return ReplyError(errTryAgain)
+		return replyErr(errTryAgain)
 	}
 	r.proposeLocked(e, req, false)
 	r.proposeMu.Unlock()
 	if reply := req.Wait(ctx); reply.IsError() {
-		return ReplyError(reply.Str)
+		return reply.Err()
 	}
 	return nil
 }

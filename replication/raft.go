@@ -232,7 +232,7 @@ func (r *Raft) open() error {
 		if r.link == nil {
 			return errors.New("a Transport needs Peers too")
 		}
-		r.peers = memberlink.NewPeers(r.link.DialMember, r.log, func(reply string) error { return ReplyError(reply) })
+		r.peers = memberlink.NewPeers(r.link.DialMember, r.log, replyErr)
 	}
 	var logs raft.LogStore
 	var stable raft.StableStore

@@ -99,11 +99,22 @@ func NewStandalone(opts StandaloneOptions) *Standalone {
 	return s
 }
 
+// errStandalone answers LOCKSERVER, which administers a cluster.
+var errStandalone = keyspace.Error("ERR LOCKSERVER needs a cluster member; this server is standalone")
+
 // Submit runs req at once, or queues a script for the holder of the state
 // machine (see Standalone). prepare runs beside it, and apply orders entry
 // times itself, so that the clients of a busy node wait for each other as
 // little as possible.
 func (s *Standalone) Submit(req *Request) {
+	if cmd := clusterRow(req); cmd != nil {
+		if _, errReply := clusterSub(cmd, req.Cmds[0]); errReply != nil {
+			req.resolve(*errReply)
+		} else {
+			req.resolve(errStandalone)
+		}
+		return
+	}
 	q := queued{req: req}
 	if req.WatchKeys == nil {
 		var errReply *keyspace.Reply
@@ -266,7 +277,7 @@ func (s *Standalone) WaitReplicas(ctx context.Context, n int, timeout time.Durat
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	case <-s.stop:
-		return 0, ReplyError(errClosed)
+		return 0, replyErr(errClosed)
 	}
 }
 

@@ -143,7 +143,7 @@ func (r *Raft) WaitReplicas(ctx context.Context, n int, timeout time.Duration) (
 			ctxErr = ctx.Err()
 		case <-r.stop:
 			a.end(w)
-			return 0, ReplyError(errClosed)
+			return 0, replyErr(errClosed)
 		}
 		members := r.replicaSet()
 		a.mu.Lock()
@@ -156,7 +156,7 @@ func (r *Raft) WaitReplicas(ctx context.Context, n int, timeout time.Duration) (
 		case ctxErr != nil:
 			return 0, ctxErr
 		}
-		return 0, ReplyError(errClusterDown)
+		return 0, replyErr(errClusterDown)
 	}
 }
 

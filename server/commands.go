@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver/keyspace"
-	"github.com/lockserver/lockserver/replication"
 )
 
 // handler runs a command of the server's layer (keyspace.ServerLayer) on a
@@ -318,14 +317,7 @@ func (c *conn) waitReplicas(n int64, timeout time.Duration, reply func(count int
 // for the client, if it carries one: the engine's own, or another member's.
 // The engine's other errors are the server's to word.
 func errorReply(err error) (keyspace.Reply, bool) {
-	if r, ok := keyspace.ReplyOf(err); ok {
-		return r, true
-	}
-	var rerr replication.ReplyError
-	if errors.As(err, &rerr) {
-		return keyspace.Error(string(rerr)), true
-	}
-	return keyspace.Reply{}, false
+	return keyspace.ReplyOf(err)
 }
 
 // parseTimeout reads a blocking timeout in milliseconds as Redis's

@@ -266,10 +266,10 @@ func cmdExec(c *conn, args [][]byte) {
 }
 
 // engineCommand reports whether cmd runs in the engine (keyspace commands,
-// and scripts and changes of the ACL users, which have no Run of their own)
-// rather than in the connection.
+// and scripts, changes of the ACL users and LOCKSERVER, which have no Run of
+// their own) rather than in the connection.
 func engineCommand(cmd *keyspace.Command) bool {
-	return cmd.Run != nil || cmd.Flags&(keyspace.Scripting|keyspace.Users) != 0
+	return cmd.Run != nil || cmd.Flags&(keyspace.Scripting|keyspace.Users) != 0 || cmd.Layer == keyspace.ClusterLayer
 }
 
 // runCaptured runs a connection command and returns its reply instead of
