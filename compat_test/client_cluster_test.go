@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/lockserver/lockserver/internal/redisson"
+	"github.com/lockserver/lockserver/internal/testenv"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -62,9 +63,7 @@ func compareLogsWithGaps(t testing.TB, wantName string, want clientLog, gotName 
 // What each client reports must still equal what it reports against
 // redis-server.
 func TestClientsOnCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a three-member cluster")
-	}
+	testenv.Long(t)
 	c := startCluster(t)
 	redisT := redisTarget(t, "")
 	ctx := context.Background()

@@ -345,9 +345,7 @@ func TestDiffClusterModeStandalone(t *testing.T) {
 }
 
 func TestDiffClusterModeCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a three-member cluster")
-	}
+	testenv.Long(t)
 	testenv.Need(t, "redis-server")
 	redisAddrs := startRedisCluster(t, 3)
 	// An election during an attempt voids it (package attempt): what the
@@ -441,9 +439,7 @@ func TestClusterClientGoRedis(t *testing.T) {
 		}
 	})
 	t.Run("cluster", func(t *testing.T) {
-		if testing.Short() {
-			t.Skip("starts a three-member cluster")
-		}
+		testenv.Long(t)
 		attempt.Run(t, func(t testing.TB) {
 			c := startCluster(t)
 			ctx := context.Background()

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/lockserver/lockserver/internal/attempt"
+	"github.com/lockserver/lockserver/internal/testenv"
 )
 
 // On a three-member cluster, subscribers on one member hear what is
@@ -13,9 +14,7 @@ import (
 // PUBLISH returns 0 on every member, so that the script does the same on
 // every replica.
 func TestClusterPublishAcrossMembers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a three-member cluster")
-	}
+	testenv.Long(t)
 	attempt.Run(t, func(t testing.TB) {
 		c := startCluster(t)
 		home := (c.leader + 1) % 3

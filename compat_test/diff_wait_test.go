@@ -11,6 +11,7 @@ import (
 	"github.com/lockserver/lockserver"
 	"github.com/lockserver/lockserver/internal/attempt"
 	"github.com/lockserver/lockserver/internal/redisson"
+	"github.com/lockserver/lockserver/internal/testenv"
 )
 
 // WAIT on a server without replicas, as redis-server 7.0 answers it: 0 at
@@ -183,9 +184,7 @@ func TestWaitAOFStandalone(t *testing.T) {
 const waitReplicasMs = "10000"
 
 func TestRedissonWaitOnCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a three-member cluster")
-	}
+	testenv.Long(t)
 	attempt.Run(t, func(t testing.TB) {
 		c := startCluster(t)
 		leader := dialRaw(t, c.server(c.leader).Addr())

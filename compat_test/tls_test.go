@@ -13,6 +13,7 @@ import (
 	"github.com/lockserver/lockserver"
 	"github.com/lockserver/lockserver/internal/freeport"
 	"github.com/lockserver/lockserver/internal/testcerts"
+	"github.com/lockserver/lockserver/internal/testenv"
 	"github.com/lockserver/lockserver/internal/testlog"
 	"github.com/redis/go-redis/v9"
 )
@@ -152,9 +153,7 @@ func TestTLSClients(t *testing.T) {
 // Through a follower of a three-member cluster whose clients and member
 // links are all in TLS.
 func TestTLSClientsOnCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a three-member cluster")
-	}
+	testenv.Long(t)
 	ts := newTLSSetup(t)
 	members := func(i int) *lockserver.MemberTLS {
 		leaf := ts.ca.Issue(t, testcerts.Options{DNSNames: []string{fmt.Sprintf("m%d.members.test", i)}})

@@ -21,6 +21,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/lockserver/lockserver/internal/clustertest"
+	"github.com/lockserver/lockserver/internal/testenv"
 )
 
 // The lock-loss test, the reason the project exists: clients take locks on
@@ -82,9 +83,7 @@ func (f lossFigures) String() string {
 }
 
 func TestLockLoss(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes and injects faults")
-	}
+	testenv.Long(t)
 	cfg := lockLossSettings()
 	var ls, rd *lossFigures
 	t.Run("lockserver", func(t *testing.T) { ls = lockLossLockserver(t, cfg) })
@@ -286,9 +285,7 @@ func (r *lockRun) keyHistory(key string, n int) string {
 // forwarder, even on the node that now leads (raft.go, submit). Both
 // survivors answer nothing for up to 30 s.
 func TestFailoverFromHungLeader(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
+	testenv.Long(t)
 	fnet := newFaultNet()
 	t.Cleanup(fnet.close)
 	c := startProcCluster(t, fnet)

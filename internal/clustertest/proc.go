@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver/internal/freeport"
+	"github.com/lockserver/lockserver/internal/testenv"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 )
@@ -24,9 +25,7 @@ import (
 // test is skipped: it starts processes.
 func Binary(t testing.TB) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
+	testenv.Long(t)
 	bin := filepath.Join(t.TempDir(), "lockserver")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/lockserver/lockserver/cmd/lockserver").CombinedOutput(); err != nil {
 		t.Fatalf("build lockserver: %v\n%s", err, out)

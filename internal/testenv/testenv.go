@@ -28,3 +28,13 @@ func Missing(t testing.TB, why string) {
 	}
 	t.Skipf("skipping: %s", why)
 }
+
+// Long skips t in the fast tier (go test -short): a test that takes
+// seconds, because it waits for elections, restarts members, builds the
+// binary or runs a workload. The full tier, which CI runs, runs it.
+func Long(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("a long test: the full tier (go test without -short) runs it")
+	}
+}
