@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockserver/lockserver/internal/clustertest"
 	"github.com/lockserver/lockserver/internal/clustertest/embedded"
+	"github.com/lockserver/lockserver/internal/testenv"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -83,6 +84,7 @@ func checkUsers(t testing.TB, ms []*embedded.Member, user, pass string) {
 // a member that was down, and survives a restart of the whole cluster from
 // its snapshots and logs. Passwords reach the log only hashed.
 func TestClusterACLUsers(t *testing.T) {
+	testenv.Long(t)
 	c := startMembers(t, "s3cret")
 	followers := c.Followers(c.Leader(t))
 	aclOn(t, followers[0], "ACL", "SETUSER", "locker", "on", ">locker-secret", "~lock:*", "+@all", "-@dangerous")

@@ -15,6 +15,7 @@ import (
 	"github.com/lockserver/lockserver/internal/clustertest"
 	"github.com/lockserver/lockserver/internal/clustertest/embedded"
 	"github.com/lockserver/lockserver/internal/freeport"
+	"github.com/lockserver/lockserver/internal/testenv"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -192,6 +193,7 @@ func TestClusterMemberNeedsClientAddress(t *testing.T) {
 // application's own go-redis clients still log there as go-redis does. The
 // test runs itself in a child process to read that process's stderr.
 func TestNilLoggerLeavesStderrToTheApplication(t *testing.T) {
+	testenv.Long(t)
 	const child = "LOCKSERVER_TEST_STDERR_CHILD"
 	if addrs := os.Getenv(child); addrs != "" {
 		nobodyJoin, nobodyApp, _ := strings.Cut(addrs, ",")

@@ -14,6 +14,7 @@ import (
 	"github.com/lockserver/lockserver/internal/attempt"
 	"github.com/lockserver/lockserver/internal/clustertest"
 	"github.com/lockserver/lockserver/internal/clustertest/embedded"
+	"github.com/lockserver/lockserver/internal/testenv"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -242,6 +243,7 @@ func TestMetricsOfTwoServersStayApart(t *testing.T) {
 // leader's commit times, batches and log writes, the followers' lag as the
 // leader sees it, and a follower's forwarded requests.
 func TestMetricsRaftThroughLeaderKill(t *testing.T) {
+	testenv.Long(t)
 	// Until the test stops the leader, an election voids the attempt.
 	attempt.Run(t, func(t testing.TB) {
 		c := startMembers(t, "")

@@ -13,6 +13,7 @@ import (
 	"github.com/lockserver/lockserver/internal/attempt"
 	"github.com/lockserver/lockserver/internal/clustertest"
 	"github.com/lockserver/lockserver/internal/clustertest/embedded"
+	"github.com/lockserver/lockserver/internal/testenv"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -202,6 +203,7 @@ func switchMessages(t testing.TB, what string, sub *redis.PubSub, master *string
 // takes a lock, and follows the leader when it hands over (SENTINEL
 // FAILOVER) and when it dies: the lock is still held after both.
 func TestSentinelFailoverClientFollowsTheLeader(t *testing.T) {
+	testenv.Long(t)
 	attempt.Run(t, func(t testing.TB) {
 		c := startMembers(t, "s3cret")
 		ctx := context.Background()

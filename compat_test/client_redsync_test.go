@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/lockserver/lockserver/internal/testenv"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -173,6 +174,7 @@ func lockContention(t testing.TB, server string, newLock func(worker int) (lock,
 }
 
 func TestClientRedsync(t *testing.T) {
+	testenv.Long(t)
 	redisT, ls := redisTarget(t, ""), lockserverTarget(t, "")
 	want := redsyncSession(t, redisT)
 	for _, line := range []string{

@@ -329,6 +329,7 @@ func keyList(t testing.TB, raw string) []string {
 func sorted(s []string) []string { return slices.Sorted(slices.Values(s)) }
 
 func TestDiffClusterModeStandalone(t *testing.T) {
+	testenv.Long(t)
 	testenv.Need(t, "redis-server")
 	redisAddr := startRedisCluster(t, 1)[0]
 	ls := startLockserver(t, lockserver.Options{})
@@ -419,6 +420,7 @@ func newClusterClient(t testing.TB, addr string) *redis.ClusterClient {
 }
 
 func TestClusterClientGoRedis(t *testing.T) {
+	testenv.Long(t)
 	testenv.Need(t, "redis-server")
 	want := clusterLockSession(t, newClusterClient(t, startRedisCluster(t, 1)[0]), "s")
 	// The replies internal/lockscripts/README.md gives, as go-redis reports them.

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockserver/lockserver/internal/testenv"
 )
 
 // client-output-buffer-limit as redis-server 7.0 takes and shows it: the
@@ -32,6 +34,7 @@ func TestDiffOutputBufferLimitConfig(t *testing.T) {
 // omem, and with a hard pub/sub limit of 100,000 bytes both servers close
 // it, omem never far above the limit.
 func TestDiffOutputBufferLimitClosesSubscriber(t *testing.T) {
+	testenv.Long(t)
 	p := newPair(t)
 	p.Do("CONFIG", "SET", "client-output-buffer-limit", "pubsub 100000 0 0")
 	for _, srv := range []struct {

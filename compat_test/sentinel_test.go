@@ -181,6 +181,7 @@ func sameShape(t testing.TB, what, redisRaw, lsRaw string) {
 }
 
 func TestDiffSentinel(t *testing.T) {
+	testenv.Long(t)
 	testenv.Need(t, "redis-server")
 	master := startRedis(t)
 	mhost, mport, _ := net.SplitHostPort(master)

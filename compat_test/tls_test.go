@@ -145,6 +145,7 @@ func tlsScenarios(t *testing.T, redisT clientTarget, ls func() clientTarget, run
 
 // A standalone lockserver with TLS clients only (Options.Addr "-").
 func TestTLSClients(t *testing.T) {
+	testenv.Long(t)
 	ts := newTLSSetup(t)
 	ls := lockserverTLSTarget(t, ts, "", nil)
 	tlsScenarios(t, redisTLSTarget(t, ts, ""), func() clientTarget { return ls }, direct)

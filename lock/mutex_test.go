@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/internal/testenv"
 	"github.com/lockserver/lockserver/lock"
 	"github.com/redis/go-redis/v9"
 )
@@ -19,6 +20,7 @@ import (
 // by reading it and writing it back while holding the lock. Two holders
 // inside at once would be seen, and would lose increments.
 func TestMutexExcludes(t *testing.T) {
+	testenv.Long(t)
 	for _, tg := range allTargets(t) {
 		t.Run(tg.name, func(t *testing.T) {
 			ctx := testContext(t)
@@ -184,6 +186,7 @@ func TestMutexCancelWhileWaiting(t *testing.T) {
 // Lost closes when the server says the lock is gone: deleted, or expired
 // after a PEXPIRE cut its lease.
 func TestMutexLostWhenCut(t *testing.T) {
+	testenv.Long(t)
 	for _, tg := range allTargets(t) {
 		t.Run(tg.name, func(t *testing.T) {
 			ctx := testContext(t)
@@ -217,6 +220,7 @@ func TestMutexLostWhenCut(t *testing.T) {
 
 // Lost closes when the server is gone and renewals fail.
 func TestMutexLostWhenServerDies(t *testing.T) {
+	testenv.Long(t)
 	for _, tg := range []target{embeddedTarget(t), nodeTarget(t)} {
 		t.Run(tg.name, func(t *testing.T) {
 			ctx := testContext(t)
@@ -268,6 +272,7 @@ func (d *cutDialer) cutOff() {
 // another holder has the lock, the first one's Lost is closed. Its lease was
 // counted from when it sent its last renewal, which the server ran later.
 func TestMutexLostBeforeAnotherHolds(t *testing.T) {
+	testenv.Long(t)
 	tg := nodeTarget(t)
 	ctx := testContext(t)
 	d := &cutDialer{}
@@ -359,6 +364,7 @@ func TestMutexOnClosed(t *testing.T) {
 // it) is handed the lock with the short lease a Lock waiter asks for, so the
 // line moves on after it, not after a whole lease.
 func TestMutexHandOverToDeadWaiter(t *testing.T) {
+	testenv.Long(t)
 	for _, tg := range []target{embeddedTarget(t), nodeTarget(t)} {
 		t.Run(tg.name, func(t *testing.T) {
 			ctx := testContext(t)
@@ -400,6 +406,7 @@ func TestMutexHandOverToDeadWaiter(t *testing.T) {
 // for, counted from when it queued: when another holder has the lock after
 // that lease ran out, the first one's Lost is closed.
 func TestMutexHandOverLease(t *testing.T) {
+	testenv.Long(t)
 	tg := nodeTarget(t)
 	ctx := testContext(t)
 	b := tg.backend(t)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockserver/lockserver/internal/testenv"
 	"github.com/lockserver/lockserver/lock"
 )
 
@@ -123,6 +124,7 @@ func TestRWMutexExcludes(t *testing.T) {
 
 // A cut write or read lock closes its Lost.
 func TestRWMutexLost(t *testing.T) {
+	testenv.Long(t)
 	tg := nodeTarget(t)
 	ctx := testContext(t)
 	b := tg.backend(t)

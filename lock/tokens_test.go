@@ -9,6 +9,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/lockserver/lockserver/internal/clustertest/embedded"
+	"github.com/lockserver/lockserver/internal/testenv"
 	"github.com/lockserver/lockserver/lock"
 	"github.com/redis/go-redis/v9"
 )
@@ -80,6 +81,7 @@ func TestTokenModel(t *testing.T) {
 // are stopped and started again from their data directories; every
 // acquisition is recorded with its token and checked with porcupine.
 func TestTokensGrowAcrossFailures(t *testing.T) {
+	testenv.Long(t)
 	c := embedded.Start(t, embedded.Options{})
 	start := time.Now()
 	var mu sync.Mutex

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver/internal/logclock"
+	"github.com/lockserver/lockserver/internal/testenv"
 	"github.com/lockserver/lockserver/keyspace"
 )
 
@@ -53,6 +54,7 @@ func tick(t testing.TB, c *testCluster, n *testNode, d time.Duration) {
 // expires no lock early, never moves time backwards, and leaves a short lease
 // to expire on time rather than never.
 func TestClusterClockFailoverToSlowerNode(t *testing.T) {
+	testenv.Long(t)
 	c := newTestCluster(t, 3)
 	l := c.leader()
 	for _, f := range c.followers(l) {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/lockserver/lockserver/internal/testenv"
 	"github.com/lockserver/lockserver/internal/testlog"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/prometheus/client_golang/prometheus"
@@ -73,6 +74,7 @@ func restores(t *testing.T, n *testNode, source string) float64 {
 // A member that is sent the leader's snapshot, and one that restarts from
 // its own, count it and log a snapshot line saying which.
 func TestClusterCountsSnapshotRestores(t *testing.T) {
+	testenv.Long(t)
 	logs := &testlog.Buffer{}
 	c := newTestClusterWith(t, 3, RaftOptions{snapshotThreshold: 1 << 30, trailingLogs: 4,
 		Logger: slog.New(slog.NewJSONHandler(logs, nil))})

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/lockserver/lockserver/internal/attempt"
+	"github.com/lockserver/lockserver/internal/testenv"
 	"github.com/lockserver/lockserver/keyspace"
 )
 
@@ -230,6 +231,7 @@ func TestClusterScriptPublishIsDeterministic(t *testing.T) {
 // log, delivers none of the messages it replays, and then counts its own
 // subscribers in the replies to what it forwards again.
 func TestClusterPublishAfterRestart(t *testing.T) {
+	testenv.Long(t)
 	attempt.Run(t, func(t testing.TB) {
 		c := newTestCluster(t, 3)
 		l := c.leader()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/lockserver/lockserver/internal/testenv"
 	"github.com/lockserver/lockserver/keyspace"
 )
 
@@ -14,6 +15,7 @@ import (
 // the majority elected a leader and wrote, the cut-off node never returns the
 // old value.
 func TestClusterNoStaleReadFromDeposedLeader(t *testing.T) {
+	testenv.Long(t)
 	c := newTestCluster(t, 3)
 	old := c.leader()
 	wantReply(t, "SET k old", c.set(old, 0, "k", "old"), keyspace.OK)
@@ -48,6 +50,7 @@ func TestClusterNoStaleReadFromDeposedLeader(t *testing.T) {
 // others' failure detection: it goes on believing that it leads for seconds
 // after the others have elected another leader and written.
 func TestClusterNoStaleReadFromLeaderThatHasNotNoticed(t *testing.T) {
+	testenv.Long(t)
 	const lease = 12 * time.Second
 	c := newTestCluster(t, 3)
 	paused := c.followers(c.leader())[0]

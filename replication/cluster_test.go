@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/lockserver/lockserver/internal/attempt"
 	"github.com/lockserver/lockserver/internal/lockscripts"
+	"github.com/lockserver/lockserver/internal/testenv"
 	"github.com/lockserver/lockserver/keyspace"
 )
 
@@ -37,6 +38,7 @@ func wantErrPrefix(t testing.TB, what string, got keyspace.Reply, prefixes ...st
 // A write acknowledged by the leader is on every node, survives the loss of
 // the leader, and a restarted node catches up from its own log.
 func TestClusterWritesSurviveLeaderLoss(t *testing.T) {
+	testenv.Long(t)
 	c := newTestCluster(t, 3)
 	l := c.leader()
 	wantReply(t, "SET on the leader", c.set(l, 0, "k", "v1"), keyspace.OK)
@@ -136,6 +138,7 @@ func waitReply(req *Request) keyspace.Reply {
 // With no majority there is no leader: a write fails with CLUSTERDOWN, which
 // says that nothing was written, once forwardWait has passed.
 func TestClusterNoQuorum(t *testing.T) {
+	testenv.Long(t)
 	c := newTestCluster(t, 3)
 	l := c.leader()
 	fs := c.followers(l)
@@ -150,6 +153,7 @@ func TestClusterNoQuorum(t *testing.T) {
 // Messages published by an entry are delivered once on every node, the
 // followers' included, and a restarted node delivers nothing as it replays.
 func TestClusterPubSub(t *testing.T) {
+	testenv.Long(t)
 	attempt.Run(t, func(t testing.TB) {
 		c := newTestCluster(t, 3)
 		l := c.leader()
@@ -176,6 +180,7 @@ func TestClusterPubSub(t *testing.T) {
 // leader's snapshot, a restarted node restores its own and replays the rest,
 // and a node wiped of its data rejoins, catches up and is promoted to voter.
 func TestClusterSnapshots(t *testing.T) {
+	testenv.Long(t)
 	c := newTestClusterWith(t, 3, RaftOptions{snapshotThreshold: 1 << 30, trailingLogs: 8})
 	l := c.leader()
 	lag := c.followers(l)[0]
@@ -254,6 +259,7 @@ func TestClusterSnapshots(t *testing.T) {
 // follower runs on the stamps it applies). Time never goes backwards across
 // the failover.
 func TestClusterClockWallJumps(t *testing.T) {
+	testenv.Long(t)
 	c := newTestCluster(t, 3)
 	l := c.leader()
 	const lease = 60000

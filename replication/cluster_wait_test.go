@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver/internal/attempt"
+	"github.com/lockserver/lockserver/internal/testenv"
 	"github.com/lockserver/lockserver/keyspace"
 )
 
@@ -81,6 +82,7 @@ func TestClusterWaitHealthy(t *testing.T) {
 // with 1, WAIT 1 returns 1 without a timeout, on the leader and on the other
 // follower; the cut-off follower finds no leader to ask.
 func TestClusterWaitPartition(t *testing.T) {
+	testenv.Long(t)
 	attempt.Run(t, func(t testing.TB) {
 		c := newTestCluster(t, 3)
 		l := c.leader()

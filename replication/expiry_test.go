@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver/internal/clustertest"
+	"github.com/lockserver/lockserver/internal/testenv"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
 	"github.com/lockserver/lockserver/replication/internal/logcodec"
@@ -222,6 +223,7 @@ func TestStandaloneReturnsSweptMemory(t *testing.T) {
 
 // So does a cluster member, applying the leader's sweeps.
 func TestClusterReturnsSweptMemory(t *testing.T) {
+	testenv.Long(t)
 	c := newTestCluster(t, 3)
 	l := c.leader()
 	returnsMemory(t, func(cmd ...string) keyspace.Reply { return c.idem(l, 0, cmd...) }, func() int {

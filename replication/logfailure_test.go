@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver/internal/attempt"
+	"github.com/lockserver/lockserver/internal/testenv"
 	"github.com/lockserver/lockserver/keyspace"
 )
 
@@ -91,6 +92,7 @@ func TestClusterLeaderDiskStallLosesNothingAcknowledged(t *testing.T) {
 // A node whose log cannot be written stops: it applies nothing more and
 // answers no more commands, rather than serve a state that its disk lacks.
 func TestClusterLogWriteFailureStopsTheNode(t *testing.T) {
+	testenv.Long(t)
 	attempt.Run(t, func(t testing.TB) {
 		c := newTestCluster(t, 3)
 		l := c.leader()
@@ -130,6 +132,7 @@ func TestClusterLogWriteFailureStopsTheNode(t *testing.T) {
 // hashicorp/raft only logs a follower's failed write and goes on, and the
 // follower stayed up, lagging for good and answering clients.
 func TestClusterFollowerLogWriteFailureStopsTheNode(t *testing.T) {
+	testenv.Long(t)
 	c := newTestCluster(t, 3)
 	l := c.leader()
 	f := c.followers(l)[0]

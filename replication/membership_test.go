@@ -3,6 +3,7 @@ package replication
 import (
 	"testing"
 
+	"github.com/lockserver/lockserver/internal/testenv"
 	"github.com/lockserver/lockserver/keyspace"
 )
 
@@ -53,6 +54,7 @@ func TestClusterJoinAndRemove(t *testing.T) {
 // addresses are the member itself, wiped and restarted, and get OK. Once the
 // member is down, a JOIN of its id at new addresses (it moved) is accepted.
 func TestClusterJoinRefusesALiveMembersID(t *testing.T) {
+	testenv.Long(t)
 	c := newTestCluster(t, 3)
 	l := c.leader()
 	fs := c.followers(l)

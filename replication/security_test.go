@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/lockserver/lockserver/internal/freeport"
 	"github.com/lockserver/lockserver/internal/testcerts"
+	"github.com/lockserver/lockserver/internal/testenv"
 	"github.com/lockserver/lockserver/internal/testlog"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
@@ -315,6 +316,7 @@ func (f forger) forge(t *testing.T, m *tcpMember) []error {
 // wrong credentials. Every RPC fails, each member says it refused the link,
 // and no member ever holds the forged key.
 func TestForgedRaftRPCsChangeNothing(t *testing.T) {
+	testenv.Long(t)
 	peers := tcpPeers(t, "n1", "n2", "n3")
 	cluster := bootstrapClusterID(peers, "")
 	ca, other := testcerts.NewCA(t, "cluster CA"), testcerts.NewCA(t, "another CA")

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/lockserver/lockserver/internal/testenv"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
 	"github.com/lockserver/lockserver/replication/internal/logcodec"
@@ -198,6 +199,7 @@ func TestSnapshotCorruptRefused(t *testing.T) {
 // before. After it, the log keeps the entries written since the snapshot
 // before.
 func TestSnapshotsByLogBytes(t *testing.T) {
+	testenv.Long(t)
 	const minLog = 16 << 10
 	c := newTestClusterWith(t, 3, RaftOptions{snapshotLogBytes: minLog, trailingLogs: 1})
 	l := c.leader()
@@ -243,6 +245,7 @@ func TestSnapshotsByLogBytes(t *testing.T) {
 // one first, so that its restart reads that snapshot and no log; one that
 // closes with little does not.
 func TestSnapshotBeforeClose(t *testing.T) {
+	testenv.Long(t)
 	c := newTestClusterWith(t, 3, RaftOptions{snapshotLogBytes: 1 << 20})
 	l := c.leader()
 	n := c.followers(l)[0]
@@ -333,6 +336,7 @@ func TestSnapshotWriterPacesUntilClose(t *testing.T) {
 // the leader keeps the entries written since its previous one, however few
 // trailingLogs asks for, so the follower receives no snapshot.
 func TestFollowerBehindCatchesUpFromTheLog(t *testing.T) {
+	testenv.Long(t)
 	c := newTestClusterWith(t, 3, RaftOptions{snapshotLogBytes: 1 << 30, trailingLogs: 8})
 	l := c.leader()
 	for i := range 100 {

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/lockserver/lockserver/internal/testenv"
 )
 
 // The soft limit, worked as Redis's checkClientOutputBufferLimits does it:
@@ -198,6 +200,7 @@ func readBulkRest(t *testing.T, c *client) string {
 // closed by the check that runs every second, though nothing more is
 // published to it; CLIENT LIST shows its queued output in omem meanwhile.
 func TestOutputSoftLimitClosesAStalledSubscriber(t *testing.T) {
+	testenv.Long(t)
 	s, addr := newTestServer(t, Config{})
 	admin := dial(t, addr)
 	if got := admin.do(t, "CONFIG SET client-output-buffer-limit \"pubsub 0 64kb 1\""); got != "+OK\r\n" {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/lockserver/lockserver/internal/clustertest"
+	"github.com/lockserver/lockserver/internal/testenv"
 )
 
 // A ready cluster has a leader that the two others follow; a write through a
@@ -12,6 +13,7 @@ import (
 // another leads in a later term; the stopped member starts again from its
 // data directory and catches up.
 func TestCluster(t *testing.T) {
+	testenv.Long(t)
 	c := Start(t, Options{Password: "pw", Ready: true})
 	l := c.Leader(t)
 	fs := c.Followers(l)
