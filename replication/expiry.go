@@ -152,8 +152,8 @@ func (r *Raft) proposeSweep(db, from, shards int) *Request {
 // those left, it returns the free memory at once: one garbage collection of
 // what is left, then every free page. A mass expiry then costs one
 // collection, after it, not one every few seconds while it is swept. (With a
-// quarter, 1M locks expiring beside 5M held were never returned: a member
-// kept its 2 GB.)
+// quarter, a fifth of the locks expiring beside the rest were never
+// returned.)
 type osReturn struct {
 	mu      sync.Mutex
 	removed int

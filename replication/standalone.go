@@ -41,18 +41,11 @@ type StandaloneOptions struct {
 // than a hand-over through the queue, and the mutex lets a running goroutine
 // take it when it is free without parking.
 //
-// Measured against the mutex alone, two rounds interleaved (go run . in bench/
-// --systems embedded-do,embedded --workloads lock,setnx,lock-hot --clients
-// 16,50 --repeat 3 --duration 2s), direct Do at 50 goroutines: Redisson lock
-// cycles 422k-434k -> 555k-597k ops/s (p99 4.1-4.7 -> 0.7 ms); SET NX PX +
-// compare-and-delete 617k-670k -> 658k-670k (p99 0.2-0.3 -> 2.2 ms, p999
-// 15-16 -> 10 ms); hot-key locks 135k-150k -> 127k-130k acquisitions/s (the
-// wait to acquire p99 11 -> 4.4 ms, p999 35 -> 9 ms: a goroutine that
-// releases a hot lock no longer takes it straight back ahead of the others).
-// Through the in-memory Dialer: lock cycles +20%, SET NX PX +13%, hot-key
-// locks about even. Queueing every contended script, or every contended
-// request, cost SET NX PX and hot locks more; queueing every request and
-// parking at once (20d7d50, reverted) cost SET NX PX a fifth.
+// Against the mutex alone, in bench/'s embedded systems, this runs more lock
+// cycles at many goroutines with a shorter tail, and a goroutine that
+// releases a hot lock no longer takes it straight back ahead of the others.
+// Queueing every contended script, or every contended request, cost SET NX
+// PX and hot locks more; so did queueing every request and parking at once.
 type Standalone struct {
 	mu sync.Mutex // the state machine
 	sm *stateMachine
@@ -163,8 +156,8 @@ func (s *Standalone) enqueue(q queued) {
 	}
 }
 
-// queuedYields is how many turns a queued submitter yields before it parks
-// (4 measured as well as 16; none, 17% fewer lock cycles at 50 goroutines).
+// queuedYields is how many turns a queued submitter yields before it parks:
+// with none, a submitter parks and is woken for nearly every queued script.
 const queuedYields = 16
 
 // scripting reports whether req runs Lua (or loads it).

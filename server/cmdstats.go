@@ -58,9 +58,9 @@ func (c *conn) record(cl *call, failed bool) {
 
 // counted counts the calls of a batch whose replies were all ready at now.
 // A call's duration runs from when the server read its batch to then: one
-// clock reading per batch rather than two per command (on this machine's
-// virtual clock a reading costs about 100 ns, a lock command's work about
-// 11 us). The n commands of a pipeline share its time, each counted a
+// clock reading per batch rather than two per command (on a virtual machine
+// a reading of the clock costs a noticeable share of a lock command's
+// work). The n commands of a pipeline share its time, each counted a
 // n-th of it: their durations add up to the batch's, as the commands'
 // own times do in Redis's statistics, and a pipeline of 10,000 fast
 // commands that took 20 ms does not fill the slow log.

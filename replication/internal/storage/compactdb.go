@@ -15,8 +15,8 @@ import (
 // compacted to a fraction of it.
 //
 // Bolt reuses the pages that deleting entries frees, but never gives them
-// back: raft.db kept the size of its largest log for good (380 MB after a
-// bulk load, through every later snapshot). Once a deletion leaves the file
+// back: raft.db kept the size of its largest log for good (after a bulk
+// load, through every later snapshot). Once a deletion leaves the file
 // at least dbCompactMin and no more than a quarter in use, a goroutine copies the
 // entries and raft's stable values into raft.db.compact, beside the writes,
 // which go on; then, with the store's lock held, it copies what changed

@@ -23,8 +23,8 @@ import (
 // counted itself for, waited for both. The journal is a file of fixed size,
 // filled with zeros when it is created, whose records are written in place
 // one after another: a sync then carries the record and no file metadata
-// (size, block allocation), 139 us against 313 us for bolt's two on the
-// bench machine's disk, for 10 kB. The entries stay in memory until a
+// (size, block allocation), and costs less than half of bolt's two. The
+// entries stay in memory until a
 // flusher has written them to bolt, every flushAt entries: one bolt commit
 // for several of raft's batches.
 //
@@ -339,12 +339,11 @@ func (j *journal) DeleteRange(min, max uint64) error {
 	return j.LogStore.DeleteRange(min, max)
 }
 
-// headPiece is how many entries one of deleteHead's transactions deletes. A
-// deletion costs bolt about 1 us an entry, and 7-9 us one of the 100 kB
-// entries a bulk load writes (each frees its pages): 8192 of those made
-// transactions of about 65 ms on one P, and the leader's requests waited as
-// long behind each at the end of a snapshot (5M held locks); 1024 keep a
-// piece under Go's 10 ms time slice.
+// headPiece is how many entries one of deleteHead's transactions deletes.
+// Deleting the large entries a bulk load writes costs bolt several times an
+// ordinary entry's (each frees its pages), and the leader's requests wait
+// behind each transaction at the end of a snapshot: pieces of this many keep
+// one under Go's 10 ms time slice.
 const headPiece = 1024
 
 // deleteHead deletes entries first to last, the oldest of the log, from s: one

@@ -108,13 +108,12 @@ const reapPiece = 16 << 20
 
 // reap removes the snapshots beyond the newest snapshotsKept, after cutting
 // each one's file down to nothing reapPiece at a time, each cut synced.
-// Removed at once, a snapshot's file (360 MB at 5M locks) freed all its
-// blocks in one commit of the file system's journal, which the log's sync of
-// every write waits for; on ext4 mounted with discard, as this project's
-// test machine is and cloud disks often are, that commit discards them all
-// too. In bench/'s held-growth every client waited 31 ms at once while the
-// leader removed its old snapshot at 5M locks. Cut and synced a piece at a
-// time, a commit frees one piece.
+// Removed at once, a large snapshot's file freed all its blocks in one
+// commit of the file system's journal, which the log's sync of every write
+// waits for; on ext4 mounted with discard, as cloud disks often are, that
+// commit discards them all too, and in bench/'s held-growth every client
+// waited for it at once. Cut and synced a piece at a time, a commit frees
+// one piece.
 func (s *checkedSnapshots) reap() error {
 	metas, err := s.SnapshotStore.List() // newest first, as the file store reaps
 	if err != nil {
