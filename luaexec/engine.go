@@ -232,11 +232,11 @@ func (e *Engine) Prepare(cmd *keyspace.Command, args [][]byte) (write bool, errR
 
 // Kinds of plan.
 const (
-	planEval   = iota + 1 // run a script
-	planLoad              // SCRIPT LOAD
-	planFlush             // SCRIPT FLUSH
-	planExists            // SCRIPT EXISTS
-	planReplied           // a fixed reply (SCRIPT KILL, HELP, DEBUG)
+	planEval    = iota + 1 // run a script
+	planLoad               // SCRIPT LOAD
+	planFlush              // SCRIPT FLUSH
+	planExists             // SCRIPT EXISTS
+	planReplied            // a fixed reply (SCRIPT KILL, HELP, DEBUG)
 )
 
 // plan is a checked scripting command: what Prepare and exec both need.
