@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver/internal/acl"
+	"github.com/lockserver/lockserver/internal/buildinfo"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/replication"
 )
@@ -89,6 +90,7 @@ func (s *Server) infoServer(b *infoBuilder) {
 	uptime := int64(now.Sub(s.started) / time.Second)
 	exe, _ := os.Executable()
 	b.line("redis_version", redisVersion)
+	b.line("lockserver_version", buildinfo.Version)
 	b.line("redis_mode", "standalone")
 	b.line("os", runtime.GOOS+" "+runtime.GOARCH)
 	b.line("arch_bits", strconv.IntSize)

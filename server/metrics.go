@@ -1,8 +1,10 @@
 package server
 
 import (
+	"runtime"
 	"strconv"
 
+	"github.com/lockserver/lockserver/internal/buildinfo"
 	"github.com/lockserver/lockserver/internal/histogram"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -51,6 +53,9 @@ var (
 		"Bytes written to clients.", nil, nil)
 	descSlowlog = prometheus.NewDesc("lockserver_slowlog_entries_total",
 		"Commands slower than slowlog-log-slower-than (each one logged to the slow log).", nil, nil)
+	descBuild = prometheus.NewDesc("lockserver_build_info",
+		"1, labelled with the release this server runs and the Go it was built with.", nil,
+		prometheus.Labels{"version": buildinfo.Version, "goversion": runtime.Version()})
 )
 
 // durationBounds are the upper bounds of the command duration histogram's
@@ -77,7 +82,7 @@ type collector struct{ s *Server }
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCommands, descRejected, descFailed, descErrors, descDuration,
 		descConnected, descAccepted, descRefused, descChannels, descKeys, descExpires, descExpired,
-		descHeap, descMaxMemory, descOOM, descScripts, descStopped, descNetIn, descNetOut, descSlowlog} {
+		descHeap, descMaxMemory, descOOM, descScripts, descStopped, descNetIn, descNetOut, descSlowlog, descBuild} {
 		ch <- d
 	}
 }
@@ -111,6 +116,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	counter(descOOM, float64(oom))
+	gauge(descBuild, 1)
 
 	t := s.totals()
 	gauge(descConnected, float64(t.clients))

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/internal/buildinfo"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -75,6 +76,7 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	})
 	fs.Var(natural[int64]{&o.ScriptBudget}, "script-budget", "steps a script may take: operations, or 16 bytes built or scanned (0: the default, 2000000, about a second of one core at worst)")
 	fs.StringVar(&o.SentinelMaster, "sentinel-master", "", "master `name` the SENTINEL commands answer to, for clients configured for Redis Sentinel (empty: mymaster)")
+	version := fs.Bool("version", false, "print the release this binary is, and exit")
 	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn, error")
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log `format`: text or json")
 	fs.StringVar(&cfg.metricsAddr, "metrics-addr", "", "HTTP `address` serving Prometheus metrics (/metrics), /healthz and /readyz, e.g. 127.0.0.1:9121 (empty: none)")
@@ -135,6 +137,9 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	// when a flag overrides it.
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name == "version" {
+			return // a question, not a setting: no environment twin
+		}
 		if v := getenv(envName(f.Name)); v != "" && envErr == nil {
 			if err := fs.Set(f.Name, v); err != nil {
 				envErr = fmt.Errorf("%s=%q: %w", envName(f.Name), v, err)
@@ -150,6 +155,9 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q\n%s", fs.Arg(0), usage(fs))
+	}
+	if *version {
+		return nil, helpRequest(buildinfo.Describe() + "\n")
 	}
 	if envErr != nil {
 		return nil, envErr
@@ -209,7 +217,8 @@ func (f *tlsFlags) addr(plain string) (string, error) {
 	return net.JoinHostPort(host, f.port), nil
 }
 
-// helpRequest is parse's answer to -h or --help: the usage, for stdout.
+// helpRequest is parse's answer to -h or --help (the usage) and to
+// --version: what to print to stdout before exiting.
 type helpRequest string
 
 func (h helpRequest) Error() string { return string(h) }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockserver/lockserver/internal/buildinfo"
 	"github.com/lockserver/lockserver/internal/clustertest"
 	"github.com/lockserver/lockserver/internal/freeport"
 	"github.com/redis/go-redis/v9"
@@ -325,4 +327,25 @@ func TestBinaryStartsOrSaysWhy(t *testing.T) {
 		fails(t, "the voters name this node, a, at 127.0.0.1:3, but its Raft address is "+raft,
 			"--addr", freeport.MustAddr(t), "--node-id", "a", "--raft-addr", raft, "--bootstrap", "a=127.0.0.1:3,b=127.0.0.1:1,c=127.0.0.1:2")
 	})
+}
+
+// --version prints the release and exits; it is a question, so that a
+// LOCKSERVER_VERSION in the environment does not turn a server into it.
+func TestVersionFlag(t *testing.T) {
+	var out, errs bytes.Buffer
+	if err := run([]string{"--version"}, &out, &errs); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); !strings.HasPrefix(got, "lockserver "+buildinfo.Version) || !strings.HasSuffix(got, "\n") {
+		t.Errorf("--version printed %q, want a line naming %s", got, buildinfo.Version)
+	}
+	env := func(name string) string {
+		if name == "LOCKSERVER_VERSION" {
+			return "true"
+		}
+		return ""
+	}
+	if cfg, err := parse(nil, env); err != nil || cfg == nil {
+		t.Errorf("with LOCKSERVER_VERSION set, parse = %v, %v; want the server's configuration", cfg, err)
+	}
 }
