@@ -6,19 +6,20 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"path"
 	"slices"
+	"syscall"
 	"time"
 )
 
 // Handshake constants. The channel says what the link carries after it.
 const (
-	linkMagic   = "LKSM"
-	linkVersion = 1
+	linkMagic = "LKSM"
 
 	chanRaft   = 'R' // hashicorp/raft's NetworkTransport RPCs
 	chanMember = 'M' // RESP, to the server, as a member connection
@@ -55,28 +56,58 @@ func verdictText(v byte) string {
 	return fmt.Sprintf("the peer refused the link (verdict %d)", v)
 }
 
+// Link versions. A dialer's hello carries the highest version it speaks,
+// and the acceptor answers in the highest that both speak; the dialer then
+// goes on in that one. Version 1 (lockserver 0.1) acceptors refuse any other
+// version: a dialer refused at once after a hello of a later one dials again
+// in version 1 (see Link.dial). From version 2 on every hello has the same
+// layout, what a later version adds going into its extensions, so that a
+// member reads the hello of a newer one and answers in its own.
+const (
+	linkV1  byte = 1 // the fields below, no extensions
+	linkV2  byte = 2 // and extensions, the first of which is the build version
+	linkMax      = linkV2
+
+	// extBuild is the extension that carries the sender's build version.
+	extBuild byte = 1
+	// maxExtensions bounds the extensions of one hello.
+	maxExtensions = 1024
+)
+
 // hello is what each end says first.
 type hello struct {
+	version byte // of the link: the dialer's highest, the acceptor's answer
 	channel byte // the dialer's only
 	cluster ClusterID
 	nonce   [nonceSize]byte
 	node    string
+	build   string // the sender's build version (extBuild); "" from version 1
 }
 
 // helloFixed is the size of a hello before its node id, channel excluded.
 const helloFixed = len(linkMagic) + 1 + len(ClusterID{}) + nonceSize + 1
 
 func (h *hello) encode(dialer bool) []byte {
-	b := make([]byte, 0, helloFixed+1+len(h.node))
+	b := make([]byte, 0, helloFixed+1+len(h.node)+4+len(h.build))
 	b = append(b, linkMagic...)
-	b = append(b, linkVersion)
+	b = append(b, h.version)
 	if dialer {
 		b = append(b, h.channel)
 	}
 	b = append(b, h.cluster[:]...)
 	b = append(b, h.nonce[:]...)
 	b = append(b, byte(len(h.node)))
-	return append(b, h.node...)
+	b = append(b, h.node...)
+	if h.version < linkV2 {
+		return b
+	}
+	var ext []byte
+	if h.build != "" {
+		ext = append(ext, extBuild, byte(len(h.build)))
+		ext = append(ext, h.build...)
+	}
+	b = binary.BigEndian.AppendUint16(b, uint16(len(ext)))
+	return append(b, ext...)
 }
 
 // readHello reads a hello and returns it with its encoding, for the proofs.
@@ -86,15 +117,15 @@ func readHello(r io.Reader, dialer bool) (hello, []byte, error) {
 	if dialer {
 		n++
 	}
-	b := make([]byte, n, n+255)
+	b := make([]byte, n, n+255+2)
 	if _, err := io.ReadFull(r, b); err != nil {
 		return h, nil, err
 	}
 	if string(b[:len(linkMagic)]) != linkMagic {
 		return h, nil, errors.New("not a lockserver member (no handshake)")
 	}
-	if b[len(linkMagic)] != linkVersion {
-		return h, nil, fmt.Errorf("handshake version %d, this member speaks %d", b[len(linkMagic)], linkVersion)
+	if h.version = b[len(linkMagic)]; h.version < linkV1 {
+		return h, nil, fmt.Errorf("handshake version %d", h.version)
 	}
 	rest := b[len(linkMagic)+1:]
 	if dialer {
@@ -107,7 +138,34 @@ func readHello(r io.Reader, dialer bool) (hello, []byte, error) {
 		return h, nil, err
 	}
 	h.node = string(node)
-	return h, append(b, node...), nil
+	b = append(b, node...)
+	if h.version < linkV2 {
+		return h, b, nil
+	}
+	var size [2]byte
+	if _, err := io.ReadFull(r, size[:]); err != nil {
+		return h, nil, err
+	}
+	n = int(binary.BigEndian.Uint16(size[:]))
+	if n > maxExtensions {
+		return h, nil, fmt.Errorf("handshake extensions of %d bytes", n)
+	}
+	ext := make([]byte, n)
+	if _, err := io.ReadFull(r, ext); err != nil {
+		return h, nil, err
+	}
+	b = append(append(b, size[:]...), ext...)
+	// Extensions this member does not know are a newer version's: skipped.
+	for len(ext) > 0 {
+		if len(ext) < 2 || len(ext) < 2+int(ext[1]) {
+			return h, nil, errors.New("handshake extension cut short")
+		}
+		if ext[0] == extBuild {
+			h.build = string(ext[2 : 2+ext[1]])
+		}
+		ext = ext[2+ext[1]:]
+	}
+	return h, b, nil
 }
 
 // proof is an end's answer to the challenge: an HMAC with the secret over
@@ -123,8 +181,14 @@ func proof(secret []byte, role string, dialerHello, acceptorHello []byte) []byte
 	return m.Sum(nil)
 }
 
-// dialHandshake runs the dialer's side of the handshake on nc.
-func (l *Link) dialHandshake(nc net.Conn, addr string, channel byte) (net.Conn, error) {
+// errOlderPeer is a handshake that the acceptor ended as soon as it read a
+// hello of a link version above 1: what a lockserver 0.1 member does, which
+// speaks version 1 alone.
+var errOlderPeer = errors.New("the peer closed the link at a hello of a later version")
+
+// dialHandshake runs the dialer's side of the handshake on nc, offering link
+// version at most.
+func (l *Link) dialHandshake(nc net.Conn, addr string, channel, version byte) (net.Conn, error) {
 	conn := nc
 	if l.cfg.TLS != nil {
 		cfg, err := l.tlsConfig(false)
@@ -147,7 +211,7 @@ func (l *Link) dialHandshake(nc net.Conn, addr string, channel byte) (net.Conn, 
 	if channel == chanRaft && mine.isZero() {
 		return nil, errors.New("this member has not joined a cluster yet")
 	}
-	h := hello{channel: channel, cluster: mine, node: l.cfg.Node}
+	h := hello{version: version, channel: channel, cluster: mine, node: l.cfg.Node, build: l.cfg.Build}
 	rand.Read(h.nonce[:])
 	dh := h.encode(true)
 	if _, err := conn.Write(dh); err != nil {
@@ -155,7 +219,13 @@ func (l *Link) dialHandshake(nc net.Conn, addr string, channel byte) (net.Conn, 
 	}
 	peer, ah, err := readHello(conn, false)
 	if err != nil {
+		if version > linkV1 && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)) {
+			return nil, errOlderPeer
+		}
 		return nil, err
+	}
+	if peer.version > version {
+		return nil, fmt.Errorf("the peer answered a hello of link version %d in version %d", version, peer.version)
 	}
 	theirs := make([]byte, proofSize)
 	if _, err := io.ReadFull(conn, theirs); err != nil {
@@ -182,6 +252,7 @@ func (l *Link) dialHandshake(nc net.Conn, addr string, channel byte) (net.Conn, 
 	case verdict[0] != linkOK:
 		return nil, refusal(errors.New(verdictText(verdict[0])))
 	}
+	l.learn(peer.node, peer.build)
 	return conn, nil
 }
 
@@ -218,7 +289,13 @@ func (l *Link) acceptHandshake(nc net.Conn) (net.Conn, byte, error) {
 		l.refuse(from, "bad_handshake", "refused a member link: unknown channel", "peer", from, "channel", peer.channel)
 		return nil, 0, errRefused
 	}
-	h := hello{cluster: *id, node: l.cfg.Node}
+	version := min(peer.version, l.cfg.maxVersion())
+	if l.cfg.onlyVersion && peer.version != version {
+		// As a lockserver 0.1 member does: see Config.onlyVersion.
+		l.refuse(from, "bad_handshake", "refused a member link: bad handshake", "peer", from, "version", peer.version)
+		return nil, 0, errRefused
+	}
+	h := hello{version: version, cluster: *id, node: l.cfg.Node, build: l.cfg.Build}
 	rand.Read(h.nonce[:])
 	ah := h.encode(false)
 	mine := proof(l.cfg.Secret, "acceptor", dh, ah)
@@ -248,6 +325,7 @@ func (l *Link) acceptHandshake(nc net.Conn) (net.Conn, byte, error) {
 	if verdict != linkOK {
 		return nil, 0, errRefused
 	}
+	l.learn(peer.node, peer.build)
 	return conn, peer.channel, nil
 }
 

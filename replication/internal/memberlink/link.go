@@ -22,15 +22,24 @@
 //
 // The handshake, all of it before the first RPC:
 //
-//	dialer   -> acceptor  hello: magic, version, channel, cluster, nonce, node id
-//	acceptor -> dialer    hello: magic, version, cluster, nonce, node id; proof
+//	dialer   -> acceptor  hello: magic, version, channel, cluster, nonce, node id, extensions
+//	acceptor -> dialer    hello: magic, version, cluster, nonce, node id, extensions; proof
 //	dialer   -> acceptor  proof
 //	acceptor -> dialer    verdict: one byte, linkOK or why it refuses
 //
 // Every field has a fixed size but the node id, which is at most 255 bytes,
-// and the whole handshake must end within handshakeTimeout: a peer that
-// sends garbage, or nothing, costs one bounded goroutine for that long, and
-// a few such peers at once (maxHandshakesPerHost) cannot hold up the others.
+// and the extensions, at most maxExtensions, and the whole handshake must end
+// within handshakeTimeout: a peer that sends garbage, or nothing, costs one
+// bounded goroutine for that long, and a few such peers at once
+// (maxHandshakesPerHost) cannot hold up the others.
+//
+// The version negotiates the link between members of different builds, as a
+// cluster is upgraded a member at a time: the dialer offers the highest it
+// speaks, the acceptor answers in the highest both speak. Version 1, of
+// lockserver 0.1, has no extensions, and its acceptors refuse any other
+// version; from version 2 on, the extensions carry what a version adds, the
+// sender's build version first, and a member skips those it does not know.
+// Builds returns what each peer said it runs.
 //
 // Who is trusted when: nothing is read from a connection but the handshake
 // until both ends have passed it, and a member that knows no cluster identity
@@ -48,6 +57,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"strings"
 	"sync"
@@ -76,15 +86,24 @@ type TLS struct {
 // Config is what a member link needs to know.
 type Config struct {
 	Node   string // this member's id, for the peers' logs
+	Build  string // this member's build version, which the peers learn
 	Secret []byte // the cluster secret; nil for none
 	TLS    *TLS   // nil for no TLS
 	Log    *slog.Logger
+	// linkVersion is the highest link version this end speaks; 0 means
+	// linkMax. onlyVersion makes it refuse a hello of any other version, as
+	// a lockserver 0.1 member does: tests of the negotiation set both to be
+	// such a member.
+	linkVersion byte
+	onlyVersion bool
 	// timeout bounds a handshake; 0 means handshakeTimeout.
 	timeout time.Duration
 	// refuseEvery is how often a refusal is logged for one peer host and
 	// reason; 0 means refusePeriod.
 	refuseEvery time.Duration
 }
+
+func (c *Config) maxVersion() byte { return cmp.Or(c.linkVersion, linkMax) }
 
 func (c *Config) handshakeTimeout() time.Duration {
 	if c.timeout > 0 {
@@ -108,6 +127,9 @@ type Link struct {
 	mu      sync.Mutex
 	perHost map[string]int
 	total   int
+	// builds is the build version of each peer, by the node id it gave,
+	// from its last handshake.
+	builds map[string]string
 
 	closeOnce sync.Once
 	wg        sync.WaitGroup
@@ -130,7 +152,7 @@ func Listen(addr, advertise string, cfg Config) (*Link, error) {
 	l := &Link{
 		cfg: cfg, ln: ln, addr: tcp,
 		raftQ: newConnQueue(tcp), memberQ: newConnQueue(tcp),
-		perHost: map[string]int{},
+		perHost: map[string]int{}, builds: map[string]string{},
 	}
 	l.wg.Add(1)
 	go l.acceptLoop()
@@ -189,7 +211,43 @@ var (
 // refusal marks err as a refusal.
 func refusal(err error) error { return fmt.Errorf("%w: %w", ErrRefused, err) }
 
+// dial links to addr, offering the highest link version this member
+// speaks, and version 1 on a second connection if the peer refuses that as
+// a lockserver 0.1 member does. It offers the highest every time, rather
+// than remember a peer that refused it: the peer may be upgraded by the
+// next link, which must learn its build.
 func (l *Link) dial(ctx context.Context, addr string, channel byte) (net.Conn, error) {
+	conn, err := l.dialOnce(ctx, addr, channel, l.cfg.maxVersion())
+	if errors.Is(err, errOlderPeer) {
+		conn, err = l.dialOnce(ctx, addr, channel, linkV1)
+	}
+	return conn, err
+}
+
+// learn records the build version a peer gave in its handshake; a peer of
+// link version 1 gives none, and runs lockserver 0.1.
+func (l *Link) learn(node, build string) {
+	if build == "" {
+		build = "0.1.0"
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.builds) > 4096 { // ids are claims: bound what they can fill
+		clear(l.builds)
+	}
+	l.builds[node] = build
+}
+
+// Builds returns the build version of each member this one has had a link
+// with since it started, by node id, from the last of those handshakes.
+func (l *Link) Builds() map[string]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.builds)
+}
+
+// dialOnce dials addr and runs the dialer's handshake, offering version.
+func (l *Link) dialOnce(ctx context.Context, addr string, channel, version byte) (net.Conn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -197,7 +255,11 @@ func (l *Link) dial(ctx context.Context, addr string, channel byte) (net.Conn, e
 	}
 	deadline, _ := ctx.Deadline()
 	nc.SetDeadline(deadline)
-	conn, err := l.dialHandshake(nc, addr, channel)
+	conn, err := l.dialHandshake(nc, addr, channel, version)
+	if errors.Is(err, errOlderPeer) {
+		nc.Close()
+		return nil, err
+	}
 	if err != nil {
 		nc.Close()
 		// A TLS alert from the peer is its refusal of this member's

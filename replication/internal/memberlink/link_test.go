@@ -170,7 +170,7 @@ func TestMemberLinkRefusesReplayAndReflection(t *testing.T) {
 	}
 	echoes(t, c)
 	sent := []byte(recorded.String())
-	helloLen := helloFixed + 1 + len("b") // with the channel byte
+	helloLen := helloFixed + 1 + len("b") + 2 // with the channel byte, and the size of no extensions
 	if len(sent) < helloLen+proofSize {
 		t.Fatalf("recorded %d bytes of b's handshake", len(sent))
 	}
@@ -191,7 +191,7 @@ func TestMemberLinkRefusesReplayAndReflection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := hello{channel: chanRaft, cluster: testCluster1, node: "mallory"}
+	h := hello{version: linkMax, channel: chanRaft, cluster: testCluster1, node: "mallory"}
 	rand.Read(h.nonce[:])
 	refl.Write(h.encode(true))
 	refl.SetDeadline(time.Now().Add(10 * time.Second))
@@ -241,7 +241,7 @@ func TestMemberLinkRefusesAnotherCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := hello{channel: chanRaft, cluster: testCluster2, node: "b"}
+	h := hello{version: linkMax, channel: chanRaft, cluster: testCluster2, node: "b"}
 	if v := handshakeAs(t, nc, h, []byte(testSecret)); v != linkOtherCluster {
 		t.Fatalf("verdict %d, want %d (another cluster)", v, linkOtherCluster)
 	}
@@ -287,7 +287,7 @@ func TestMemberLinkJoiner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := handshakeAs(t, nc, hello{channel: chanRaft, node: "j"}, []byte(testSecret)); v != linkNotJoined {
+	if v := handshakeAs(t, nc, hello{version: linkMax, channel: chanRaft, node: "j"}, []byte(testSecret)); v != linkNotJoined {
 		t.Fatalf("Raft link from a joiner: verdict %d, want %d", v, linkNotJoined)
 	}
 	if _, err := a.Dial(linkAddr(j), 10*time.Second); err == nil {
