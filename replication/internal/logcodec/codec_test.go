@@ -38,6 +38,8 @@ func sampleEntries() []*LogEntry {
 		{Kind: KindMemberSet, Origin: 9, Seq: 2, Member: "n1", Addr: "10.0.0.1:6379"},
 		{Kind: KindMemberDel, Origin: 9, Seq: 3, Member: "n2"},
 		{Kind: KindSweep, Origin: 9, Seq: 4, Entry: Entry{Time: 1700000000123, DB: 15}, Sweep: SweepRange{From: 1023, Shards: 1024}},
+		{Kind: KindClusterVersion, Origin: 9, Seq: 5, Version: "0.2"},
+		{Kind: KindClusterVersion, Origin: 9, Seq: 6, Version: "12.345", Pinned: true},
 	}
 }
 
@@ -97,6 +99,24 @@ func TestLogEntryFormat(t *testing.T) {
 	want = []byte{5, 1, 0, 0, 0, 0, 0, 0, 0, 2, 6, 4, 5, 0xc8, 1}
 	if got := encodeLogEntry(e); !bytes.Equal(got, want) {
 		t.Fatalf("sweep encoding = %v, want %v", got, want)
+	}
+
+	// A cluster version: the version as a string, and whether it is pinned.
+	e = &LogEntry{Kind: KindClusterVersion, Origin: 1, Seq: 2, Version: "0.2", Pinned: true}
+	want = []byte{6, 1, 0, 0, 0, 0, 0, 0, 0, 2, 3, '0', '.', '2', 1}
+	if got := encodeLogEntry(e); !bytes.Equal(got, want) {
+		t.Fatalf("cluster version encoding = %v, want %v", got, want)
+	}
+}
+
+// The kinds that lockserver 0.1 knows go in batches with others; a later one
+// goes alone, so that a 0.1 member that skips it skips nothing else.
+func TestLaterKindsGoAlone(t *testing.T) {
+	for k, alone := range map[Kind]bool{KindCommand: false, KindBarrier: false, KindMemberSet: false,
+		KindMemberDel: false, KindSweep: false, KindClusterVersion: true} {
+		if k.Alone() != alone {
+			t.Errorf("kind %d: Alone %v, want %v", k, k.Alone(), alone)
+		}
 	}
 }
 
@@ -213,6 +233,8 @@ func TestDecodeRejectsGarbage(t *testing.T) {
 		"sweep from past the shards": {5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x80, 8, 1},
 		"sweep of no shard":          {5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 		"sweep of too many shards":   {5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x81, 8},
+		// kind 6, origin, seq, version, pinned
+		"cluster version pinned 2": {6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, '0', '.', '2', 2},
 	}
 	for name, b := range cases {
 		if _, err := decodeLogEntry(b); err == nil {

@@ -11,13 +11,23 @@ import (
 // Kind says what a log entry holds.
 type Kind byte
 
+// The kinds of lockserver 0.1 are 1 to 5. A later kind is written only once
+// the cluster version says every voter reads it (see the engine's cluster
+// version), and only alone in its Raft log entry: a 0.1 member, which skips
+// a Raft log entry it cannot decode, skips nothing else with it.
 const (
 	KindCommand   Kind = 1 // an Entry: commands to run
 	KindBarrier   Kind = 2 // nothing to run: a new leader's first entry
 	KindMemberSet Kind = 3 // set a member's client address
 	KindMemberDel Kind = 4 // forget a member
 	KindSweep     Kind = 5 // remove expired keys from a range of shards
+	// KindClusterVersion sets the cluster version (0.2 on).
+	KindClusterVersion Kind = 6
 )
+
+// Alone reports whether an entry of kind k goes alone in its Raft log
+// entry: a kind that lockserver 0.1 does not know (see KindClusterVersion).
+func (k Kind) Alone() bool { return k > KindSweep }
 
 // Entry is one replicated change: a single command, or the queued commands of
 // an EXEC. It is what the log holds.
@@ -63,6 +73,11 @@ type LogEntry struct {
 	// Sweep is the range of shards of database Entry.DB that a KindSweep
 	// entry sweeps at Entry.Time.
 	Sweep SweepRange
+	// Version is a KindClusterVersion entry's cluster version, MAJOR.MINOR,
+	// and Pinned says that an operator set it (a downgrade): the leader
+	// raises it no more by itself.
+	Version string
+	Pinned  bool
 }
 
 // SweepRange is Shards shards of a database, from shard From on.
@@ -85,7 +100,7 @@ func encodeLogEntry(e *LogEntry) []byte { return appendLogEntry(make([]byte, 0, 
 
 // Size estimates the encoded size of e, to size buffers and batches.
 func (e *LogEntry) Size() int {
-	n := 32 + CmdsSize(e.Entry.Cmds) + len(e.Member) + len(e.Addr) + len(e.Entry.User)
+	n := 32 + CmdsSize(e.Entry.Cmds) + len(e.Member) + len(e.Addr) + len(e.Entry.User) + len(e.Version)
 	for _, w := range e.Entry.Watch {
 		n += 16 + len(w.Key)
 	}
@@ -134,6 +149,13 @@ func appendLogEntry(b []byte, e *LogEntry) []byte {
 		b = binary.AppendUvarint(b, uint64(e.Entry.DB))
 		b = binary.AppendUvarint(b, uint64(e.Sweep.From))
 		b = binary.AppendUvarint(b, uint64(e.Sweep.Shards))
+	case KindClusterVersion:
+		b = wire.AppendString(b, e.Version)
+		var pinned byte
+		if e.Pinned {
+			pinned = 1
+		}
+		b = append(b, pinned)
 	}
 	return b
 }
@@ -182,6 +204,14 @@ func (d *decoder) logEntry(e *LogEntry) error {
 			d.Fail(fmt.Errorf("sweep of %d shards from %d", shards, from))
 		}
 		e.Sweep = SweepRange{From: int(from), Shards: int(shards)}
+	case KindClusterVersion:
+		e.Version = d.string()
+		switch pinned := d.Byte(); pinned {
+		case 0, 1:
+			e.Pinned = pinned == 1
+		default:
+			d.Fail(fmt.Errorf("cluster version entry pinned %d", pinned))
+		}
 	default:
 		d.Fail(fmt.Errorf("unknown entry kind %d", e.Kind))
 	}
