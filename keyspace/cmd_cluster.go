@@ -17,6 +17,8 @@ func init() {
 		&Command{Name: "leader", Arity: 2, Flags: admin},
 		&Command{Name: "snapshot", Arity: 2, Flags: admin},
 		&Command{Name: "remove", Arity: 3, Flags: admin},
+		&Command{Name: "downgrade", Arity: 3, Flags: admin},
+		&Command{Name: "digest", Arity: 2, Flags: admin},
 		&Command{Name: "help", Arity: 2, Flags: admin},
 		&Command{Name: "join", Arity: 5, Flags: member},
 		&Command{Name: "register", Arity: 4, Flags: member},

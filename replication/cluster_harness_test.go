@@ -2,6 +2,7 @@ package replication
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/lockserver/lockserver/internal/buildinfo"
 	"github.com/lockserver/lockserver/internal/clustertest"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/replication/internal/memberlink"
@@ -53,7 +55,11 @@ type testNode struct {
 	snaps   raft.SnapshotStore
 	hub     *recordingHub
 	wallAdd atomic.Int64 // nanoseconds added to this node's wall clock
-	eng     *Raft
+	// build is the release the node plays when it next starts; "" for this
+	// build's own. The other nodes learn it as they would from a member
+	// link handshake.
+	build string
+	eng   *Raft
 }
 
 func (n *testNode) clientAddr() string { return "client-" + n.id }
@@ -121,6 +127,8 @@ func (n *testNode) open(opts RaftOptions) (*Raft, error) {
 	opts.peers = &testPeers{from: n}
 	opts.Hub = n.hub
 	opts.wall = func() time.Time { return time.Now().Add(time.Duration(n.wallAdd.Load())) }
+	opts.build = n.build
+	opts.peerBuilds = c.builds
 	if opts.HeartbeatTimeout == 0 { // a test may give a node its own
 		opts.HeartbeatTimeout, opts.ElectionTimeout = clustertest.Heartbeat, clustertest.Election
 	}
@@ -235,6 +243,20 @@ func (c *testCluster) leader() *testNode {
 		return nil
 	})
 	return l
+}
+
+// builds is what the member link would tell a node of the others' builds:
+// the build of each running node, as it last started.
+func (c *testCluster) builds() map[string]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := map[string]string{}
+	for _, n := range c.Nodes {
+		if n.eng != nil {
+			m[n.id] = cmp.Or(n.build, buildinfo.Version)
+		}
+	}
+	return m
 }
 
 // connected returns the nodes that are not cut off from every other node.
@@ -454,6 +476,13 @@ type nodeLog struct {
 	logger *slog.Logger
 	mu     sync.Mutex
 	buf    bytes.Buffer
+}
+
+// String returns what the nodes logged so far.
+func (l *nodeLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
 
 func newNodeLog(t testing.TB) *nodeLog {

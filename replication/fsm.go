@@ -23,6 +23,9 @@ func (f *fsm) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
 // appliedLocal), not through raft's futures.
 func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	r := (*Raft)(f)
+	if r.halted.Load() != nil {
+		return make([]any, len(logs))
+	}
 	// Nothing is applied before this node has it on disk (see storage.Log).
 	if err := r.logs.WaitDurable(logs[len(logs)-1].Index); err != nil {
 		r.logFailed(err)
@@ -34,6 +37,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	for _, l := range logs {
 		if l.Type == raft.LogCommand {
 			r.applyLog(l)
+			if r.halted.Load() != nil {
+				return make([]any, len(logs)) // nothing past l
+			}
 		}
 		r.logBytes.Add(uint64(len(l.Data)))
 	}
@@ -51,13 +57,16 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 func (r *Raft) applyLog(l *raft.Log) {
 	entries, err := logcodec.DecodeBatch(l.Data)
 	if err != nil {
-		// Every node skips the same bytes, so the replicas stay alike.
-		r.log.Error("skipping an undecodable log entry", "index", l.Index, "err", err)
+		// Skipped, the entry would leave this member's state unlike the
+		// members that decode it: it stops instead.
+		r.halt(l.Index, r.undecodable(err))
 		return
 	}
 	stamped := false
 	for i, e := range entries {
-		stamped = r.applyEntry(l.Index, i, e) || stamped
+		if stamped = r.applyEntry(l.Index, i, e) || stamped; r.halted.Load() != nil {
+			return
+		}
 	}
 	if !stamped {
 		return
@@ -102,6 +111,8 @@ func (r *Raft) applyEntry(index uint64, i int, e *logcodec.LogEntry) bool {
 		r.setMember(e.Member, e.Addr)
 	case logcodec.KindMemberDel:
 		r.setMember(e.Member, "")
+	case logcodec.KindClusterVersion:
+		r.applyClusterVersion(index, e)
 	case logcodec.KindSweep:
 		sm := r.sm.Load()
 		start := time.Now()

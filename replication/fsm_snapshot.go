@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/lockserver/lockserver/internal/buildinfo"
 	"github.com/lockserver/lockserver/internal/wire"
 	"github.com/lockserver/lockserver/replication/internal/storage"
 )
@@ -56,7 +57,7 @@ func (r *Raft) takeSnapshot() error { return r.raft.Snapshot().Error() }
 // restart of a member, or of the whole cluster, then reads its snapshot and
 // next to no log. A node whose log failed takes none.
 func (r *Raft) snapshotBeforeClose() {
-	if r.logs.Failure() != nil {
+	if r.cannotApply() != nil {
 		return
 	}
 	if r.logBytes.Load()-r.snapMark.Load() >= max(uint64(r.opts.snapshotLogBytes), r.snapSize.Load())/8 {
@@ -67,10 +68,11 @@ func (r *Raft) snapshotBeforeClose() {
 // Snapshot freezes the state under the lock, in constant time (see
 // keyspace.Frozen); raft writes it in the background while apply goes on.
 // A node whose log could not be written has skipped entries raft counts as
-// applied (see logFailed): it takes no snapshot, which would name them.
+// applied (see logFailed), and so has one that halted (see halt): it takes
+// no snapshot, which would name them.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	r := (*Raft)(f)
-	if err := r.logs.Failure(); err != nil {
+	if err := r.cannotApply(); err != nil {
 		return nil, err
 	}
 	began := time.Now()
@@ -82,8 +84,16 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 }
 
 // snapshotMagic starts the engine's header in every snapshot; its last byte
-// is the header's version.
-const snapshotMagic = "LKSNAP\x00\x02"
+// is the header's version: 2, of lockserver 0.1, or 3, which adds the
+// cluster version and is written only once the cluster version allows it.
+const (
+	snapshotMagic    = "LKSNAP\x00"
+	snapshotHeaderV2 = 2
+	snapshotHeaderV3 = 3
+)
+
+// releaseV3 is the release that added snapshotHeaderV3.
+var releaseV3 = buildinfo.Release{Major: 0, Minor: 2}
 
 // raftSnapshot is the engine's state as freeze found it.
 type raftSnapshot struct {
@@ -92,6 +102,7 @@ type raftSnapshot struct {
 	applied  uint64
 	last     int64
 	members  map[string]string // replaced, never modified (Raft.members)
+	cluster  clusterVersion
 	sm       smSnapshot
 	// began, for a snapshot raft takes, is when; Persist counts it in r's
 	// metrics.
@@ -101,13 +112,21 @@ type raftSnapshot struct {
 // freeze takes the engine's state for a snapshot. smMu is held.
 func (r *Raft) freeze() *raftSnapshot {
 	sm := r.sm.Load()
-	return &raftSnapshot{r: r, logBytes: r.logBytes.Load(), applied: r.applied.Load(), last: sm.lastTime(), members: *r.members.Load(), sm: sm.freeze()}
+	return &raftSnapshot{r: r, logBytes: r.logBytes.Load(), applied: r.applied.Load(), last: sm.lastTime(), members: *r.members.Load(),
+		cluster: sm.cluster, sm: sm.freeze()}
 }
 
-// header encodes the applied index, the log clock's last stamp and the
-// member map, which the snapshot carries beside the state machine's own.
+// header encodes the applied index, the log clock's last stamp, the member
+// map and, once the cluster version allows it, the cluster version, which the
+// snapshot carries beside the state machine's own.
 func (s *raftSnapshot) header() []byte {
+	v3 := s.cluster.allows(releaseV3)
 	b := []byte(snapshotMagic)
+	if v3 {
+		b = append(b, snapshotHeaderV3)
+	} else {
+		b = append(b, snapshotHeaderV2)
+	}
 	b = binary.AppendUvarint(b, s.applied)
 	b = binary.AppendVarint(b, s.last)
 	ids := slices.Sorted(maps.Keys(s.members))
@@ -116,7 +135,18 @@ func (s *raftSnapshot) header() []byte {
 		b = wire.AppendString(b, id)
 		b = wire.AppendString(b, s.members[id])
 	}
+	if v3 {
+		b = wire.AppendString(b, s.cluster.version.String())
+		b = append(b, boolByte(s.cluster.pinned))
+	}
 	return b
+}
+
+func boolByte(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
 }
 
 // write writes the snapshot: the state machine's, with the header.
@@ -278,10 +308,14 @@ func readSnapshot(rd io.Reader, r *Raft) (*stateMachine, map[string]string, uint
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	if !bytes.HasPrefix(header, []byte(snapshotMagic)) {
-		return nil, nil, 0, errors.New("not a lockserver snapshot of this version")
+	if !bytes.HasPrefix(header, []byte(snapshotMagic)) || len(header) == len(snapshotMagic) {
+		return nil, nil, 0, errors.New("not a lockserver snapshot")
 	}
-	d := wire.NewDecoder(header[len(snapshotMagic):])
+	version := header[len(snapshotMagic)]
+	if version != snapshotHeaderV2 && version != snapshotHeaderV3 {
+		return nil, nil, 0, fmt.Errorf("snapshot header of version %d: a later release wrote it; this build (lockserver %s) reads 2 and 3", version, r.opts.build)
+	}
+	d := wire.NewDecoder(header[len(snapshotMagic)+1:])
 	applied := d.Uvarint()
 	last := d.Varint()
 	members := make(map[string]string)
@@ -289,8 +323,20 @@ func readSnapshot(rd io.Reader, r *Raft) (*stateMachine, map[string]string, uint
 		id := string(d.Bytes())
 		members[id] = string(d.Bytes())
 	}
+	if version == snapshotHeaderV3 {
+		v, err := buildinfo.Parse(string(d.Bytes()))
+		pinned := d.Byte()
+		if d.Err() == nil && (err != nil || pinned > 1) {
+			d.Fail(fmt.Errorf("cluster version %v, pinned %d", err, pinned))
+		}
+		sm.cluster = clusterVersion{version: v, pinned: pinned == 1}
+	}
 	if err := d.Finish(); err != nil {
 		return nil, nil, 0, fmt.Errorf("snapshot header: %w", err)
+	}
+	if r.build.Less(sm.cluster.get()) {
+		return nil, nil, 0, fmt.Errorf("the snapshot is of a cluster that runs lockserver %s and this member %s: it is too old to be a member; run %s or later",
+			sm.cluster.get(), r.opts.build, sm.cluster.get())
 	}
 	sm.last = last
 	return sm, members, applied, nil

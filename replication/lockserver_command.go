@@ -2,6 +2,8 @@ package replication
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strconv"
 	"strings"
@@ -22,6 +24,8 @@ import (
 //	LOCKSERVER LEADER                       the leader's id and client address
 //	LOCKSERVER SNAPSHOT                     take a snapshot of this node now
 //	LOCKSERVER REMOVE id                    remove a node
+//	LOCKSERVER DOWNGRADE version|CANCEL     lower the cluster version, to roll the cluster back
+//	LOCKSERVER DIGEST                       this node's applied index, and a hash of its state then
 //	LOCKSERVER JOIN id raft-addr client-addr  add a node, as a non-voter until it catches up (members only)
 //	LOCKSERVER REGISTER id client-addr      record a member's client address (members only)
 //	LOCKSERVER APPLIED                      this node's applied index (members only: the leader asks it)
@@ -39,6 +43,13 @@ SNAPSHOT
     Take a snapshot of this node's state now.
 REMOVE <id>
     Remove a node from the cluster.
+DIGEST
+    The index of the last entry this node applied, and a SHA-256 of its
+    state then, which every member that applied as much shares.
+DOWNGRADE <version>|CANCEL
+    Lower the cluster version to <version> (MAJOR.MINOR, one release back),
+    so that the members write only what that release reads, before they are
+    rolled back to it; CANCEL lets the cluster version rise again.
 JOIN <id> <raft-addr> <client-addr>
     Add a node as a non-voter; the leader promotes it once it has caught up.
     The id of a live member at other addresses is refused. Members only: a
@@ -78,7 +89,8 @@ func init() {
 		"lockserver|applied": func(r *Raft, req *Request, _ [][]byte) {
 			req.finish(keyspace.Bulk(strconv.FormatUint(r.applied.Load(), 10)))
 		},
-		"lockserver|acked": (*Raft).serveAcked,
+		"lockserver|acked":  (*Raft).serveAcked,
+		"lockserver|digest": (*Raft).serveDigest,
 		"lockserver|help": func(_ *Raft, req *Request, _ [][]byte) {
 			req.finish(keyspace.BulkArray(strings.Split(clusterHelp, "\n")))
 		},
@@ -91,6 +103,9 @@ func init() {
 			return keyspace.Bulk(r.cluster.String()), r.onLeader(ctx, args, func() error {
 				return r.addNode(ctx, string(args[2]), string(args[3]), string(args[4]))
 			})
+		}),
+		"lockserver|downgrade": clusterChange(func(r *Raft, ctx context.Context, args [][]byte) (keyspace.Reply, error) {
+			return keyspace.OK, r.onLeader(ctx, args, func() error { return r.downgrade(string(args[2])) })
 		}),
 		"lockserver|remove": clusterChange(func(r *Raft, ctx context.Context, args [][]byte) (keyspace.Reply, error) {
 			return keyspace.OK, r.onLeader(ctx, args, func() error { return r.removeNode(ctx, string(args[2])) })
@@ -181,6 +196,27 @@ func (r *Raft) serveAcked(req *Request, _ [][]byte) {
 	req.finish(keyspace.Bulk(strconv.FormatUint(target, 10)))
 	// The members learn that target is committed from the next append.
 	r.sendCommitIndex()
+}
+
+// serveDigest answers LOCKSERVER DIGEST: the index of the last entry this
+// member applied and a SHA-256 of its state then, in a snapshot's form,
+// which every member that applied the same entries shares, whatever its
+// build: what a test of a cluster of mixed builds compares. The state is
+// hashed beside apply, as a snapshot is written.
+func (r *Raft) serveDigest(req *Request, _ [][]byte) {
+	r.smMu.Lock()
+	s := r.freeze()
+	r.smMu.Unlock()
+	go func() {
+		defer s.Release()
+		h := sha256.New()
+		if err := s.write(h); err != nil {
+			req.finish(keyspace.Error("ERR " + err.Error()))
+			return
+		}
+		req.finish(keyspace.Map(keyspace.Bulk("applied_index"), keyspace.Int(int64(s.applied)),
+			keyspace.Bulk("digest"), keyspace.Bulk(hex.EncodeToString(h.Sum(nil)))))
+	}()
 }
 
 // clusterChange returns the executor of a subcommand that waits for Raft:

@@ -190,7 +190,8 @@ func (r *Raft) registerLoop() {
 const promoteSlack = 1024
 
 // promoteLoop, on the leader, promotes each non-voter to voter once it has
-// applied about as much of the log as the leader has committed.
+// applied about as much of the log as the leader has committed, and raises
+// the cluster version once every voter runs a later release.
 func (r *Raft) promoteLoop() {
 	every(r.stop, 500*time.Millisecond, func() {
 		if r.raft.State() != raft.Leader {
@@ -205,6 +206,7 @@ func (r *Raft) promoteLoop() {
 				r.promoteIfCaughtUp(s)
 			}
 		}
+		r.raiseClusterVersion()
 	})
 }
 

@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/lockserver/lockserver/internal/acl"
+	"github.com/lockserver/lockserver/internal/buildinfo"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
 	"github.com/lockserver/lockserver/replication/internal/memberlink"
@@ -120,6 +122,11 @@ type RaftOptions struct {
 	// nil means the process's own.
 	mono func() time.Duration
 	wall func() time.Time
+	// build is the release this member says it runs: buildinfo.Version
+	// unless a test plays an older or newer build; peerBuilds, when set,
+	// replaces what the member link says each peer runs.
+	build      string
+	peerBuilds func() map[string]string
 	// firstStand, when set, replaces the wait of standUnheard, so that a
 	// test can tell a member that stands early from one that waits for
 	// raft's own timer.
@@ -137,6 +144,7 @@ type Peer struct {
 type MemberTLS = memberlink.TLS
 
 func (o RaftOptions) withDefaults() RaftOptions {
+	o.build = cmp.Or(o.build, buildinfo.Version)
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
 			*d = v

@@ -161,9 +161,17 @@ func (r *Raft) proposeLocked(e *logcodec.LogEntry, req *Request, forwarded bool)
 	r.localMu.Lock()
 	r.local = append(r.local, p)
 	r.localMu.Unlock()
+	alone := e.Kind.Alone()
+	if alone {
+		r.flushLocked() // what is pending goes first, in a batch of its own
+	}
 	r.pending = append(r.pending, e)
 	r.pendingSize += e.Size()
 	r.pendingProps = append(r.pendingProps, p)
+	if alone {
+		r.flushLocked()
+		return
+	}
 	r.sendReadyLocked()
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/lockserver/lockserver/internal/acl"
+	"github.com/lockserver/lockserver/internal/buildinfo"
 	"github.com/lockserver/lockserver/internal/logclock"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/replication/internal/logcodec"
@@ -144,6 +145,11 @@ type Raft struct {
 
 	reloadMu sync.Mutex // see reloadConfig
 
+	// build is the release this member runs (RaftOptions.build); halted,
+	// once set, says why it applies no more entries (see halt).
+	build  buildinfo.Release
+	halted atomic.Pointer[error]
+
 	closed   atomic.Bool
 	failOnce sync.Once  // logFailed
 	fault    chan error // see Fault
@@ -165,7 +171,12 @@ func NewRaft(opts RaftOptions) (*Raft, error) {
 		return nil, fmt.Errorf("replication: node %s: %w", opts.NodeID, err)
 	}
 	opts = opts.withDefaults()
+	build, err := buildinfo.Parse(opts.build)
+	if err != nil {
+		return nil, fmt.Errorf("replication: node %s: %w", opts.NodeID, err)
+	}
 	r := &Raft{
+		build:    build,
 		opts:     opts,
 		log:      opts.Logger.With("node", opts.NodeID),
 		clock:    logclock.New(0, opts.mono, opts.wall),
@@ -217,7 +228,7 @@ func (r *Raft) open() error {
 	hl := newHCLogger(r.log)
 	r.peers, r.trans = o.peers, o.transport
 	if r.trans == nil {
-		link, err := memberlink.Listen(o.RaftAddr, o.RaftAdvertise, memberlink.Config{Node: o.NodeID, Secret: []byte(o.ClusterSecret), TLS: o.TLS, Log: r.log})
+		link, err := memberlink.Listen(o.RaftAddr, o.RaftAdvertise, memberlink.Config{Node: o.NodeID, Build: o.build, Secret: []byte(o.ClusterSecret), TLS: o.TLS, Log: r.log})
 		if err != nil {
 			return fmt.Errorf("raft transport on %s: %w", o.RaftAddr, err)
 		}

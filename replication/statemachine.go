@@ -31,6 +31,8 @@ type stateMachine struct {
 	seed          uint64 // the seed of the last applied entry
 	// expired counts the keys sweep reclaimed (INFO's expired_keys).
 	expired int64
+	// cluster is the cluster version the log has recorded (see version.go).
+	cluster clusterVersion
 	// call is the Call of every run: runs never overlap, and a Call escapes
 	// into the script engine, so a fresh one would cost an allocation per
 	// command.

@@ -22,6 +22,9 @@ type RaftStatus struct {
 	// AppliedIndex is the last entry this node's state machine applied.
 	AppliedIndex uint64
 	Members      []Member
+	// Version is the release this node runs; ClusterVersion the cluster
+	// version its log has recorded (see version.go).
+	Version, ClusterVersion string
 	// commitIndex is the last entry this node knows to be committed;
 	// lastIndex the last in its log.
 	commitIndex, lastIndex uint64
@@ -36,29 +39,42 @@ type RaftStatus struct {
 type Member struct {
 	ID, ClientAddr string
 	Voter          bool
-	raftAddr       string // where the other members reach it
+	// Version is the release it runs, as it last said in a member link
+	// handshake with this node; "" if it has not.
+	Version  string
+	raftAddr string // where the other members reach it
 }
 
 // Status returns this node's view of the cluster.
 func (r *Raft) Status() RaftStatus {
 	leader := r.leaderID()
+	r.smMu.Lock()
+	cluster := r.sm.Load().cluster.get()
+	r.smMu.Unlock()
 	st := RaftStatus{
-		NodeID:       r.opts.NodeID,
-		State:        strings.ToLower(r.raft.State().String()),
-		Term:         r.raft.CurrentTerm(),
-		LeaderID:     leader,
-		LeaderAddr:   r.memberAddr(leader),
-		commitIndex:  r.raft.CommitIndex(),
-		AppliedIndex: r.applied.Load(),
-		lastIndex:    r.raft.LastIndex(),
-		cluster:      r.cluster,
+		Version:        r.opts.build,
+		ClusterVersion: cluster.String(),
+		NodeID:         r.opts.NodeID,
+		State:          strings.ToLower(r.raft.State().String()),
+		Term:           r.raft.CurrentTerm(),
+		LeaderID:       leader,
+		LeaderAddr:     r.memberAddr(leader),
+		commitIndex:    r.raft.CommitIndex(),
+		AppliedIndex:   r.applied.Load(),
+		lastIndex:      r.raft.LastIndex(),
+		cluster:        r.cluster,
 	}
 	if cf := r.raft.GetConfiguration(); cf.Error() == nil {
+		builds := r.peerBuilds()
 		for _, s := range cf.Configuration().Servers {
-			st.Members = append(st.Members, Member{
+			m := Member{
 				ID: string(s.ID), raftAddr: string(s.Address), ClientAddr: r.memberAddr(string(s.ID)),
-				Voter: s.Suffrage == raft.Voter,
-			})
+				Voter: s.Suffrage == raft.Voter, Version: builds[string(s.ID)],
+			}
+			if m.ID == r.opts.NodeID {
+				m.Version = r.opts.build
+			}
+			st.Members = append(st.Members, m)
 		}
 	}
 	return st
@@ -83,6 +99,8 @@ func (st RaftStatus) reply() keyspace.Reply {
 		keyspace.Bulk("ready"), keyspace.Int(int64(ready)),
 		keyspace.Bulk("not_ready_because"), keyspace.Bulk(st.notReady),
 		keyspace.Bulk("cluster"), keyspace.Bulk(st.cluster.String()),
+		keyspace.Bulk("version"), keyspace.Bulk(st.Version),
+		keyspace.Bulk("cluster_version"), keyspace.Bulk(st.ClusterVersion),
 	)
 }
 
@@ -99,6 +117,7 @@ func (m Member) reply(leader bool) keyspace.Reply {
 		keyspace.Bulk("raft"), keyspace.Bulk(m.raftAddr),
 		keyspace.Bulk("client"), keyspace.Bulk(m.ClientAddr),
 		keyspace.Bulk("role"), keyspace.Bulk(role),
+		keyspace.Bulk("version"), keyspace.Bulk(m.Version),
 	)
 }
 

@@ -1,0 +1,275 @@
+package replication
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/lockserver/lockserver/internal/buildinfo"
+	"github.com/lockserver/lockserver/internal/clustertest"
+	"github.com/lockserver/lockserver/internal/testenv"
+	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/replication/internal/logcodec"
+)
+
+// newVersionedCluster starts three nodes that play the given builds ("" for
+// this build's own).
+func newVersionedCluster(t testing.TB, builds ...string) *testCluster {
+	c := &testCluster{t: t, cut: map[[2]string]bool{}, logs: newNodeLog(t)}
+	var peers []Peer
+	for i, b := range builds {
+		n := c.add(fmt.Sprintf("n%d", i+1))
+		n.build = b
+		peers = append(peers, Peer{ID: n.id, RaftAddr: n.raftAddr()})
+	}
+	c.opts.Bootstrap, c.peers = peers, peers
+	for _, n := range c.Nodes {
+		n.start(c.opts)
+	}
+	t.Cleanup(c.close)
+	c.leader()
+	return c
+}
+
+// restartAs starts a stopped node again, playing build.
+func (n *testNode) restartAs(build string) {
+	n.c.mu.Lock()
+	n.build = build
+	n.c.mu.Unlock()
+	n.restart()
+}
+
+// clusterVersionOf returns the cluster version n's state machine applied.
+func clusterVersionOf(n *testNode) clusterVersion {
+	n.eng.smMu.Lock()
+	defer n.eng.smMu.Unlock()
+	return n.eng.sm.Load().cluster
+}
+
+// waitClusterVersion waits until every running node has applied version v.
+func (c *testCluster) waitClusterVersion(v string, pinned bool) {
+	c.t.Helper()
+	want := clusterVersion{version: buildinfo.MustParse(v), pinned: pinned}
+	c.eventually("cluster version "+v+" on every node", func() bool {
+		for _, n := range c.nodes() {
+			if n.eng != nil && clusterVersionOf(n) != want {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// The leader raises the cluster version once every voter runs the release,
+// and not before: while one voter runs the one before, the members write
+// only what it reads.
+func TestClusterVersionRisesOnceEveryVoterRunsTheRelease(t *testing.T) {
+	testenv.Long(t)
+	c := newVersionedCluster(t, "0.2.0", "0.2.0", "0.1.0")
+	l := c.leader()
+	// Long enough for the leader to have looked several times.
+	time.Sleep(3 * time.Second)
+	for _, n := range c.nodes() {
+		if got := clusterVersionOf(n); got != (clusterVersion{}) {
+			t.Fatalf("%s applied cluster version %+v while a voter runs 0.1.0", n.id, got)
+		}
+	}
+	wantReply(t, "SET", c.set(l, 0, "k", "v"), keyspace.OK)
+
+	// Clients write as the version rises, so that proposals wait beside it.
+	stop := make(chan struct{})
+	var writers sync.WaitGroup
+	for i := range 4 {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				do(l, 0, "SET", fmt.Sprint("w", i), "v")
+			}
+		}()
+	}
+	old := c.Nodes[2]
+	old.stop()
+	old.restartAs("0.2.0")
+	c.waitClusterVersion("0.2", false)
+	close(stop)
+	writers.Wait()
+
+	// The entry went alone in its Raft log entry: a 0.1 member, which skips
+	// what it cannot decode, skips nothing else.
+	first, _ := c.Nodes[0].store.FirstIndex()
+	last, _ := c.Nodes[0].store.LastIndex()
+	found := false
+	for i := first; i <= last; i++ {
+		var rl raft.Log
+		if c.Nodes[0].store.GetLog(i, &rl) != nil || rl.Type != raft.LogCommand {
+			continue
+		}
+		entries, err := logcodec.DecodeBatch(rl.Data)
+		if err != nil {
+			t.Fatalf("log entry %d: %v", i, err)
+		}
+		for _, e := range entries {
+			if e.Kind == logcodec.KindClusterVersion {
+				found = true
+				if len(entries) != 1 {
+					t.Errorf("log entry %d holds the cluster version with %d other entries", i, len(entries)-1)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no cluster version entry in the log")
+	}
+}
+
+// A member that meets a cluster version above its own build is too old to
+// be a member: it stops, saying which release it needs, and applies nothing
+// past the entry.
+func TestMemberOlderThanTheClusterVersionStops(t *testing.T) {
+	testenv.Long(t)
+	c := newVersionedCluster(t, "", "", "")
+	c.waitClusterVersion(buildinfo.Current.String(), false)
+	l := c.leader()
+	f := c.followers(l)[0]
+	f.stop()
+	wantReply(t, "SET after the follower stopped", c.set(l, 0, "after", "1"), keyspace.OK)
+
+	f.restartAs("0.1.0")
+	err := waitFault(t, f)
+	for _, want := range []string{"too old to be a member", "run " + buildinfo.Current.String() + " or later"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the fault %q does not say %q", err, want)
+		}
+	}
+	if got := localGet(f, "after"); got.Kind != keyspace.KindNull {
+		t.Errorf("the member that stopped applied past the cluster version: GET after = %+v", got)
+	}
+}
+
+// A member that meets a log entry it cannot decode stops rather than skip
+// it, which would leave its state unlike the members that decode it.
+func TestUndecodableEntryStopsTheMember(t *testing.T) {
+	testenv.Long(t)
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	wantReply(t, "SET", c.set(l, 0, "before", "1"), keyspace.OK)
+	// A batch of one entry of a kind no release has written.
+	if err := l.eng.raft.Apply([]byte{1, 10, 99, 1, 0, 0, 0, 0, 0, 0, 0, 1}, 0).Error(); err != nil {
+		t.Fatalf("append: %v", err)
+	}
+	for _, n := range c.nodes() {
+		err := waitFault(t, n)
+		if !strings.Contains(err.Error(), "cannot decode it") {
+			t.Errorf("%s's fault %q does not say it cannot decode the entry", n.id, err)
+		}
+		if n.eng.cannotApply() == nil {
+			t.Errorf("%s applies entries after one it could not decode", n.id)
+		}
+		if _, err := (*fsm)(n.eng).Snapshot(); err == nil {
+			t.Errorf("%s takes snapshots after an entry it could not decode", n.id)
+		}
+	}
+}
+
+// waitFault waits for the error that stopped n.
+func waitFault(t *testing.T, n *testNode) error {
+	t.Helper()
+	select {
+	case err := <-n.eng.Fault():
+		return err
+	case <-time.After(clustertest.Wait):
+		t.Fatalf("%s did not stop", n.id)
+		return nil
+	}
+}
+
+// A snapshot carries the cluster version once it allows it: a member that
+// restarts from a snapshot taken after the version rose knows it with no
+// entry of it left in its log.
+func TestSnapshotCarriesTheClusterVersion(t *testing.T) {
+	testenv.Long(t)
+	c := newTestClusterWith(t, 3, RaftOptions{snapshotThreshold: 1 << 30, trailingLogs: 1})
+	c.waitClusterVersion(buildinfo.Current.String(), false)
+	l := c.leader()
+	f := c.followers(l)[0]
+	idx := f.eng.applied.Load() // at or past the cluster version's entry
+	// A snapshot keeps the log since the one before, and compactSlack more.
+	for i := range 2 {
+		for j := range compactSlack + 8 {
+			wantReply(t, "SET", c.set(l, 0, "k", fmt.Sprint(i, j)), keyspace.OK)
+		}
+		c.eventually(f.id+" applies the SET", func() bool { return f.eng.applied.Load() >= l.eng.applied.Load() })
+		wantReply(t, "LOCKSERVER SNAPSHOT on "+f.id, do(f, 0, "LOCKSERVER", "SNAPSHOT"), keyspace.OK)
+	}
+	if first, _ := f.store.FirstIndex(); first <= idx {
+		t.Fatalf("%s kept its log from %d, the cluster version's entry among it (at or before %d)", f.id, first, idx)
+	}
+	f.stop()
+	f.restart()
+	if got := clusterVersionOf(f); got.get() != buildinfo.Current {
+		t.Fatalf("restarted from a snapshot, %s knows cluster version %v, want %v", f.id, got.get(), buildinfo.Current)
+	}
+}
+
+// LOCKSERVER DOWNGRADE lowers the cluster version and pins it, so that the
+// members write only what the release before reads, and each takes a
+// snapshot of that release's form; CANCEL lets it rise again.
+func TestDowngradePinsTheClusterVersion(t *testing.T) {
+	testenv.Long(t)
+	c := newVersionedCluster(t, "", "", "")
+	cur := buildinfo.Current.String()
+	c.waitClusterVersion(cur, false)
+	l := c.leader()
+	f := c.followers(l)[0]
+
+	for _, bad := range []struct{ arg, want string }{
+		{"0.0", "ERR this build reads no cluster version below " + buildinfo.Oldest.String()},
+		{cur, "ERR the cluster version is " + cur + ": a downgrade lowers it"},
+		{"one", "ERR version \"one\""},
+		{"cancel", "ERR no downgrade to cancel"},
+	} {
+		if got := c.do(f, 0, "LOCKSERVER", "DOWNGRADE", bad.arg); !strings.HasPrefix(got.Str, bad.want) {
+			t.Errorf("DOWNGRADE %s: %+v, want %q", bad.arg, got, bad.want)
+		}
+	}
+
+	wantReply(t, "DOWNGRADE through a follower", c.do(f, 0, "LOCKSERVER", "DOWNGRADE", buildinfo.Oldest.String()), keyspace.OK)
+	c.waitClusterVersion(buildinfo.Oldest.String(), true)
+	// Every member's newest snapshot is of the older release's form.
+	for _, n := range c.nodes() {
+		c.eventually(n.id+"'s snapshot after the downgrade", func() bool {
+			metas, _ := n.snaps.List()
+			return len(metas) > 0 && snapshotHeaderVersion(t, n, metas[0].ID) == snapshotHeaderV2
+		})
+	}
+	time.Sleep(2 * time.Second) // the leader looked again, and did not raise it
+	c.waitClusterVersion(buildinfo.Oldest.String(), true)
+
+	wantReply(t, "DOWNGRADE CANCEL", c.do(l, 0, "LOCKSERVER", "DOWNGRADE", "CANCEL"), keyspace.OK)
+	c.waitClusterVersion(cur, false)
+}
+
+// snapshotHeaderVersion returns the version of the engine's header in n's
+// snapshot id.
+func snapshotHeaderVersion(t *testing.T, n *testNode, id string) byte {
+	t.Helper()
+	_, rc, err := n.snaps.Open(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	header, err := newStateMachine(n.eng.opts.Lua, nil).readSnapshot(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return header[len(snapshotMagic)]
+}
