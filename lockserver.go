@@ -201,8 +201,9 @@ type MemberTLS struct {
 type Server struct {
 	srv    *server.Server
 	engine replication.Engine
-	ln     net.Listener // nil without one
-	tlsLn  net.Listener // nil without TLS
+	member *replication.Raft // nil for a standalone server
+	ln     net.Listener      // nil without one
+	tlsLn  net.Listener      // nil without TLS
 	serves sync.WaitGroup
 	fault  <-chan error // a member's (see Fault); nil for a standalone server
 
@@ -256,7 +257,7 @@ func Open(opts Options) (_ *Server, err error) {
 		if err != nil {
 			return nil, err
 		}
-		s.engine, s.fault, members = engine, engine.Fault(), engine.Members()
+		s.engine, s.member, s.fault, members = engine, engine, engine.Fault(), engine.Members()
 	}
 	s.srv = server.New(server.Config{
 		Engine:     s.engine,
@@ -482,9 +483,16 @@ func (s *Server) Fault() <-chan error { return s.fault }
 
 // Close stops accepting connections, lets open connections finish the commands
 // they have read, closes them, and stops the engine; Do returns ErrClosed from
-// then on. Later calls return what the first returned.
+// then on. A cluster member that leads hands leadership to the most
+// up-to-date other member first, and waits (an election timeout at most)
+// until that one leads: its clients' last commands go to the new leader, and
+// the cluster's clients see no election. Later calls return what the first
+// returned.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
+		if s.member != nil {
+			s.member.HandOver()
+		}
 		s.closed.Store(true)
 		err := s.srv.Close()
 		s.serves.Wait()

@@ -449,9 +449,60 @@ func (r *Raft) logFailed(err error) {
 	}
 }
 
-// Close stops the node. Requests in flight are answered (UNKNOWN for writes
-// whose outcome is not known); the stores and transport are closed.
+// HandOver hands leadership to the most up-to-date other voter if this node
+// leads, and returns once that one leads or raft gives up (after an
+// election timeout). A leader that stopped without it would cost the
+// clients a failure detection and an election of refused writes; handed
+// over, a stop costs them the commits in flight. This node goes on as a
+// follower, forwarding what its clients send to the new leader. Close calls
+// it; a process that stops its clients' connections before Close calls it
+// first, so that their last requests go to the new leader.
+func (r *Raft) HandOver() {
+	if r.closed.Load() || r.cannotApply() != nil || r.raft.State() != raft.Leader {
+		return
+	}
+	start := time.Now()
+	to, ok := r.handOverTarget()
+	if !ok {
+		return // no other voter answers: there is no one to hand over to
+	}
+	if err := r.raft.LeadershipTransferToServer(raft.ServerID(to.id), raft.ServerAddress(to.addr)).Error(); err != nil {
+		r.log.Warn("handing leadership over before stopping failed", "event", "hand_over", "to", to.id, "err", err, "took", time.Since(start))
+		return
+	}
+	r.log.Info("handed leadership over before stopping", "event", "hand_over", "to", to.id, "took", time.Since(start))
+}
+
+// handOverTarget returns the voter other than this node that has applied
+// the most of the log, of those that answer at once; false if none does.
+// raft's own choice (the most up-to-date by what it last heard) would wait
+// an election timeout for a voter that has stopped, as every voter but the
+// last has when a whole cluster stops.
+func (r *Raft) handOverTarget() (replicaMember, bool) {
+	cf := r.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return replicaMember{}, false
+	}
+	var best replicaMember
+	var most uint64
+	found := false
+	for _, s := range cf.Configuration().Servers {
+		if s.Suffrage != raft.Voter || string(s.ID) == r.opts.NodeID {
+			continue
+		}
+		m := replicaMember{id: string(s.ID), addr: string(s.Address)}
+		if applied, err := r.memberApplied(m); err == nil && (!found || applied > most) {
+			best, most, found = m, applied, true
+		}
+	}
+	return best, found
+}
+
+// Close stops the node, handing leadership over first if it leads (see
+// HandOver). Requests in flight are answered (UNKNOWN for writes whose
+// outcome is not known); the stores and transport are closed.
 func (r *Raft) Close() error {
+	r.HandOver()
 	if r.closed.Swap(true) {
 		return nil
 	}

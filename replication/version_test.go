@@ -273,3 +273,21 @@ func snapshotHeaderVersion(t *testing.T, n *testNode, id string) byte {
 	}
 	return header[len(snapshotMagic)]
 }
+
+// A leader that closes hands leadership over first: by the time Close
+// returns, another node leads, with no wait for the failure detection.
+func TestCloseHandsLeadershipOver(t *testing.T) {
+	testenv.Long(t)
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	wantReply(t, "SET", c.set(l, 0, "k", "v"), keyspace.OK)
+	l.stop()
+	n := c.leading()
+	if n == nil || n == l {
+		t.Fatal("no other node led when the leader's Close returned")
+	}
+	if !strings.Contains(c.logs.String(), `msg="handed leadership over before stopping"`) {
+		t.Errorf("the leader did not log the hand-over:\n%s", c.logs.String())
+	}
+	wantReply(t, "GET on the new leader", c.do(n, 0, "GET", "k"), keyspace.Bulk("v"))
+}
