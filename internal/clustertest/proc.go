@@ -55,11 +55,13 @@ type ProcOptions struct {
 // again: its addresses, data directory and flags, and a log file whose end a
 // failed test prints. The process is killed when the test ends.
 type Proc struct {
-	// Args are the flags the process runs with (see MemberArgs); a test
-	// may change them while it is stopped.
+	// Bin is the binary the process runs, and Args its flags (see
+	// MemberArgs); a test may change either while it is stopped, to run
+	// another release on the same data.
+	Bin  string
 	Args []string
 
-	bin, id, addr, raftAddr, logPath string
+	id, addr, raftAddr, logPath string
 	// reachRaft and reachClient are where the other members reach it, when
 	// not at its own addresses (see ProcClusterOptions.Reach).
 	reachRaft, reachClient string
@@ -89,7 +91,7 @@ func NewProc(t testing.TB, bin, id string, opts ProcOptions) *Proc {
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()
 	}
-	p := &Proc{bin: bin, id: id, addr: freeport.MustAddr(t), raftAddr: freeport.MustAddr(t),
+	p := &Proc{Bin: bin, id: id, addr: freeport.MustAddr(t), raftAddr: freeport.MustAddr(t),
 		logPath: filepath.Join(t.TempDir(), id+".log"), opts: opts}
 	p.admin = redis.NewClient(&redis.Options{
 		Addr: p.addr, Password: opts.Password, TLSConfig: opts.TLS,
@@ -159,7 +161,7 @@ func (p *Proc) Spawn(t testing.TB) {
 	}
 	defer log.Close()
 	fmt.Fprintf(log, "---- start %s\n", time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(p.bin, p.Args...)
+	cmd := exec.Command(p.Bin, p.Args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if p.opts.Password != "" {
 		cmd.Env = append(os.Environ(), "LOCKSERVER_PASSWORD="+p.opts.Password)
