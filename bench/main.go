@@ -87,7 +87,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&cfg.warmup, "warmup", fullPreset.warmup, "warm-up `time` before each point, not counted")
 	fs.StringVar(&clientList, "clients", fullPreset.clients, "concurrent client `counts`, comma-separated")
 	fs.StringVar(&systemList, "systems", "all", "`systems` to run, comma-separated: "+strings.Join(systemNames(), ","))
-	fs.StringVar(&workloadList, "workloads", "all", "`workloads` to run, comma-separated: "+strings.Join(workloadNames(), ",")+" (all: every one but held-growth, unless --smoke)")
+	fs.StringVar(&workloadList, "workloads", "all", "`workloads` to run, comma-separated: "+strings.Join(workloadNames(), ",")+" (all: every one but held-growth, unless --smoke, and rolling-restart)")
 	fs.IntVar(&cfg.requests, "requests", fullPreset.requests, "redis-benchmark requests per test (-n)")
 	fs.IntVar(&cfg.held, "held", fullPreset.held, "held locks at the end of the scale workload")
 	fs.StringVar(&growthList, "growth", fullPreset.growth, "held-growth: the held-lock `counts` it loads and measures at, comma-separated")
@@ -152,8 +152,12 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	// held-growth loads millions of locks and restarts servers for the best
 	// part of an hour: it runs when named, or at --smoke's sizes.
-	if workloadList == "all" && !cfg.smoke {
-		cfg.workloads = slices.DeleteFunc(cfg.workloads, func(w string) bool { return w == "held-growth" })
+	// rolling-restart builds the previous release from this clone's history:
+	// it runs when named.
+	if workloadList == "all" {
+		cfg.workloads = slices.DeleteFunc(cfg.workloads, func(w string) bool {
+			return w == "held-growth" && !cfg.smoke || w == "rolling-restart"
+		})
 	}
 	switch {
 	case cfg.duration <= 0:

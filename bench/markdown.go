@@ -46,6 +46,11 @@ func writeMarkdown(path, plotPath, note string, rep *report) error {
 		writeMarkdownTable(&b, growthHeader, cells)
 		b.WriteString("\n")
 	}
+	if cells := rollingCells(rep.Rows, 300); len(cells) > 0 {
+		b.WriteString("## rolling-restart\n\n")
+		writeMarkdownTable(&b, rollingHeader, cells)
+		b.WriteString("\n")
+	}
 	writeLegend(&b, rep, true)
 	b.WriteString("\n## Targets (shown, not asserted)\n\n")
 	writeTargets(&b, rep.Targets, true)

@@ -314,7 +314,7 @@ var tableHeader = []string{"workload", "setting", "system", "throughput", "x red
 func tableCells(rows []row, maxNote int) [][]string {
 	var out [][]string
 	for _, r := range rows {
-		if r.Status == "n/a" || r.Workload == "held-growth" {
+		if r.Status == "n/a" || r.Workload == "held-growth" || r.Workload == "rolling-restart" {
 			continue
 		}
 		note := r.Note
@@ -418,6 +418,31 @@ func growthCells(rows []row, maxNote int) [][]string {
 	return out
 }
 
+var rollingHeader = []string{"system", "event", "took", "longest write", "refused or unknown", "note"}
+
+// rollingCells renders the rolling-restart rows.
+func rollingCells(rows []row, maxNote int) [][]string {
+	var out [][]string
+	for _, r := range rows {
+		if r.Workload != "rolling-restart" {
+			continue
+		}
+		note := strings.ReplaceAll(r.Note, "\n", " ")
+		if r.Status != "" {
+			note = strings.ToUpper(r.Status) + ": " + note
+		}
+		if len(note) > maxNote {
+			note = note[:maxNote-3] + "..."
+		}
+		line := []string{r.System, r.Event, "-", "-", "-", note}
+		if r.Status == "" {
+			line[2], line[3], line[4] = fmtDur(r.Took), fmtDur(r.Longest), strconv.Itoa(r.Errors)
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
 // writeText prints the whole report for a person at a terminal.
 func writeText(w io.Writer, rep *report) {
 	fmt.Fprintf(w, "\nlockserver bench, %s, %s\n%s\n\n", rep.Date, rep.Machine.summary(), rep.Command)
@@ -425,6 +450,10 @@ func writeText(w io.Writer, rep *report) {
 	if cells := growthCells(rep.Rows, 70); len(cells) > 0 {
 		fmt.Fprintln(w, "\nheld-growth:")
 		writeTable(w, growthHeader, cells, true)
+	}
+	if cells := rollingCells(rep.Rows, 100); len(cells) > 0 {
+		fmt.Fprintln(w, "\nrolling-restart:")
+		writeTable(w, rollingHeader, cells, true)
 	}
 	fmt.Fprintln(w)
 	writeLegend(w, rep, false)

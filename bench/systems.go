@@ -454,6 +454,11 @@ func startLockserverClusterWith(ctx context.Context, b *bench, listen func(addr 
 	if err != nil {
 		return nil, err
 	}
+	return startLockserverClusterBin(ctx, b, bin, listen)
+}
+
+// startLockserverClusterBin starts three members running bin.
+func startLockserverClusterBin(ctx context.Context, b *bench, bin string, listen func(addr string) []string) (*instance, error) {
 	help, _ := exec.CommandContext(ctx, bin, "--help").CombinedOutput()
 	var missing []string
 	for _, f := range clusterFlags {
@@ -539,7 +544,7 @@ func startLockserverClusterWith(ctx context.Context, b *bench, listen func(addr 
 	}
 	// Measure a whole cluster: a joining member counts once the leader lists
 	// it as a replica (INFO replication, as Redisson reads it).
-	err = members[leader].process().waitReady(ctx, func(ctx context.Context) error {
+	err := members[leader].process().waitReady(ctx, func(ctx context.Context) error {
 		v, err := infoField(ctx, addrs[leader], "replication", "connected_slaves")
 		if err != nil {
 			return nil // a server that does not say cannot be waited for

@@ -124,7 +124,34 @@ func targets(rows []row) []target {
 		}
 		out = append(out, t)
 	}
-	return append(out, growthTargets(rows)...)
+	out = append(out, growthTargets(rows)...)
+	return append(out, rollingTarget(rows))
+}
+
+// rollingTarget sets the goal of the hand-over on stop beside the
+// rolling-restart rows: the longest write at a leader's restart with this
+// build at most a tenth of it with the previous release, whose leader just
+// stops.
+func rollingTarget(rows []row) target {
+	t := target{Goal: "rolling restart: the longest write at a leader's restart at most 0.1x the previous release's (no hand-over)", Status: "not measured"}
+	var ours, theirs time.Duration
+	var prev string
+	for _, r := range rows {
+		if r.Workload != "rolling-restart" || r.Status != "" || !strings.HasSuffix(r.Event, "(the leader)") {
+			continue
+		}
+		if strings.Contains(r.System, "(") {
+			theirs, prev = max(theirs, r.Longest), r.System
+		} else {
+			ours = max(ours, r.Longest)
+		}
+	}
+	if ours > 0 && theirs > 0 {
+		ratio := float64(ours) / float64(theirs)
+		t.Measured = fmt.Sprintf("%s vs %s (%s): %.2fx", fmtDur(ours), fmtDur(theirs), prev, ratio)
+		t.Status = metIf(ratio <= 0.1)
+	}
+	return t
 }
 
 // growthRow returns system's held-growth row of event at held locks.

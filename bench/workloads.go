@@ -74,6 +74,8 @@ func workloads() []workload {
 			})},
 		{name: "held", about: "(d) memory per held Redisson lock (hash, 1 h lease; used_memory from INFO before and after loading them, each read after MEMORY PURGE), and lock-cycle throughput at 50 clients as held locks grow",
 			skip: heldSkip, sequence: runHeld, steps: func(b *bench) int { return 2 * len(heldSteps(b.cfg.held)) }},
+		{name: "rolling-restart", about: "(h) the cost of a rolling restart to its clients: 16 clients write (INCR) through the members of a 3-member cluster other than the one restarting, sending a write again through the next member after an error until it is acknowledged, while each member in turn is stopped (SIGTERM) and started again 3 s later; per restart, the longest time a write took and the replies that refused it or left it unknown; with this build, whose leader hands leadership over as it stops, and with the previous release, whose leader just stops",
+			skip: rollingSkip, sequence: runRollingRestart, steps: func(*bench) int { return 2 }},
 		{name: "held-growth", about: "(g) 16 Redisson lock clients through what millions of held locks cost (--growth counts, 1 h leases): a snapshot on the leader (redis-server: BGSAVE) and on a follower, a follower restart, a whole-cluster restart (redis-server: a restart from its RDB), and a mass expiry of --expire locks at one moment; for each, how long it took, the clients' throughput against the seconds before, p99 and longest request, errors and leader changes; memory per lock, RSS and disk at each count",
 			skip: growthSkip, sequence: runGrowth, steps: growthSteps},
 	}
