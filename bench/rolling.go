@@ -246,10 +246,11 @@ func (b *bench) previousRelease(ctx context.Context) (string, string, error) {
 	if err != nil {
 		return "", prev.Version, fmt.Errorf("build %s from its commit: not in a git clone (set LOCKSERVER_PREVIOUS_BINARY): %w", prev.Version, err)
 	}
-	var stderr bytes.Buffer
 	archive := exec.CommandContext(ctx, "git", "-C", strings.TrimSpace(string(top)), "archive", "--format=tar", prev.Commit)
 	extract := exec.CommandContext(ctx, "tar", "-x", "-C", src)
-	archive.Stderr, extract.Stderr = &stderr, &stderr
+	// Each its own: the two run at once.
+	var archiveErr, extractErr bytes.Buffer
+	archive.Stderr, extract.Stderr = &archiveErr, &extractErr
 	if extract.Stdin, err = archive.StdoutPipe(); err != nil {
 		return "", prev.Version, err
 	}
@@ -257,10 +258,10 @@ func (b *bench) previousRelease(ctx context.Context) (string, string, error) {
 		return "", prev.Version, err
 	}
 	if err := archive.Run(); err != nil {
-		return "", prev.Version, fmt.Errorf("git archive %s (of %s): %w: %s", prev.Commit, prev.Version, err, stderr.String())
+		return "", prev.Version, fmt.Errorf("git archive %s (of %s): %w: %s", prev.Commit, prev.Version, err, archiveErr.String())
 	}
 	if err := extract.Wait(); err != nil {
-		return "", prev.Version, fmt.Errorf("extract %s: %w: %s", prev.Version, err, stderr.String())
+		return "", prev.Version, fmt.Errorf("extract %s: %w: %s", prev.Version, err, extractErr.String())
 	}
 	bin := filepath.Join(dir, "lockserver")
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/lockserver")

@@ -47,8 +47,9 @@ func PreviousRelease(t testing.TB) (bin, version string) {
 	src := t.TempDir()
 	archive := exec.Command(git, "-C", repo, "archive", "--format=tar", prev.Commit)
 	extract := exec.Command("tar", "-x", "-C", src)
-	var stderr bytes.Buffer
-	archive.Stderr, extract.Stderr = &stderr, &stderr
+	// Each its own: the two run at once.
+	var archiveErr, extractErr bytes.Buffer
+	archive.Stderr, extract.Stderr = &archiveErr, &extractErr
 	if extract.Stdin, err = archive.StdoutPipe(); err != nil {
 		t.Fatal(err)
 	}
@@ -56,10 +57,10 @@ func PreviousRelease(t testing.TB) (bin, version string) {
 		t.Fatal(err)
 	}
 	if err := archive.Run(); err != nil {
-		t.Fatalf("git archive %s: %v\n%s", prev.Commit, err, stderr.String())
+		t.Fatalf("git archive %s: %v\n%s", prev.Commit, err, archiveErr.String())
 	}
 	if err := extract.Wait(); err != nil {
-		t.Fatalf("extract %s: %v\n%s", prev.Commit, err, stderr.String())
+		t.Fatalf("extract %s: %v\n%s", prev.Commit, err, extractErr.String())
 	}
 	bin = filepath.Join(t.TempDir(), "lockserver-"+prev.Version)
 	build := exec.Command("go", "build", "-o", bin, "./cmd/lockserver")
