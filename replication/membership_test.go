@@ -3,6 +3,7 @@ package replication
 import (
 	"testing"
 
+	"github.com/lockserver/lockserver/internal/buildinfo"
 	"github.com/lockserver/lockserver/internal/testenv"
 	"github.com/lockserver/lockserver/keyspace"
 )
@@ -36,7 +37,8 @@ func TestClusterJoinAndRemove(t *testing.T) {
 	}
 	wantReply(t, "LOCKSERVER MEMBERS: n4's entry", members.Elems[3], keyspace.Map(
 		keyspace.Bulk("id"), keyspace.Bulk("n4"), keyspace.Bulk("raft"), keyspace.Bulk("raft-n4"),
-		keyspace.Bulk("client"), keyspace.Bulk("client-n4"), keyspace.Bulk("role"), keyspace.Bulk("voter")))
+		keyspace.Bulk("client"), keyspace.Bulk("client-n4"), keyspace.Bulk("role"), keyspace.Bulk("voter"),
+		keyspace.Bulk("version"), keyspace.Bulk(buildinfo.Version)))
 
 	// After UNKNOWN, whether n4 is still a member says what happened.
 	for r := c.do(via, 0, "LOCKSERVER", "REMOVE", "n4"); !same(r, keyspace.OK); r = c.do(via, 0, "LOCKSERVER", "REMOVE", "n4") {
