@@ -48,6 +48,7 @@ import (
 	"github.com/lockserver/lockserver/internal/acl"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec/internal/lua51"
+	lua "github.com/yuin/gopher-lua"
 )
 
 // defaultBudget bounds one script to about a second of one core at worst:
@@ -101,7 +102,8 @@ type Engine struct {
 	store *keyspace.Store
 	opts  Options
 	cache *scriptCache
-	vm    *vm // the Lua state, built for the first script
+	vm    *vm    // the Lua state, built for the first script
+	epoch uint64 // see SetEpoch
 	// stopped counts the scripts the budget stopped.
 	stopped int64
 	// user is the ACL user whose scripts run now (see ExecAs); nil allows
@@ -126,6 +128,19 @@ func New(store *keyspace.Store, opts Options) *Engine {
 		opts.compiledScripts = defaultCompiledScripts
 	}
 	return &Engine{store: store, opts: opts, cache: newScriptCache(opts.compiledScripts, opts.Budget)}
+}
+
+// SetEpoch sets the epoch scripts see as redis.LOCKSERVER_EPOCH (nil on
+// redis-server): the number of times the cluster's state was restored from
+// a backup or recovered from a minority, which package lock puts above its
+// fencing tokens' counters so that a token issued after a restore exceeds
+// every token issued before it. Like the keyspace, it is replicated state:
+// the state machine sets it as it reads a snapshot.
+func (e *Engine) SetEpoch(epoch uint64) {
+	e.epoch = epoch
+	if e.vm != nil {
+		e.vm.redis.RawSetString("LOCKSERVER_EPOCH", lua.LNumber(epoch))
+	}
 }
 
 func (e *Engine) budget() int64 { return e.opts.Budget }

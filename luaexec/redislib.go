@@ -64,10 +64,12 @@ func (v *vm) redisLib() *lua.LTable {
 		{"REPL_ALL", lua.LNumber(3)},
 		{"REDIS_VERSION", lua.LString(redisVersion)},
 		{"REDIS_VERSION_NUM", lua.LNumber(redisVersionNum)},
+		{"LOCKSERVER_EPOCH", lua.LNumber(v.e.epoch)},
 	}
 	for _, c := range consts {
 		t.RawSetString(c.name, c.value)
 	}
+	v.redis = t
 	return t
 }
 

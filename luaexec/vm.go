@@ -47,6 +47,8 @@ const errReadonly = "Attempt to modify a readonly table"
 type vm struct {
 	e *Engine
 	L *lua.LState
+	// redis holds the contents of the redis table (see redisLib).
+	redis *lua.LTable
 	// globals is the _G that scripts see: empty, with reads served from
 	// hidden (where libraries, redis, KEYS and ARGV live) and writes refused.
 	globals *lua.LTable

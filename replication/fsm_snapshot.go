@@ -83,9 +83,10 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	return s, nil
 }
 
-// snapshotMagic starts the engine's header in every snapshot; its last byte
-// is the header's version: 2, of lockserver 0.1, or 3, which adds the
-// cluster version and is written only once the cluster version allows it.
+// snapshotMagic starts the engine's header in every snapshot; the byte after
+// it is the header's version: 2, of lockserver 0.1, or 3, which adds the
+// cluster version and the epoch, written only once the cluster version
+// allows it.
 const (
 	snapshotMagic    = "LKSNAP\x00"
 	snapshotHeaderV2 = 2
@@ -103,6 +104,7 @@ type raftSnapshot struct {
 	last     int64
 	members  map[string]string // replaced, never modified (Raft.members)
 	cluster  clusterVersion
+	epoch    uint64
 	sm       smSnapshot
 	// began, for a snapshot raft takes, is when; Persist counts it in r's
 	// metrics.
@@ -113,7 +115,7 @@ type raftSnapshot struct {
 func (r *Raft) freeze() *raftSnapshot {
 	sm := r.sm.Load()
 	return &raftSnapshot{r: r, logBytes: r.logBytes.Load(), applied: r.applied.Load(), last: sm.lastTime(), members: *r.members.Load(),
-		cluster: sm.cluster, sm: sm.freeze()}
+		cluster: sm.cluster, epoch: sm.epoch, sm: sm.freeze()}
 }
 
 // header encodes the applied index, the log clock's last stamp, the member
@@ -138,6 +140,7 @@ func (s *raftSnapshot) header() []byte {
 	if v3 {
 		b = wire.AppendString(b, s.cluster.version.String())
 		b = append(b, boolByte(s.cluster.pinned))
+		b = binary.AppendUvarint(b, s.epoch)
 	}
 	return b
 }
@@ -330,6 +333,7 @@ func readSnapshot(rd io.Reader, r *Raft) (*stateMachine, map[string]string, uint
 			d.Fail(fmt.Errorf("cluster version %v, pinned %d", err, pinned))
 		}
 		sm.cluster = clusterVersion{version: v, pinned: pinned == 1}
+		sm.setEpoch(d.Uvarint())
 	}
 	if err := d.Finish(); err != nil {
 		return nil, nil, 0, fmt.Errorf("snapshot header: %w", err)

@@ -33,6 +33,9 @@ type stateMachine struct {
 	expired int64
 	// cluster is the cluster version the log has recorded (see version.go).
 	cluster clusterVersion
+	// epoch counts the restores and recoveries the state went through
+	// (see backup.go); scripts see it as redis.LOCKSERVER_EPOCH.
+	epoch uint64
 	// call is the Call of every run: runs never overlap, and a Call escapes
 	// into the script engine, so a fresh one would cost an allocation per
 	// command.
@@ -47,6 +50,12 @@ func newStateMachine(opts luaexec.Options, users *acl.Registry) *stateMachine {
 	}
 	store := keyspace.New()
 	return &stateMachine{store: store, lua: luaexec.New(store, opts), users: users}
+}
+
+// setEpoch sets the state's epoch (see stateMachine.epoch).
+func (sm *stateMachine) setEpoch(epoch uint64) {
+	sm.epoch = epoch
+	sm.lua.SetEpoch(epoch)
 }
 
 // lastTime returns the time of the last applied entry.

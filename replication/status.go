@@ -23,8 +23,10 @@ type RaftStatus struct {
 	AppliedIndex uint64
 	Members      []Member
 	// Version is the release this node runs; ClusterVersion the cluster
-	// version its log has recorded (see version.go).
+	// version its log has recorded (see version.go); Epoch the restores and
+	// recoveries its state went through (see backup.go).
 	Version, ClusterVersion string
+	Epoch                   uint64
 	// commitIndex is the last entry this node knows to be committed;
 	// lastIndex the last in its log.
 	commitIndex, lastIndex uint64
@@ -49,11 +51,12 @@ type Member struct {
 func (r *Raft) Status() RaftStatus {
 	leader := r.leaderID()
 	r.smMu.Lock()
-	cluster := r.sm.Load().cluster.get()
+	cluster, epoch := r.sm.Load().cluster.get(), r.sm.Load().epoch
 	r.smMu.Unlock()
 	st := RaftStatus{
 		Version:        r.opts.build,
 		ClusterVersion: cluster.String(),
+		Epoch:          epoch,
 		NodeID:         r.opts.NodeID,
 		State:          strings.ToLower(r.raft.State().String()),
 		Term:           r.raft.CurrentTerm(),
@@ -101,6 +104,7 @@ func (st RaftStatus) reply() keyspace.Reply {
 		keyspace.Bulk("cluster"), keyspace.Bulk(st.cluster.String()),
 		keyspace.Bulk("version"), keyspace.Bulk(st.Version),
 		keyspace.Bulk("cluster_version"), keyspace.Bulk(st.ClusterVersion),
+		keyspace.Bulk("epoch"), u(st.Epoch),
 	)
 }
 
