@@ -34,7 +34,15 @@
 //
 // The token counter lives beside the lock, at "redisson_lock_token:{name}",
 // and the acquire script increments it in the same atomic step that takes
-// the lock.
+// the lock. A token is that counter plus lockserver's epoch times 2^40: a
+// cluster restored from a backup, or recovered from a minority of its
+// members, is of the next epoch, so that every token it issues is above
+// every token issued before, by the cluster the backup came from too,
+// though the restored counters are those of the backup. That holds while
+// fewer than 2^40 tokens of one name are issued in an epoch (a year at
+// 30,000 a second) and for 8,191 epochs, below the 2^53 that Lua's numbers
+// hold exactly. On redis-server, which has no epoch, a token is the
+// counter.
 //
 // # What holds where
 //

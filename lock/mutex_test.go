@@ -417,7 +417,8 @@ func TestMutexHandOverLease(t *testing.T) {
 	locked := make(chan error, 1)
 	go func() { locked <- a.LockFor(ctx, 2*time.Second) }()
 	// Queued, and listening for the hand-over (a hand-over it did not hear
-	// of it would find on its next try, with a token of its own).
+	// of, or heard after trying again, it finds on its next try, with the
+	// token the hand-over counted).
 	waitQueued(t, ctx, tg.rdb, "handed")
 	token := holder.Token()
 	if err := holder.Unlock(ctx); err != nil {
@@ -442,6 +443,47 @@ func TestMutexHandOverLease(t *testing.T) {
 	}
 	if err := c.Unlock(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A waiter that finds the lock already handed to it (the hand-over message
+// lost, as here where the test hands it over without one, or an attempt
+// whose reply was lost) holds it with the token the hand-over counted: one
+// grant, one token.
+func TestMutexFindsHandOver(t *testing.T) {
+	for _, tg := range []target{embeddedTarget(t), nodeTarget(t)} {
+		t.Run(tg.name, func(t *testing.T) {
+			ctx := testContext(t)
+			b := tg.backend(t)
+			holder, a := lock.NewMutex(b, "found", nil), lock.NewMutex(b, "found", nil)
+			if err := holder.Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			locked := make(chan error, 1)
+			go func() { locked <- a.LockFor(ctx, 2*time.Second) }()
+			waitQueued(t, ctx, tg.rdb, "found")
+			id := tg.rdb.LIndex(ctx, "lockserver_lock_queue:{found}", 0).Val()
+			// The unlock's hand-over, by hand and silent.
+			pipe := tg.rdb.TxPipeline()
+			pipe.Del(ctx, "found", "lockserver_lock_waiter:{found}:"+id)
+			pipe.LPop(ctx, "lockserver_lock_queue:{found}")
+			pipe.HSet(ctx, "found", id, 1)
+			pipe.PExpire(ctx, "found", 2*time.Second)
+			counted := pipe.Incr(ctx, "redisson_lock_token:{found}")
+			if _, err := pipe.Exec(ctx); err != nil {
+				t.Fatal(err)
+			}
+			tg.rdb.Publish(ctx, "redisson_lock__channel:{found}", "0")
+			if err := <-locked; err != nil {
+				t.Fatal(err)
+			}
+			if got := a.Token(); got != uint64(counted.Val()) {
+				t.Fatalf("the token of the lock found handed over is %d, want %d, counted by the hand-over", got, counted.Val())
+			}
+			if err := a.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 

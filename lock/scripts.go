@@ -19,7 +19,10 @@ func newScript(src string) *script {
 
 // The Mutex's scripts. The lock is RedissonLock's hash (one field, the
 // holder's id, whose value is its re-entry count) with RedissonFencedLock's
-// token counter beside it; the unlock message is RedissonLock's. The wait
+// token counter beside it; the unlock message is RedissonLock's. A token is
+// the counter plus the server's epoch times 2^40 (redis.LOCKSERVER_EPOCH,
+// which a lockserver raises at each restore from a backup or recovery, and
+// which redis-server does not have). The wait
 // queue is the Mutex's own: Redisson's clients do not read it, and it makes
 // Go waiters take turns.
 
@@ -30,21 +33,27 @@ func newScript(src string) *script {
 // it (kept in its queue entry). {-1, token, next waiter or ""} when taken; else
 // {ms to wait, 0, first waiter or ""} with the lock's lease left, or, while
 // the lock is free but it is another waiter's turn, {that waiter's entry's
-// lease left, 1, that waiter}. A holder that finds its own id
-// in the hash (its earlier attempt took the lock and the reply was lost)
-// takes it again with a new token, so the script may be retried.
+// lease left, 1, that waiter}. A holder that finds its own id in the hash
+// (an unlock handed it the lock, or its earlier attempt took it and the
+// reply was lost) has the grant it finds, with that grant's token: the
+// counter, which no one else can have counted since, as they would have had
+// to take the lock. So the script may be retried.
 var mutexAcquire = newScript(`local function entry(id) return KEYS[4] .. ':' .. id end
 local head = redis.call('lindex', KEYS[3], 0)
 while head and redis.call('exists', entry(head)) == 0 do
   redis.call('lpop', KEYS[3])
   head = redis.call('lindex', KEYS[3], 0)
 end
-if redis.call('hexists', KEYS[1], ARGV[2]) == 1
-  or (redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[2])) then
+local held = redis.call('hexists', KEYS[1], ARGV[2]) == 1
+if held or (redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[2])) then
   if redis.call('del', entry(ARGV[2])) == 1 then
     redis.call('lrem', KEYS[3], 1, ARGV[2])
   end
-  local token = redis.call('incr', KEYS[2])
+  local n = held and tonumber(redis.call('get', KEYS[2]) or '')
+  if not n then
+    n = redis.call('incr', KEYS[2])
+  end
+  local token = n + (redis.LOCKSERVER_EPOCH or 0) * 1099511627776
   redis.call('hset', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   return {-1, token, redis.call('lindex', KEYS[3], 0) or ''}
@@ -86,10 +95,10 @@ while head do
   if entry then
     local lease, wait = string.match(entry, '^(%d+) (.*)$')
     redis.call('del', KEYS[5] .. ':' .. head)
-    local token = redis.call('incr', KEYS[3])
+    local token = redis.call('incr', KEYS[3]) + (redis.LOCKSERVER_EPOCH or 0) * 1099511627776
     redis.call('hset', KEYS[1], head, 1)
     redis.call('pexpire', KEYS[1], lease)
-    redis.call('publish', KEYS[6], head .. ' ' .. wait .. ' ' .. token)
+    redis.call('publish', KEYS[6], head .. ' ' .. wait .. ' ' .. string.format('%d', token))
     return 1
   end
   head = redis.call('lpop', KEYS[4])
