@@ -19,6 +19,7 @@ func init() {
 		&Command{Name: "remove", Arity: 3, Flags: admin},
 		&Command{Name: "downgrade", Arity: 3, Flags: admin},
 		&Command{Name: "digest", Arity: 2, Flags: admin},
+		&Command{Name: "backup", Arity: -2, Flags: admin},
 		&Command{Name: "help", Arity: 2, Flags: admin},
 		&Command{Name: "join", Arity: 5, Flags: member},
 		&Command{Name: "register", Arity: 4, Flags: member},

@@ -268,6 +268,7 @@ var commandSpecs = map[string]commandSpec{
 	"lockserver|remove":    spec(CatAdmin | CatSlow | CatDangerous),
 	"lockserver|downgrade": spec(CatAdmin | CatSlow | CatDangerous),
 	"lockserver|digest":    spec(CatAdmin | CatSlow | CatDangerous),
+	"lockserver|backup":    spec(CatAdmin | CatSlow | CatDangerous),
 	"lockserver|help":      spec(CatSlow),
 	"lockserver|join":      spec(CatAdmin | CatSlow | CatDangerous),
 	"lockserver|register":  spec(CatAdmin | CatSlow | CatDangerous),

@@ -23,6 +23,9 @@ func (f *fsm) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
 // appliedLocal), not through raft's futures.
 func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	r := (*Raft)(f)
+	if r.opts.beforeApply != nil {
+		r.opts.beforeApply()
+	}
 	if r.halted.Load() != nil {
 		return make([]any, len(logs))
 	}

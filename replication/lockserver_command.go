@@ -26,6 +26,7 @@ import (
 //	LOCKSERVER REMOVE id                    remove a node
 //	LOCKSERVER DOWNGRADE version|CANCEL     lower the cluster version, to roll the cluster back
 //	LOCKSERVER DIGEST                       this node's applied index, and a hash of its state then
+//	LOCKSERVER BACKUP [id]                  on the leader: begin a backup, or its next piece (backup.go)
 //	LOCKSERVER JOIN id raft-addr client-addr  add a node, as a non-voter until it catches up (members only)
 //	LOCKSERVER REGISTER id client-addr      record a member's client address (members only)
 //	LOCKSERVER APPLIED                      this node's applied index (members only: the leader asks it)
@@ -46,6 +47,11 @@ REMOVE <id>
 DIGEST
     The index of the last entry this node applied, and a SHA-256 of its
     state then, which every member that applied as much shares.
+BACKUP [<id>]
+    On the leader: begin a backup of the cluster's state at one applied
+    index (id, index, term, cluster), then read it piece by piece with its
+    id; the last piece comes with the SHA-256 of the whole. lockserver
+    backup --to FILE does both.
 DOWNGRADE <version>|CANCEL
     Lower the cluster version to <version> (MAJOR.MINOR, one release back),
     so that the members write only what that release reads, before they are
@@ -91,6 +97,7 @@ func init() {
 		},
 		"lockserver|acked":  (*Raft).serveAcked,
 		"lockserver|digest": (*Raft).serveDigest,
+		"lockserver|backup": (*Raft).serveBackup,
 		"lockserver|help": func(_ *Raft, req *Request, _ [][]byte) {
 			req.finish(keyspace.BulkArray(strings.Split(clusterHelp, "\n")))
 		},

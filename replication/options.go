@@ -131,6 +131,9 @@ type RaftOptions struct {
 	// test can tell a member that stands early from one that waits for
 	// raft's own timer.
 	firstStand time.Duration
+	// beforeApply, when set, runs before the FSM applies each batch, so that
+	// a test can hold a member's state machine behind its log.
+	beforeApply func()
 }
 
 // Peer is one voter of a new cluster.

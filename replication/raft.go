@@ -136,7 +136,8 @@ type Raft struct {
 	peerMu      sync.Mutex
 	unreachable map[string]bool // on the leader: members whose heartbeats fail
 
-	waits replicaWaits // the WAITs under way (wait.go)
+	waits  replicaWaits // the WAITs under way (wait.go)
+	backup backups      // the backups under way (backup.go)
 
 	metrics raftMetrics // metrics.go
 	// committed is when the FSM was handed the batch it applies now: the
@@ -149,6 +150,8 @@ type Raft struct {
 	// once set, says why it applies no more entries (see halt).
 	build  buildinfo.Release
 	halted atomic.Pointer[error]
+	// recovering is set on the engine Recover runs offline (recover.go).
+	recovering bool
 
 	closed   atomic.Bool
 	failOnce sync.Once  // logFailed
@@ -170,6 +173,29 @@ func NewRaft(opts RaftOptions) (*Raft, error) {
 	if err := opts.checkSecurity(); err != nil {
 		return nil, fmt.Errorf("replication: node %s: %w", opts.NodeID, err)
 	}
+	r, err := newEngine(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.open(); err != nil {
+		r.cancel()
+		r.closeStores()
+		return nil, fmt.Errorf("replication: open node %s: %w", r.opts.NodeID, err)
+	}
+	for _, loop := range []func(){r.standUnheard, r.waitLoop, r.verifyLoop, r.fwd.loop, r.leadershipLoop, r.expireLoop, r.snapshotLoop, r.registerLoop, r.promoteLoop, r.replicaLoop} {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			loop()
+		}()
+	}
+	return r, nil
+}
+
+// newEngine returns the engine's state, with no stores, transport or Raft
+// node yet: NewRaft opens those, and the offline tools (backup.go,
+// recover.go) use the state machine alone.
+func newEngine(opts RaftOptions) (*Raft, error) {
 	opts = opts.withDefaults()
 	build, err := buildinfo.Parse(opts.build)
 	if err != nil {
@@ -201,18 +227,6 @@ func NewRaft(opts RaftOptions) (*Raft, error) {
 	r.sm.Store(newStateMachine(opts.Lua, opts.Users))
 	r.members.Store(&map[string]string{})
 	r.fwd = newForwarder(r)
-	if err := r.open(); err != nil {
-		r.cancel()
-		r.closeStores()
-		return nil, fmt.Errorf("replication: open node %s: %w", opts.NodeID, err)
-	}
-	for _, loop := range []func(){r.standUnheard, r.waitLoop, r.verifyLoop, r.fwd.loop, r.leadershipLoop, r.expireLoop, r.snapshotLoop, r.registerLoop, r.promoteLoop, r.replicaLoop} {
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			loop()
-		}()
-	}
 	return r, nil
 }
 
@@ -515,6 +529,7 @@ func (r *Raft) Close() error {
 	r.wg.Wait()
 	r.fwd.close()
 	r.ret.stop()
+	r.backup.endAll(errors.New(errClosed))
 	return errors.Join(err, r.peers.Close(), r.closeStores())
 }
 
