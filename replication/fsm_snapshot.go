@@ -78,6 +78,9 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	began := time.Now()
 	r.smMu.Lock()
 	defer r.smMu.Unlock()
+	if r.recovering {
+		r.recoverSnapshot()
+	}
 	s := r.freeze()
 	s.began = began
 	return s, nil
@@ -204,6 +207,9 @@ const compactSlack = 16
 // before raft compacts; the entries appended between the two fit in
 // compactSlack.
 func (r *Raft) keepLogSinceSnapshot() {
+	if r.raft == nil {
+		return // offline (see Recover): raft compacts nothing
+	}
 	r.reloadConfig("the log entries kept after a snapshot", func(rc *raft.ReloadableConfig) {
 		last, since := r.raft.LastIndex(), r.snapIndex.Load()
 		rc.TrailingLogs = r.opts.trailingLogs
