@@ -364,10 +364,7 @@ func openMember(opts Options, listenAddr string, lua luaexec.Options, users *acl
 		}
 		advertise = listenAddr
 	}
-	var peers []replication.Peer
-	for _, p := range c.Bootstrap {
-		peers = append(peers, replication.Peer(p))
-	}
+	peers := raftPeers(c.Bootstrap)
 	return replication.NewRaft(replication.RaftOptions{
 		NodeID:          c.NodeID,
 		RaftAddr:        c.RaftAddr,
@@ -576,4 +573,13 @@ func fromReply(r keyspace.Reply) (any, error) {
 		}
 		return out, nil
 	}
+}
+
+// raftPeers converts a list of voters for the replication package.
+func raftPeers(list []Peer) []replication.Peer {
+	var peers []replication.Peer
+	for _, p := range list {
+		peers = append(peers, replication.Peer(p))
+	}
+	return peers
 }

@@ -135,17 +135,7 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	// The environment is read first and the command line over it, so that
 	// the command line wins and a bad environment value is an error even
 	// when a flag overrides it.
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		if f.Name == "version" {
-			return // a question, not a setting: no environment twin
-		}
-		if v := getenv(envName(f.Name)); v != "" && envErr == nil {
-			if err := fs.Set(f.Name, v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %w", envName(f.Name), v, err)
-			}
-		}
-	})
+	envErr := setFromEnv(fs, getenv)
 	err := fs.Parse(args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -271,6 +261,23 @@ func peersFlag(dst *[]lockserver.Peer) func(string) error {
 	}
 }
 
+// setFromEnv sets each of fs's flags that the environment sets, and
+// returns the first value it refused.
+func setFromEnv(fs *flag.FlagSet, getenv func(string) string) error {
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name == "version" {
+			return // a question, not a setting: no environment twin
+		}
+		if v := getenv(envName(f.Name)); v != "" && envErr == nil {
+			if err := fs.Set(f.Name, v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %w", envName(f.Name), v, err)
+			}
+		}
+	})
+	return envErr
+}
+
 // envName is the environment variable for a flag: max-clients -> LOCKSERVER_MAX_CLIENTS.
 func envName(flagName string) string {
 	return "LOCKSERVER_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
@@ -278,7 +285,7 @@ func envName(flagName string) string {
 
 func usage(fs *flag.FlagSet) string {
 	var b strings.Builder
-	b.WriteString("usage: lockserver [flags]\n\nflags (each also settable as LOCKSERVER_<FLAG> in the environment):\n")
+	b.WriteString("usage: lockserver [flags]\n       lockserver backup|restore|inspect|recover [flags] ... (see lockserver backup -h, ...)\n\nflags (each also settable as LOCKSERVER_<FLAG> in the environment):\n")
 	fs.SetOutput(&b)
 	fs.PrintDefaults()
 	fs.SetOutput(io.Discard)
@@ -342,13 +349,19 @@ func procs(flag int, envSet bool, runtimeDefault int) int {
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
-	cfg, err := parse(args, os.Getenv)
+	var cfg *config
+	var err error
+	if len(args) > 0 && adminCommands[args[0]] != nil {
+		err = adminCommands[args[0]](args[1:], os.Getenv, stdout, stderr)
+	} else {
+		cfg, err = parse(args, os.Getenv)
+	}
 	var help helpRequest
 	if errors.As(err, &help) {
 		_, err = io.WriteString(stdout, string(help))
 		return err
 	}
-	if err != nil {
+	if err != nil || cfg == nil {
 		return err
 	}
 	hopts := &slog.HandlerOptions{Level: cfg.logLevel}
