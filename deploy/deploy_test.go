@@ -4,6 +4,7 @@
 package deploy
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -378,6 +379,40 @@ func checkHTTP(t *testing.T, url string) {
 		}
 		return nil
 	})
+}
+
+// readEnvFile reads a file of NAME=value lines, with # comments, as compose's
+// env_file and systemd's EnvironmentFile read the files given here (neither
+// quotes nor continues a line).
+func readEnvFile(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var env []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if !strings.Contains(line, "=") || strings.ContainsAny(line, `"'\`) {
+			t.Fatalf("%s: %q is not a plain NAME=value line", path, line)
+		}
+		env = append(env, line)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// setEnv returns env with name set to value, replacing an earlier setting.
+func setEnv(env []string, name, value string) []string {
+	env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, name+"=") })
+	return append(env, name+"="+value)
 }
 
 // getEnv returns the value of name in env: its last, as exec.Cmd uses.
