@@ -138,26 +138,51 @@ type Link struct {
 // Listen opens the member link on addr. The other members reach this one at
 // advertise (a proxy's or a NAT's), or at addr if it is empty.
 func Listen(addr, advertise string, cfg Config) (*Link, error) {
-	tcp, err := net.ResolveTCPAddr("tcp", cmp.Or(advertise, addr))
+	reach, err := reachAddr(cmp.Or(advertise, addr))
 	if err != nil {
 		return nil, err
-	}
-	if tcp.IP == nil || tcp.IP.IsUnspecified() {
-		return nil, fmt.Errorf("%s is no address the other members can reach this one at", cmp.Or(advertise, addr))
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	l := &Link{
-		cfg: cfg, ln: ln, addr: tcp,
-		raftQ: newConnQueue(tcp), memberQ: newConnQueue(tcp),
+		cfg: cfg, ln: ln, addr: reach,
+		raftQ: newConnQueue(reach), memberQ: newConnQueue(reach),
 		perHost: map[string]int{}, builds: map[string]string{},
 	}
 	l.wg.Add(1)
 	go l.acceptLoop()
 	return l, nil
 }
+
+// reachAddr is the address the other members reach this one at, as given:
+// an IP address, which must not be unspecified, or a host name, which is
+// not looked up here. A name's record may appear only after the process
+// starts (a Kubernetes pod's, in its StatefulSet's headless Service), and
+// the name, not what it resolves to now, is what the members keep.
+func reachAddr(hostPort string) (net.Addr, error) {
+	host, port, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil || host == "" {
+		return nil, fmt.Errorf("%s is no address the other members can reach this one at", hostPort)
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		if ip.IsUnspecified() {
+			return nil, fmt.Errorf("%s is no address the other members can reach this one at", hostPort)
+		}
+		return net.ResolveTCPAddr("tcp", hostPort)
+	}
+	return namedAddr(hostPort), nil
+}
+
+// namedAddr is a member's address by host name.
+type namedAddr string
+
+func (namedAddr) Network() string  { return "tcp" }
+func (a namedAddr) String() string { return string(a) }
 
 // SetCluster sets the identity this member carries in its handshakes, once
 // known; until then it refuses every link.

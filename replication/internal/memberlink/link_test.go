@@ -433,3 +433,24 @@ func TestRefusalLogIsBounded(t *testing.T) {
 		t.Fatalf("after the period: logged %v, held back %d; want true, 3", ok, n)
 	}
 }
+
+// The address the other members reach a member at is kept as given: a host
+// name is not looked up when the link opens (its record may not exist
+// yet), and an unspecified address is refused.
+func TestListenKeepsTheAdvertisedName(t *testing.T) {
+	cfg := Config{Node: "a", Secret: []byte(testSecret)}
+	l, err := Listen(freeport.MustAddr(t), "member-a.not-yet-in-dns.invalid:7000", cfg)
+	if err != nil {
+		t.Fatalf("a host name whose record does not exist yet: %v", err)
+	}
+	if got := l.Addr().String(); got != "member-a.not-yet-in-dns.invalid:7000" {
+		t.Errorf("Addr = %s, want the name as given", got)
+	}
+	l.Close()
+	for _, bad := range []string{"0.0.0.0:7000", "[::]:7000", "host-without-port", ":7000", "host:nonsense"} {
+		if l, err := Listen(freeport.MustAddr(t), bad, cfg); err == nil {
+			l.Close()
+			t.Errorf("advertised %q: opened", bad)
+		}
+	}
+}
