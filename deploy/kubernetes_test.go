@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockserver/lockserver/internal/clustertest"
 	"github.com/redis/go-redis/v9"
 	"go.yaml.in/yaml/v3"
 )
@@ -414,7 +416,8 @@ func TestKubernetes(t *testing.T) {
 	}
 	clients := map[string]*redis.Client{}
 	var procs []*member
-	for i, p := range pods {
+	// run is pod i's command line and environment, on new volumes.
+	run := func(i int) (argv, env []string) {
 		own := map[string]string{"0.0.0.0": ips[i], "127.0.0.1": ips[len(pods)+i]}
 		for k, v := range hosts {
 			own[k] = v
@@ -426,13 +429,16 @@ func TestKubernetes(t *testing.T) {
 			}
 			mounts[vm.MountPath] = t.TempDir()
 		}
-		var argv, env []string
-		for _, a := range p.argv {
+		for _, a := range pods[i].argv {
 			argv = append(argv, mapPath(mapHosts(t, a, own), mounts))
 		}
-		for _, kv := range p.env {
+		for _, kv := range pods[i].env {
 			env = append(env, mapPath(mapHosts(t, kv, own), mounts))
 		}
+		return argv, env
+	}
+	for i, p := range pods {
+		argv, env := run(i)
 		id, ok := flagValue(argv, "node-id")
 		if !ok {
 			id = getEnv(env, "LOCKSERVER_NODE_ID")
@@ -466,6 +472,26 @@ func TestKubernetes(t *testing.T) {
 			}
 			checkHTTP(t, "http://"+ips[i]+":"+port+probe.HTTPGet.Path)
 		}
+	}
+
+	// A pod whose volume is lost starts again, with the same arguments, on
+	// a new one: it joins the cluster rather than bootstrap it again, and
+	// gets its data.
+	lost := len(pods) - 1
+	procs[lost].stop(t)
+	argv, env := run(lost)
+	procs[lost] = startMember(t, pods[lost].name, argv, env)
+	waitCluster(t, clients, procs)
+	clustertest.Eventually(t, "GET on "+pods[lost].name+" after it lost its volume", func() error {
+		got, err := clients[pods[lost].name].Get(context.Background(), "deploy-test").Result()
+		if err == nil && !strings.HasPrefix(got, "written-through-") {
+			t.Fatalf("GET on %s after it lost its volume = %q", pods[lost].name, got)
+		}
+		return err
+	})
+	log, _ := os.ReadFile(procs[lost].log)
+	if !strings.Contains(string(log), "rather than bootstrap again") {
+		t.Fatalf("%s, with no data, did not join through another member", pods[lost].name)
 	}
 	for _, m := range procs {
 		m.stop(t)

@@ -2,12 +2,16 @@ package replication
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/lockserver/lockserver/replication/internal/memberlink"
@@ -33,6 +37,45 @@ func randomClusterID() memberlink.ClusterID {
 	var id memberlink.ClusterID
 	rand.Read(id[:])
 	return id
+}
+
+// probeTimeout bounds how long a member with no data asks the other
+// bootstrap voters whether their cluster already runs.
+const probeTimeout = 2 * time.Second
+
+// establishedPeer asks the other voters of the bootstrap list how much they
+// have applied, and returns the Raft address of
+// one that has applied an entry: the cluster ran before, and this member,
+// with no data, lost its own. A member that bootstrapped and never had a
+// leader has applied nothing; one with no data yet, like this one, does not
+// answer (it refuses links until it has an identity, so it says so at
+// once); nor does one that is down. If none has applied anything, the
+// cluster is new, and "" says to bootstrap it. (Should every other voter be
+// down or cut off, a member that lost its data bootstraps all the same: as
+// etcd's does, it cannot tell.)
+func (r *Raft) establishedPeer() string {
+	ctx, cancel := context.WithTimeout(r.ctx, probeTimeout)
+	defer cancel()
+	found := make(chan string, len(r.opts.Bootstrap))
+	var wg sync.WaitGroup
+	for _, p := range r.opts.Bootstrap {
+		if p.ID == r.opts.NodeID {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := r.peers.Call(ctx, p.RaftAddr, argLockserver, []byte("APPLIED"))
+			if n, _ := strconv.ParseUint(res, 10, 64); err == nil && n > 0 {
+				found <- p.RaftAddr
+			}
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(found)
+	}()
+	return <-found
 }
 
 // keyClusterID is the stable store's key of the cluster identity.
@@ -67,6 +110,20 @@ func (r *Raft) identify(existing bool, stable raft.StableStore) error {
 		}
 	case o.Bootstrap != nil:
 		id = bootstrapClusterID(o.Bootstrap, o.ClusterToken)
+		if via := r.establishedPeer(); via != "" {
+			// Bootstrapped, it would be a voter with an empty log, and
+			// could elect a candidate that lacks committed entries.
+			r.log.Warn("this member has no data, but its cluster has: it joins through another member rather than bootstrap again (its data directory was lost or wiped)",
+				"via", via, "cluster", id)
+			o.Join = via
+			joined, err := r.join()
+			if err != nil {
+				return err
+			}
+			if joined != id {
+				return fmt.Errorf("the member at %s, of the bootstrap list, is of cluster %s, not of the one the list makes (%s): give this member an empty data directory and --join, or another list", via, joined, id)
+			}
+		}
 	default:
 		id = randomClusterID()
 	}

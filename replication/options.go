@@ -39,8 +39,11 @@ type RaftOptions struct {
 	// Bootstrap lists the voters of a new cluster, this node among them at
 	// RaftAdvertise or else RaftAddr (NewRaft refuses a list that is not: the
 	// others could never reach this node). It is used, and checked, only
-	// when the node has no state yet. Never bootstrap a member whose data was wiped: with no log it would vote
-	// for any candidate, even a stale one. Give it Join instead.
+	// when the node has no state yet. A node with no state first asks the
+	// other voters of the list: when one of them has applied an entry, the
+	// cluster ran before and this node lost its data, so it joins through
+	// that one, as with Join, rather than bootstrap again, which would make
+	// it a voter with an empty log that could elect a stale candidate.
 	Bootstrap []Peer
 	// Join is the Raft address of any member of an existing cluster. A node
 	// with no state asks it to add this node, as a non-voter that the leader
