@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -20,7 +23,8 @@ import (
 // runs lock clients through what a large state costs a server: a snapshot
 // (BGSAVE for redis-server) on the leader and on a follower, a follower's
 // restart, the whole cluster's restart (redis-server's restart from its
-// RDB), and a mass expiry of locks that all expire at one moment. For each
+// RDB), a backup to a file (lockserver backup; redis-cli --rdb), and a mass
+// expiry of locks that all expire at one moment. For each
 // event it reports how long it took, the clients' throughput against the
 // seconds before, their p99 and their longest request (the longest stall),
 // errors, and whether the cluster's leader changed (its term moved); at each
@@ -187,11 +191,13 @@ func (g *growth) events(ctx context.Context) []row {
 		rows = append(rows,
 			g.event(ctx, "snapshot", true, g.snapshot(true)),
 			g.event(ctx, "follower snapshot", true, g.snapshot(false)),
+			g.event(ctx, "backup", true, g.backup),
 			g.event(ctx, "follower restart", true, g.followerRestart),
 			g.event(ctx, "cluster restart", false, g.clusterRestart))
 	} else {
 		rows = append(rows,
 			g.event(ctx, "snapshot", true, g.bgsave),
+			g.event(ctx, "backup", true, g.backup),
 			g.event(ctx, "restart", false, g.redisRestart))
 	}
 	return rows
@@ -345,6 +351,62 @@ func (g *growth) bgsave(ctx context.Context) (time.Duration, time.Duration, stri
 			return 0, 0, "", ctx.Err()
 		}
 	}
+}
+
+// backup copies the state to a file of the bench's, as an operator's
+// machine would over the client port: lockserver backup (from the leader,
+// after a barrier), redis-cli --rdb (a full sync's RDB, with no delay for
+// other replicas to share it). The note gives the
+// file's size and, for a cluster, how long lockserver restore then took to
+// make a new member's data directory of it.
+func (g *growth) backup(ctx context.Context) (time.Duration, time.Duration, string, error) {
+	dir, err := g.b.tempDir("backup")
+	if err != nil {
+		return 0, 0, "", err
+	}
+	defer os.RemoveAll(dir)
+	file := filepath.Join(dir, "state.backup")
+	var cmd *exec.Cmd
+	if g.cluster {
+		bin, err := g.b.lockserverBinary(ctx)
+		if err != nil {
+			return 0, 0, "", err
+		}
+		cmd = exec.CommandContext(ctx, bin, "backup", "--to", file, g.inst.members[0].addr)
+	} else {
+		// A full sync waits repl-diskless-sync-delay (5 s) for more
+		// replicas to share it: not what is measured here.
+		c := newGoRedis(&redis.Options{Addr: g.inst.members[0].addr}, 1)
+		_, err := c.do(ctx, "CONFIG", "SET", "repl-diskless-sync-delay", "0")
+		c.close()
+		if err != nil {
+			return 0, 0, "", err
+		}
+		host, port, _ := net.SplitHostPort(g.inst.members[0].addr)
+		cmd = exec.CommandContext(ctx, "redis-cli", "-h", host, "-p", port, "--rdb", file)
+	}
+	start := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return 0, 0, "", fmt.Errorf("%s: %w\n%s", strings.Join(cmd.Args, " "), err, out)
+	}
+	took := time.Since(start)
+	st, err := os.Stat(file)
+	if err != nil {
+		return 0, 0, "", err
+	}
+	note := fmt.Sprintf("file %.1f MB", float64(st.Size())/1e6)
+	if g.cluster {
+		bin, _ := g.b.lockserverBinary(ctx)
+		restoreAt := filepath.Join(dir, "restored")
+		start := time.Now()
+		out, err := exec.CommandContext(ctx, bin, "restore", "--from", file, "--data-dir", restoreAt,
+			"--node-id", "r", "--bootstrap", "r=127.0.0.1:1").CombinedOutput()
+		if err != nil {
+			return 0, 0, "", fmt.Errorf("lockserver restore: %w\n%s", err, out)
+		}
+		note += "; lockserver restore of it " + fmtDur(time.Since(start))
+	}
+	return took, 0, note, nil
 }
 
 // followerRestart stops a follower and starts it again: took is until it
