@@ -165,6 +165,16 @@ func TestDiffLatency(t *testing.T) {
 	if got := p.ls.Do("LATENCY", "HELP"); got != strings.Join(kept, "\r\n") {
 		t.Errorf("LATENCY HELP: %q, want Redis's less DOCTOR and GRAPH: %q", got, strings.Join(kept, "\r\n"))
 	}
+	// A command with subcommands stands for those that ran.
+	p.DoNorm(normLatency, "CONFIG", "RESETSTAT")
+	p.DoNorm(normLatency, "CLIENT", "ID")
+	p.DoNorm(normLatency, "CLIENT", "GETNAME")
+	for _, args := range [][]string{{"LATENCY", "HISTOGRAM", "client"}, {"LATENCY", "HISTOGRAM", "client|id", "config"}} {
+		redisNames, lsNames := list(p.redis.Do(args...)), list(p.ls.Do(args...))
+		if len(redisNames) == 0 || !slices.Equal(lsNames, redisNames) {
+			t.Errorf("%q names:\n redis-server: %v\n   lockserver: %v", args, redisNames, lsNames)
+		}
+	}
 	p.DoNorm(normID, "HELLO", "3")
 	p.DoNorm(normLatency, "LATENCY", "HISTOGRAM", "get")
 }

@@ -127,9 +127,13 @@ func cmdLatencyHistogram(c *conn, args [][]byte) {
 	if len(args) == 2 {
 		cmds = allNames()
 	} else {
+		// A command with subcommands stands for them too, as in Redis.
 		for _, a := range args[2:] {
 			if cmd := lookupFull([]byte(strings.ToLower(string(a)))); cmd != nil {
 				cmds = append(cmds, cmd)
+				for _, name := range sortedKeys(cmd.Subcommands) {
+					cmds = append(cmds, cmd.Subcommands[name])
+				}
 			}
 		}
 	}
