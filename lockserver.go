@@ -70,10 +70,9 @@ type Options struct {
 	// Limits bound request sizes (bulk length, arguments, inline length).
 	Limits Limits
 	// ScriptBudget is how many steps a script may take (operations, and 16
-	// bytes of strings built or scanned); 0 means 15,000,000, about five
-	// seconds of one core for a script of commands and loops, as Redis's
-	// lua-time-limit. A script that runs out stops with an error at the same
-	// step on every member.
+	// bytes of strings built or scanned); 0 means 2,000,000, about a second
+	// of one core at worst. A script that runs out stops with an error at
+	// the same step on every member.
 	ScriptBudget int64
 	// Logger receives structured logs; nil discards them, go-redis's about a
 	// member's connections to its peers included (see the package doc).

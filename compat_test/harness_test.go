@@ -9,7 +9,6 @@ package compat_test
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -79,8 +78,6 @@ type rawClient struct {
 	t    testing.TB
 	conn net.Conn
 	rd   *bufio.Reader
-	// wait bounds a reply (default 10 s): a test of a long script sets more.
-	wait time.Duration
 }
 
 func dialRaw(t testing.TB, addr string) *rawClient { return dialRawTLS(t, addr, nil) }
@@ -150,7 +147,7 @@ func (c *rawClient) SendRaw(b []byte) {
 // Read reads one whole reply (RESP2 or RESP3) and returns its bytes.
 func (c *rawClient) Read() string {
 	c.t.Helper()
-	c.conn.SetReadDeadline(time.Now().Add(cmp.Or(c.wait, 10*time.Second)))
+	c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var b strings.Builder
 	if err := readReply(c.rd, &b); err != nil {
 		c.t.Fatalf("reading reply: %v (so far %q)", err, b.String())

@@ -51,15 +51,11 @@ import (
 	lua "github.com/yuin/gopher-lua"
 )
 
-// defaultBudget bounds one script to 15 million operations, or 240 MB of
-// strings built, copied, hashed or scanned: on the bench's machine about
-// five seconds of one core for a script of commands and loops, Redis's
-// lua-time-limit, and seven or eight for the inputs that take longest for
-// their steps (BenchmarkWorstInputs). The scripts of Redis's own test suite
-// that redis-server runs in a second or two fit in it (the longest, a loop
-// of a million SADDs, takes about 9.5 million steps: see
-// compat_test/diff_script_budget_test.go).
-const defaultBudget = 15_000_000
+// defaultBudget bounds one script to about a second of one core at worst:
+// 2 million operations, or 32 MB of strings built, copied, hashed or
+// scanned. (BenchmarkWorstInputs measures the scripts that take longest for
+// their steps.)
+const defaultBudget = 2_000_000
 
 // Defaults of the options only tests set.
 const (
