@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/replication/internal/storage"
 )
 
 // A backup is the cluster's state at one applied index, streamed from the
@@ -140,7 +141,9 @@ func (r *Raft) backupBegin(ctx context.Context) (keyspace.Reply, error) {
 	s.timer = time.AfterFunc(backupIdle, func() { r.backup.end(id, s, errBackupIdle) })
 	r.backup.mu.Unlock()
 	go func() {
-		err := snap.write(io.MultiWriter(s.sum, pw))
+		// Paced as a snapshot is (see raftSnapshot.Persist), so that the
+		// leader keeps most of its time for its clients meanwhile.
+		err := snap.write(&counter{w: io.MultiWriter(s.sum, pw), pace: new(storage.Pacer).Pause})
 		snap.Release()
 		pw.CloseWithError(err)
 	}()
