@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -246,11 +247,20 @@ func TestBinaryTLSCluster(t *testing.T) {
 		return err
 	})
 
+	// A backup over TLS, asked of a follower, with a client certificate:
+	// the command finds the leader and dials it with the same settings.
+	opCert, opKey := ca.Issue(t, testcerts.Options{CommonName: "operator"}).WriteFiles(t, dir, "operator")
+	out := admin(t, bin, true, "backup", "--tls", "--tls-ca-cert-file", caFile, "--tls-cert-file", opCert, "--tls-key-file", opKey,
+		"--to", filepath.Join(dir, "tls.lkbackup"), f.Addr())
+	if keys, _ := strconv.Atoi(field(t, out, "keys")); keys < 1 {
+		t.Fatalf("a backup over TLS holds %d keys, want the lock\n%s", keys, out)
+	}
+
 	stranger := clustertest.NewProc(t, bin, "n4", clustertest.ProcOptions{})
 	args := append(stranger.MemberArgs("--join", l.RaftAddr()), tlsArgs(stranger, testcerts.NewCA(t, "another CA"))...)
-	out, err := exec.Command(bin, args...).CombinedOutput()
-	if code := exitCode(err); code != 1 || !strings.Contains(string(out), "refused") || !strings.Contains(string(out), "join via "+l.RaftAddr()) {
-		t.Fatalf("a node with another CA's certificate joining: exit %d:\n%s", code, out)
+	joined, err := exec.Command(bin, args...).CombinedOutput()
+	if code := exitCode(err); code != 1 || !strings.Contains(string(joined), "refused") || !strings.Contains(string(joined), "join via "+l.RaftAddr()) {
+		t.Fatalf("a node with another CA's certificate joining: exit %d:\n%s", code, joined)
 	}
 }
 
