@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-func writeBackup(t *testing.T, body []byte) (string, Header) {
+func writeBackup(t testing.TB, body []byte) (string, Header) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "b.lkbackup")
 	w, err := Create(path)
@@ -100,4 +100,30 @@ func TestFlippedByteIsLocated(t *testing.T) {
 	if _, _, _, err := Open(path); err == nil {
 		t.Error("a backup cut short opened")
 	}
+}
+
+// No file makes Open panic or return a body it did not check: whatever it
+// accepts reads back whole, as long as its header says.
+func FuzzOpen(f *testing.F) {
+	path, _ := writeBackup(f, []byte("a body of a few bytes"))
+	if valid, err := os.ReadFile(path); err == nil {
+		f.Add(valid)
+		f.Add(valid[:headerSize])
+	}
+	f.Add([]byte(magic))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "f")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		h, file, body, err := Open(path)
+		if err != nil {
+			return
+		}
+		defer file.Close()
+		got, err := io.ReadAll(body)
+		if err != nil || uint64(len(got)) != h.Length || sha256.Sum256(got) != h.SHA256 {
+			t.Fatalf("accepted a body of %d bytes (%v) whose header says %d", len(got), err, h.Length)
+		}
+	})
 }
