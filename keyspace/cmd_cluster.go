@@ -24,6 +24,7 @@ func init() {
 		&Command{Name: "join", Arity: 5, Flags: member},
 		&Command{Name: "register", Arity: 4, Flags: member},
 		&Command{Name: "applied", Arity: 2, Flags: member},
+		&Command{Name: "registered", Arity: 3, Flags: member},
 		&Command{Name: "acked", Arity: 2, Flags: member},
 		&Command{Name: "forward", Arity: 3, Flags: member},
 	)})...)

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -43,16 +42,19 @@ func randomClusterID() memberlink.ClusterID {
 // bootstrap voters whether their cluster already runs.
 const probeTimeout = 2 * time.Second
 
-// establishedPeer asks the other voters of the bootstrap list how much they
-// have applied, and returns the Raft address of
-// one that has applied an entry: the cluster ran before, and this member,
-// with no data, lost its own. A member that bootstrapped and never had a
-// leader has applied nothing; one with no data yet, like this one, does not
-// answer (it refuses links until it has an identity, so it says so at
-// once); nor does one that is down. If none has applied anything, the
-// cluster is new, and "" says to bootstrap it. (Should every other voter be
-// down or cut off, a member that lost its data bootstraps all the same: as
-// etcd's does, it cannot tell.)
+// establishedPeer asks the other voters of the bootstrap list whether this
+// member ran in their cluster before (it registered its client address,
+// which it does once it has a leader), and returns the Raft address of one
+// that says so: this member, with no data, lost its own, and may have
+// acknowledged entries it no longer holds. A member that never ran there
+// acknowledged nothing, and bootstraps with the others, however late it
+// starts. A member with no data yet, like this one, does not answer (it
+// refuses links until it has an identity, so it says so at once); nor does
+// one that is down. (Should every other voter be down or cut off, a member
+// that lost its data bootstraps all the same: as etcd's does, it cannot
+// tell. Nor can the others tell of a member that acknowledged entries and
+// lost its data before its registration was committed, moments after its
+// first start.)
 func (r *Raft) establishedPeer() string {
 	ctx, cancel := context.WithTimeout(r.ctx, probeTimeout)
 	defer cancel()
@@ -65,8 +67,8 @@ func (r *Raft) establishedPeer() string {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := r.peers.Call(ctx, p.RaftAddr, argLockserver, []byte("APPLIED"))
-			if n, _ := strconv.ParseUint(res, 10, 64); err == nil && n > 0 {
+			res, err := r.peers.Call(ctx, p.RaftAddr, argLockserver, []byte("REGISTERED"), []byte(r.opts.NodeID))
+			if err == nil && res == "1" {
 				found <- p.RaftAddr
 			}
 		}()

@@ -30,6 +30,7 @@ import (
 //	LOCKSERVER JOIN id raft-addr client-addr  add a node, as a non-voter until it catches up (members only)
 //	LOCKSERVER REGISTER id client-addr      record a member's client address (members only)
 //	LOCKSERVER APPLIED                      this node's applied index (members only: the leader asks it)
+//	LOCKSERVER REGISTERED id                1 if member id ever registered its client address here (members only)
 //	LOCKSERVER ACKED                        on the leader: the index WAIT waits for (members only)
 //	LOCKSERVER FORWARD batch                run requests forwarded by a follower (members only)
 const clusterHelp = `LOCKSERVER <subcommand> [<arg> ...]. Subcommands are:
@@ -64,6 +65,9 @@ REGISTER <id> <client-addr>
     Record a member's client address. Members only.
 APPLIED
     The index of the last entry this node applied. Members only.
+REGISTERED <id>
+    1 if member <id> has run in the cluster (it registered its client
+    address), else 0. Members only: a member with no data asks it.
 ACKED
     On the leader: an index at or above every write acknowledged so far.
     Members only.
@@ -94,6 +98,13 @@ func init() {
 		"lockserver|leader":  (*Raft).serveLeader,
 		"lockserver|applied": func(r *Raft, req *Request, _ [][]byte) {
 			req.finish(keyspace.Bulk(strconv.FormatUint(r.applied.Load(), 10)))
+		},
+		"lockserver|registered": func(r *Raft, req *Request, args [][]byte) {
+			ran := "0"
+			if r.memberAddr(string(args[2])) != "" {
+				ran = "1"
+			}
+			req.finish(keyspace.Bulk(ran))
 		},
 		"lockserver|acked":  (*Raft).serveAcked,
 		"lockserver|digest": (*Raft).serveDigest,

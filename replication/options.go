@@ -40,10 +40,10 @@ type RaftOptions struct {
 	// RaftAdvertise or else RaftAddr (NewRaft refuses a list that is not: the
 	// others could never reach this node). It is used, and checked, only
 	// when the node has no state yet. A node with no state first asks the
-	// other voters of the list: when one of them has applied an entry, the
-	// cluster ran before and this node lost its data, so it joins through
-	// that one, as with Join, rather than bootstrap again, which would make
-	// it a voter with an empty log that could elect a stale candidate.
+	// other voters of the list whether it ran in their cluster before: if
+	// one says so, it lost its data, and it joins through that one, as with
+	// Join, rather than bootstrap again, which would make it a voter with an
+	// empty log that could elect a stale candidate.
 	Bootstrap []Peer
 	// Join is the Raft address of any member of an existing cluster. A node
 	// with no state asks it to add this node, as a non-voter that the leader
