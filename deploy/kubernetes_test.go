@@ -478,6 +478,19 @@ func TestKubernetes(t *testing.T) {
 	// a new one: it joins the cluster rather than bootstrap it again, and
 	// gets its data.
 	lost := len(pods) - 1
+	// Once it has run as a member: registered its client address.
+	clustertest.Eventually(t, pods[lost].name+" to register", func() error {
+		v, err := clients[leader].Do(context.Background(), "LOCKSERVER", "MEMBERS").Result()
+		if err != nil {
+			return err
+		}
+		for _, m := range v.([]any) {
+			if m := m.(map[any]any); m["id"] == pods[lost].name && m["client"] != "" {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s has not registered: %v", pods[lost].name, v)
+	})
 	procs[lost].stop(t)
 	argv, env := run(lost)
 	procs[lost] = startMember(t, pods[lost].name, argv, env)
