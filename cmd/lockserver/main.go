@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -50,6 +51,8 @@ type config struct {
 	// metricsAddr is where /metrics, /healthz and /readyz are served over
 	// HTTP; empty for nowhere.
 	metricsAddr string
+	// envNames are the environment variables of the flags.
+	envNames map[string]bool
 }
 
 func parse(args []string, getenv func(string) string) (*config, error) {
@@ -136,6 +139,8 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	// the command line wins and a bad environment value is an error even
 	// when a flag overrides it.
 	envErr := setFromEnv(fs, getenv)
+	cfg.envNames = map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { cfg.envNames[envName(f.Name)] = true })
 	err := fs.Parse(args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -278,6 +283,21 @@ func setFromEnv(fs *flag.FlagSet, getenv func(string) string) error {
 	return envErr
 }
 
+// unknownEnv returns the variables of environ named like a flag's
+// (LOCKSERVER_...) that are no flag's: a misspelt setting, which the server
+// would otherwise ignore without a word.
+func unknownEnv(environ []string, known map[string]bool) []string {
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "LOCKSERVER_") && !known[name] {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // envName is the environment variable for a flag: max-clients -> LOCKSERVER_MAX_CLIENTS.
 func envName(flagName string) string {
 	return "LOCKSERVER_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
@@ -371,6 +391,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	log := slog.New(handler)
 	cfg.opts.Logger = log
+	for _, name := range unknownEnv(os.Environ(), cfg.envNames) {
+		log.Warn("ignoring an environment variable that sets no flag: misspelt?", "name", name)
+	}
 	// Set only on a change: setting it stops the runtime following a
 	// container's CPU limit.
 	if n := procs(cfg.procs, os.Getenv("GOMAXPROCS") != "", runtime.GOMAXPROCS(0)); n != runtime.GOMAXPROCS(0) {

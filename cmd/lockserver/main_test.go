@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -59,6 +60,19 @@ func TestParseFlagsAndEnvironment(t *testing.T) {
 	}
 	if cfg, err := parse([]string{"--protected-mode", "YES"}, func(k string) string { return env[k] }); err != nil || cfg.opts.DisableProtectedMode {
 		t.Errorf("--protected-mode YES over the environment's no: %v", err)
+	}
+}
+
+// A variable named like a flag's that is none (a misspelt setting) is
+// named, to be warned of; the flags' own, and other programs', are not.
+func TestUnknownEnvironmentVariables(t *testing.T) {
+	cfg, err := parse(nil, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	environ := []string{"LOCKSERVER_PASSWORD=x", "LOCKSERVER_PASWORD=y", "LOCKSERVER_CLUSTER_SECRET=z", "HOME=/root", "LOCKSERVER_CLUSTER_SECERT=w", "REDIS_PASSWORD=v"}
+	if got, want := unknownEnv(environ, cfg.envNames), []string{"LOCKSERVER_CLUSTER_SECERT", "LOCKSERVER_PASWORD"}; !slices.Equal(got, want) {
+		t.Fatalf("unknownEnv = %v, want %v", got, want)
 	}
 }
 
