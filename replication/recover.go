@@ -3,6 +3,8 @@ package replication
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/hashicorp/raft"
 	"github.com/lockserver/lockserver/replication/internal/memberlink"
@@ -36,6 +38,9 @@ type DirMember struct {
 // InspectDataDir reads the data directory of a stopped member, with the
 // integrity checks a start makes, and describes it.
 func InspectDataDir(dir string) (DataDirInfo, error) {
+	if err := memberData(dir); err != nil {
+		return DataDirInfo{}, err
+	}
 	r, err := offline("inspect")
 	if err != nil {
 		return DataDirInfo{}, err
@@ -91,6 +96,15 @@ func inspect(d *storage.Dir) (DataDirInfo, error) {
 	return info, nil
 }
 
+// memberData refuses a directory that holds no member's data, which
+// opening it would create.
+func memberData(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, storage.BoltFile)); err != nil {
+		return fmt.Errorf("%s holds no member's data: %w", dir, err)
+	}
+	return nil
+}
+
 // RecoverOptions say which stopped member recovers, and where it is
 // reached once it runs again.
 type RecoverOptions struct {
@@ -111,6 +125,9 @@ type RecoverOptions struct {
 func Recover(o RecoverOptions) (DataDirInfo, error) {
 	if o.NodeID == "" || o.RaftAddr == "" {
 		return DataDirInfo{}, errors.New("recover: the member's id and Raft address are required")
+	}
+	if err := memberData(o.DataDir); err != nil {
+		return DataDirInfo{}, err
 	}
 	r, err := newEngine(RaftOptions{NodeID: o.NodeID, RaftAddr: o.RaftAddr, DataDir: o.DataDir})
 	if err != nil {

@@ -305,6 +305,16 @@ func TestRecoverFromMinority(t *testing.T) {
 		p.Wipe(t)
 	}
 
+	// A wiped member's directory holds nothing to inspect or recover, and
+	// asking leaves it so.
+	for _, cmd := range [][]string{{"inspect", "--data-dir", lost[0].Dir()}, {"recover", "--data-dir", lost[0].Dir(), "--node-id", lost[0].ID(), "--raft-addr", lost[0].RaftAddr()}} {
+		if out := admin(t, bin, false, cmd...); !strings.Contains(out, "holds no member's data") {
+			t.Fatalf("lockserver %s of a wiped directory: %s", cmd[0], out)
+		}
+	}
+	if entries, _ := os.ReadDir(lost[0].Dir()); len(entries) != 0 {
+		t.Fatalf("inspect and recover of a wiped directory left %d files in it", len(entries))
+	}
 	inspected := admin(t, bin, true, "inspect", "--data-dir", survivor.Dir())
 	if field(t, inspected, "cluster") != oldCluster {
 		t.Fatalf("inspect names another cluster than %s:\n%s", oldCluster, inspected)
