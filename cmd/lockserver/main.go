@@ -62,6 +62,7 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	o := &cfg.opts
 	fs.StringVar(&o.Addr, "addr", "127.0.0.1:6379", "client `address` to listen on (RESP); empty for none (TLS clients only, with --tls-port)")
 	fs.StringVar(&o.Password, "password", "", "require AUTH with this `password` (Redis's requirepass: the default user's password)")
+	fs.Func("password-file", "read --password from this `file`, as a mounted secret holds it (one trailing newline is dropped)", secretFile(&o.Password))
 	fs.StringVar(&o.ACLFile, "aclfile", "", "load the ACL users from this `file`, in Redis's format, which ACL LOAD and ACL SAVE read and write (--password is then ignored); a cluster's users are the cluster's, seeded by its first leader")
 	fs.Var(natural[int]{&o.MaxClients}, "max-clients", "most concurrent client connections (0: 10000, Redis's default)")
 	fs.Func("maxmemory", "refuse writes with OOM above this much live memory, e.g. 4gb (0: no limit)", sizeFlag(&o.MaxMemory))
@@ -108,7 +109,8 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	fs.DurationVar(&c.HeartbeatTimeout, "heartbeat-timeout", time.Second, "how long a member hears from no leader before it stands for election (and a leader from no majority before it steps down)")
 	fs.DurationVar(&c.ElectionTimeout, "election-timeout", time.Second, "how long an election may take before another starts; at least --heartbeat-timeout")
 	fs.DurationVar(&c.ShutdownSnapshotTimeout, "shutdown-snapshot-timeout", 5*time.Second, "longest a member's stop spends on a snapshot (taken when much log was written since the last); past it the snapshot is abandoned and the restart replays the log")
-	fs.StringVar(&c.Secret, "cluster-secret", "", "`secret` (16 bytes or more) that members prove to each other on every link; prefer LOCKSERVER_CLUSTER_SECRET, which ps does not show")
+	fs.StringVar(&c.Secret, "cluster-secret", "", "`secret` (16 bytes or more) that members prove to each other on every link; prefer LOCKSERVER_CLUSTER_SECRET or --cluster-secret-file, which ps does not show")
+	fs.Func("cluster-secret-file", "read --cluster-secret from this `file`, as a mounted secret holds it (one trailing newline is dropped)", secretFile(&c.Secret))
 	fs.StringVar(&c.Token, "cluster-token", "", "`token` that goes into a new cluster's identity, with the --bootstrap list: give each cluster its own")
 	fs.BoolVar(&c.Insecure, "insecure-cluster", false, "let a member whose --raft-addr is not loopback start with neither --cluster-secret nor --tls-cluster: anyone who reaches its Raft port is then a member")
 	t := &cfg.tls
@@ -153,6 +155,13 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	}
 	if *version {
 		return nil, helpRequest(buildinfo.Describe() + "\n")
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for _, name := range []string{"password", "cluster-secret"} {
+		if (given[name] || getenv(envName(name)) != "") && (given[name+"-file"] || getenv(envName(name+"-file")) != "") {
+			return nil, fmt.Errorf("--%s and --%s-file both give the %s: give one", name, name, strings.ReplaceAll(name, "-", " "))
+		}
 	}
 	if envErr != nil {
 		return nil, envErr
@@ -239,6 +248,24 @@ func (n natural[T]) Set(s string) error {
 	}
 	*n.p = T(v)
 	return nil
+}
+
+// secretFile reads a secret from a file into dst: its content, less one
+// trailing newline (as echo and most secret stores leave one). An empty
+// secret is refused rather than taken for none.
+func secretFile(dst *string) func(string) error {
+	return func(path string) error {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		v := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+		if v == "" {
+			return fmt.Errorf("%s is empty", path)
+		}
+		*dst = v
+		return nil
+	}
 }
 
 // checkHostPort refuses an address another member could never be reached at.

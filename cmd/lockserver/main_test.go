@@ -363,3 +363,44 @@ func TestVersionFlag(t *testing.T) {
 		t.Errorf("with LOCKSERVER_VERSION set, parse = %v, %v; want the server's configuration", cfg, err)
 	}
 }
+
+// --password-file and --cluster-secret-file read the secrets from files, as
+// a mounted secret holds them, less one trailing newline; a flag and its
+// file together, a missing file and an empty one are refused.
+func TestParseSecretFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	pw, secret, empty := write("pw", "s3cret\n"), write("secret", "0123456789abcdef-secret\r\n"), write("empty", "\n")
+	none := func(string) string { return "" }
+	cfg, err := parse([]string{"--password-file", pw, "--node-id", "a", "--raft-addr", "127.0.0.1:7000", "--cluster-secret-file", secret}, none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.opts.Password != "s3cret" || cfg.opts.Cluster.Secret != "0123456789abcdef-secret" {
+		t.Fatalf("password %q, cluster secret %q", cfg.opts.Password, cfg.opts.Cluster.Secret)
+	}
+	env := map[string]string{"LOCKSERVER_PASSWORD_FILE": pw}
+	if cfg, err := parse(nil, func(k string) string { return env[k] }); err != nil || cfg.opts.Password != "s3cret" {
+		t.Fatalf("LOCKSERVER_PASSWORD_FILE: %v, %q", err, cfg.opts.Password)
+	}
+	for _, args := range [][]string{
+		{"--password", "x", "--password-file", pw},
+		{"--password-file", filepath.Join(dir, "missing")},
+		{"--password-file", empty},
+		{"--node-id", "a", "--raft-addr", "127.0.0.1:7000", "--cluster-secret", "0123456789abcdef-other", "--cluster-secret-file", secret},
+	} {
+		if _, err := parse(args, none); err == nil {
+			t.Errorf("%q: accepted", args)
+		}
+	}
+	env = map[string]string{"LOCKSERVER_PASSWORD": "x"}
+	if _, err := parse([]string{"--password-file", pw}, func(k string) string { return env[k] }); err == nil {
+		t.Error("LOCKSERVER_PASSWORD with --password-file: accepted")
+	}
+}
