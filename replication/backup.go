@@ -21,7 +21,7 @@ import (
 // leader to the operator's machine over the client port:
 //
 //	LOCKSERVER BACKUP        begin: a barrier, then the state frozen; replies
-//	                         id, index, term, cluster, epoch
+//	                         id, index, term, cluster, created
 //	LOCKSERVER BACKUP <id>   the next piece of the body, up to backupChunk
 //	                         bytes, and at the end, with the last piece, the
 //	                         SHA-256 of the whole body
@@ -30,7 +30,7 @@ import (
 // backup: its barrier makes the state it freezes hold every entry
 // committed before the backup began (a follower's might lag). A session
 // not asked for its next piece for backupIdle ends, and frees the state.
-// SaveBackup (backup_client.go) is the other end.
+// SaveBackup (backup_offline.go) is the other end.
 
 const (
 	backupChunk = 1 << 20
@@ -45,6 +45,12 @@ type backupSession struct {
 	sum   hash.Hash // of the body, written before the pipe
 	timer *time.Timer
 	buf   []byte
+}
+
+// close stops s's idle timer and its writer, which fails with why.
+func (s *backupSession) close(why error) {
+	s.timer.Stop()
+	s.pr.CloseWithError(why)
 }
 
 // backups are the sessions under way on this node.
@@ -65,8 +71,7 @@ func (b *backups) end(id string, s *backupSession, why error) {
 		delete(b.sessions, id)
 	}
 	b.mu.Unlock()
-	s.timer.Stop()
-	s.pr.CloseWithError(why)
+	s.close(why)
 }
 
 // endAll ends every session, as the node closes.
@@ -76,8 +81,7 @@ func (b *backups) endAll(why error) {
 	b.sessions = nil
 	b.mu.Unlock()
 	for _, s := range sessions {
-		s.timer.Stop()
-		s.pr.CloseWithError(why)
+		s.close(why)
 	}
 }
 

@@ -2,7 +2,6 @@ package replication
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -249,7 +248,7 @@ func RestoreBackup(o RestoreOptions) (BackupInfo, error) {
 	if err := emptyDir(o.DataDir); err != nil {
 		return BackupInfo{}, err
 	}
-	r, err := offline(o.NodeID)
+	r, err := newEngine(RaftOptions{NodeID: o.NodeID, Bootstrap: o.Bootstrap})
 	if err != nil {
 		return BackupInfo{}, err
 	}
@@ -258,13 +257,9 @@ func RestoreBackup(o RestoreOptions) (BackupInfo, error) {
 		return BackupInfo{}, err
 	}
 	info := backupInfo(h, sm)
-	sm.setEpoch(sm.epoch + 1)
-	sm.cluster = clusterVersion{version: r.build}
+	sm.newCluster(r.build)
 	id := restoredClusterID(h.SHA256, o.Bootstrap, o.ClusterToken)
-	var conf raft.Configuration
-	for _, p := range o.Bootstrap {
-		conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
-	}
+	conf := r.bootstrapConfiguration()
 	snap := &raftSnapshot{r: r, applied: h.Index, last: sm.lastTime(), members: map[string]string{}, cluster: sm.cluster, epoch: sm.epoch, sm: sm.freeze()}
 	defer snap.sm.release()
 	err = withDir(o.DataDir, r, func(d *storage.Dir) error {
@@ -295,13 +290,7 @@ var keyCurrentTerm = []byte("CurrentTerm")
 // whose body hashes to sum, with voters and token: members restored alike
 // agree on it, and it is no cluster's that the backup came from.
 func restoredClusterID(sum [32]byte, voters []Peer, token string) memberlink.ClusterID {
-	lines := make([]string, len(voters))
-	for i, p := range voters {
-		lines[i] = p.ID + "=" + p.RaftAddr
-	}
-	slices.Sort(lines)
-	h := sha256.Sum256([]byte("lockserver restore\x00" + hex.EncodeToString(sum[:]) + "\x00" + token + "\x00" + strings.Join(lines, "\n")))
-	return memberlink.ClusterID(h[:16])
+	return derivedClusterID("lockserver restore\x00"+hex.EncodeToString(sum[:])+"\x00"+token+"\x00", voters)
 }
 
 // emptyDir refuses a data directory that holds anything.

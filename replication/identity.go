@@ -21,12 +21,18 @@ import (
 // started with the same list agree, and lists that disagree (one member
 // alone, two together) give different identities.
 func bootstrapClusterID(voters []Peer, token string) memberlink.ClusterID {
+	return derivedClusterID("lockserver cluster\x00"+token+"\x00", voters)
+}
+
+// derivedClusterID hashes prefix and the list of voters, in any order, into
+// a cluster identity: what every member given the same computes alike.
+func derivedClusterID(prefix string, voters []Peer) memberlink.ClusterID {
 	lines := make([]string, len(voters))
 	for i, p := range voters {
 		lines[i] = p.ID + "=" + p.RaftAddr
 	}
 	slices.Sort(lines)
-	sum := sha256.Sum256([]byte("lockserver cluster\x00" + token + "\x00" + strings.Join(lines, "\n")))
+	sum := sha256.Sum256([]byte(prefix + strings.Join(lines, "\n")))
 	return memberlink.ClusterID(sum[:16])
 }
 

@@ -167,9 +167,7 @@ func Recover(o RecoverOptions) (DataDirInfo, error) {
 // the next epoch, this build's cluster version, and this member alone. smMu
 // is held.
 func (r *Raft) recoverSnapshot() {
-	sm := r.sm.Load()
-	sm.setEpoch(sm.epoch + 1)
-	sm.cluster = clusterVersion{version: r.build}
+	r.sm.Load().newCluster(r.build)
 	own := map[string]string{}
 	if addr, ok := (*r.members.Load())[r.opts.NodeID]; ok {
 		own[r.opts.NodeID] = addr

@@ -2,6 +2,7 @@ package replication
 
 import (
 	"github.com/lockserver/lockserver/internal/acl"
+	"github.com/lockserver/lockserver/internal/buildinfo"
 	"github.com/lockserver/lockserver/keyspace"
 	"github.com/lockserver/lockserver/luaexec"
 	"github.com/lockserver/lockserver/replication/internal/logcodec"
@@ -56,6 +57,15 @@ func newStateMachine(opts luaexec.Options, users *acl.Registry) *stateMachine {
 func (sm *stateMachine) setEpoch(epoch uint64) {
 	sm.epoch = epoch
 	sm.lua.SetEpoch(epoch)
+}
+
+// newCluster readies the state to be that of a new cluster, restored from
+// a backup or recovered from a minority: the next epoch, so that its fencing
+// tokens exceed every earlier one, and build's cluster version, which its
+// members run.
+func (sm *stateMachine) newCluster(build buildinfo.Release) {
+	sm.setEpoch(sm.epoch + 1)
+	sm.cluster = clusterVersion{version: build}
 }
 
 // lastTime returns the time of the last applied entry.
