@@ -79,7 +79,14 @@ func TestClusterVersionRisesOnceEveryVoterRunsTheRelease(t *testing.T) {
 	}
 	wantReply(t, "SET", c.set(l, 0, "k", "v"), keyspace.OK)
 
-	// Clients write as the version rises, so that proposals wait beside it.
+	// Clients write as the version rises, so that proposals wait beside it;
+	// through the leader unless it is the member about to be stopped (a
+	// follower forwards to whichever member leads).
+	old := c.Nodes[2]
+	w := l
+	if w == old {
+		w = c.Nodes[0]
+	}
 	stop := make(chan struct{})
 	var writers sync.WaitGroup
 	for i := range 4 {
@@ -92,11 +99,10 @@ func TestClusterVersionRisesOnceEveryVoterRunsTheRelease(t *testing.T) {
 					return
 				default:
 				}
-				do(l, 0, "SET", fmt.Sprint("w", i), "v")
+				do(w, 0, "SET", fmt.Sprint("w", i), "v")
 			}
 		}()
 	}
-	old := c.Nodes[2]
 	old.stop()
 	old.restartAs("0.2.0")
 	c.waitClusterVersion("0.2", false)
