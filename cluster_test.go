@@ -123,6 +123,50 @@ func TestEmbeddedCluster(t *testing.T) {
 	})
 }
 
+// A pipeline of lock attempts on the leader keeps its order. An attempt on
+// a key that nothing holds runs dry behind the writes before it, reaches its
+// write and goes to the log after them: the GET after it must wait for it.
+// One on a held key writes nothing and is answered as a read.
+func TestPipelinedLockAttemptsKeepTheirOrder(t *testing.T) {
+	c := startMembers(t, "")
+	ctx := context.Background()
+	for try := 1; ; try++ {
+		l := c.Leader(t)
+		pipe := l.Client().Pipeline()
+		const rounds = 100
+		type round struct {
+			take, again *redis.BoolCmd
+			get, after  *redis.StringCmd
+		}
+		rs := make([]round, rounds)
+		for i := range rounds {
+			key := fmt.Sprint("lock-", try, "-", i)
+			pipe.Set(ctx, fmt.Sprint("other-", i), i, 0)
+			rs[i].take = pipe.SetNX(ctx, key, "first", time.Minute)
+			rs[i].get = pipe.Get(ctx, key)
+			rs[i].again = pipe.SetNX(ctx, key, "second", time.Minute)
+			rs[i].after = pipe.Get(ctx, key)
+		}
+		_, err := pipe.Exec(ctx)
+		for i, r := range rs {
+			if clustertest.WriteErr(r.take.Err()) || clustertest.WriteErr(r.after.Err()) {
+				break
+			}
+			if !r.take.Val() || r.get.Val() != "first" || r.again.Val() || r.after.Val() != "first" {
+				t.Fatalf("round %d: SET NX = %v, %v; GET = %q, %v; SET NX again = %v, %v; GET = %q, %v; want true, first, false, first",
+					i, r.take.Val(), r.take.Err(), r.get.Val(), r.get.Err(), r.again.Val(), r.again.Err(), r.after.Val(), r.after.Err())
+			}
+		}
+		if err == nil {
+			return
+		}
+		if !clustertest.WriteErr(err) || try == 5 {
+			t.Fatalf("pipeline on the leader: %v", err)
+		}
+		t.Logf("pipeline on the leader, attempt %d: %v", try, err)
+	}
+}
+
 // The secret the members of startMembers prove to each other.
 const memberSecret = "members-only-secret-0123456789"
 

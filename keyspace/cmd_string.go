@@ -9,8 +9,8 @@ func init() {
 	rw, w, ro := Write|DenyOOM, Write, ReadOnly
 	addRows(
 		&Command{Name: "get", Arity: 2, Flags: ro | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdGet},
-		&Command{Name: "set", Arity: -3, Flags: rw, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdSet},
-		&Command{Name: "setnx", Arity: 3, Flags: rw | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdSetNX},
+		&Command{Name: "set", Arity: -3, Flags: rw, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdSet, conditional: setConditional},
+		&Command{Name: "setnx", Arity: 3, Flags: rw | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdSetNX, conditional: always},
 		&Command{Name: "setex", Arity: 4, Flags: rw, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdSetEX},
 		&Command{Name: "psetex", Arity: 4, Flags: rw, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdSetEX},
 		&Command{Name: "getset", Arity: 3, Flags: rw | Fast, FirstKey: 1, LastKey: 1, KeyStep: 1, Run: cmdGetSet},
@@ -170,12 +170,25 @@ func (c *Call) setGeneric(name string, flags int, key, value, expire []byte, okR
 	if (flags&optNX != 0 && found) || (flags&optXX != 0 && !found) {
 		return abortReply
 	}
+	if c.Dry {
+		return WouldWrite
+	}
 	if flags&optKeepTTL != 0 && old != nil {
 		deadline = old.deadline
 	}
 	c.put(key, object{typ: typeString, str: string(value), deadline: deadline})
 	return okReply
 }
+
+// setConditional reports whether SET's options make it write only as it
+// finds the key: NX or XX.
+func setConditional(args [][]byte) bool {
+	flags, _, ok := parseSetOptions(args[3:], true)
+	return ok && flags&(optNX|optXX) != 0
+}
+
+// always is the conditional of a row that always writes only as it finds the keyspace.
+func always([][]byte) bool { return true }
 
 func cmdSetNX(c *Call) Reply {
 	return c.setGeneric("setnx", optNX, c.Args[1], c.Args[2], nil, One, Zero)

@@ -121,6 +121,9 @@ type Command struct {
 	KeySpecs   []KeySpec
 	// Subcommands, for container commands (CLIENT, SCRIPT, CONFIG, ...), by lower-case name.
 	Subcommands map[string]*Command
+	// conditional, on a Write row, reports whether the command so called
+	// writes only as it finds the keyspace (SET NX): see Effect.
+	conditional func(args [][]byte) bool
 	// ID numbers every command and subcommand from 0 to NumIDs()-1, so that
 	// the server keeps its per-command figures in a slice rather than a map.
 	// It is set by the first call of NumIDs.
@@ -163,6 +166,32 @@ func (c *Command) Has(f Flags) bool { return c.Flags&f == f }
 // its log. A script (Scripting) can do any only as its body says; its row
 // does not tell.
 func (c *Command) Writes() bool { return c.Flags&(Write|PubSub|Users) != 0 }
+
+// Effect is what running a command may do to the replicated state, as an
+// engine sees it before running it; in increasing order of writing.
+type Effect uint8
+
+const (
+	// Reads changes nothing.
+	Reads Effect = iota
+	// MayWrite changes it or not as it finds it (SET NX, a lock script): a
+	// dry run (Call.Dry) on the state tells which, changing nothing.
+	MayWrite
+	// Writes may change it: the command goes through the log.
+	Writes
+)
+
+// Effect reports what the command called with args may do: Reads, Writes,
+// or MayWrite for a row whose write depends on what it finds.
+func (c *Command) Effect(args [][]byte) Effect {
+	switch {
+	case !c.Writes():
+		return Reads
+	case c.conditional != nil && c.conditional(args):
+		return MayWrite
+	}
+	return Writes
+}
 
 // CheckArity reports whether n arguments (with the name) suit the command.
 func (c *Command) CheckArity(n int) bool {

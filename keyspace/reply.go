@@ -57,6 +57,13 @@ type Reply struct {
 }
 
 // Frequent replies, shared to avoid rebuilding them.
+// WouldWrite is the reply of a dry run (Call.Dry) that reached a write. It
+// is never sent to a client: the engine runs the command again for real.
+var WouldWrite = Reply{Kind: KindError, Str: "WOULDWRITE a dry run reached a write"}
+
+// IsWouldWrite reports whether r is WouldWrite.
+func (r Reply) IsWouldWrite() bool { return r.Kind == KindError && r.Str == WouldWrite.Str }
+
 var (
 	OK         = Reply{Kind: KindStatus, Str: "OK"}
 	Null       = Reply{Kind: KindNull}

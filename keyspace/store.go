@@ -96,6 +96,11 @@ type Call struct {
 	// for each element it scanned, moved or copied, and one for each 16
 	// bytes it copied or cleared. Commands add to it, deterministically.
 	Work int64
+	// Dry asks for a run that changes nothing: a command whose Effect is
+	// MayWrite answers as it would when it finds nothing to write, and
+	// returns WouldWrite, having changed nothing, when it would write.
+	// Other write commands must not be run dry.
+	Dry bool
 	// write is set by Command.Exec for a Write command: its lookups return
 	// objects it may change (see Store.own).
 	write bool

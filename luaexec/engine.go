@@ -215,21 +215,23 @@ func (e *Engine) exec(c *keyspace.Call, apply bool) keyspace.Reply {
 	return p.reply
 }
 
-// Prepare checks a command before it is proposed and reports whether it must
-// go through the log. For scripts it resolves what the leader can: numkeys,
+// Prepare checks a command before it is proposed and reports what it may do
+// (keyspace.Effect). For scripts it resolves what the leader can: numkeys,
 // NOSCRIPT, script size, shebang and compile errors, and the no-writes flag.
-// EVAL_RO, EVALSHA_RO, no-writes scripts and SCRIPT EXISTS are reads, except
-// the first EVAL of a body, which goes through the log so that every node
-// caches it (EVALSHA must then work anywhere, as on Redis). SCRIPT LOAD and
-// FLUSH change the script cache, which is replicated state. Other commands
-// write when their table row says so.
-func (e *Engine) Prepare(cmd *keyspace.Command, args [][]byte) (write bool, errReply *keyspace.Reply) {
+// EVAL_RO, EVALSHA_RO, no-writes scripts and SCRIPT EXISTS read, except the
+// first EVAL of a body, which goes through the log so that every node caches
+// it (EVALSHA must then work anywhere, as on Redis). Another cached script
+// may write or not, as it finds the keyspace: run dry (keyspace.Call.Dry),
+// it stops at its first write command. SCRIPT LOAD and FLUSH change the
+// script cache, which is replicated state. Other commands do what their
+// table row says.
+func (e *Engine) Prepare(cmd *keyspace.Command, args [][]byte) (keyspace.Effect, *keyspace.Reply) {
 	if cmd.Layer != keyspace.ScriptingLayer {
-		return cmd.Writes(), nil
+		return cmd.Effect(args), nil
 	}
 	p, errReply := e.plan(cmd, args)
 	if errReply != nil {
-		return false, errReply
+		return keyspace.Reads, errReply
 	}
 	switch p.kind {
 	case planEval:
@@ -237,12 +239,16 @@ func (e *Engine) Prepare(cmd *keyspace.Command, args [][]byte) (write bool, errR
 		// runs; it goes through the log so that the refusal sees the entry's
 		// OOM state (Redis reports OOM first).
 		sb := p.script.shebang
-		refused := p.ro && sb.present && sb.flags&flagNoWrites == 0
-		return !p.readOnly || !p.cached || refused, nil
+		switch {
+		case !p.cached || p.ro && sb.present && sb.flags&flagNoWrites == 0:
+			return keyspace.Writes, nil
+		case !p.readOnly:
+			return keyspace.MayWrite, nil
+		}
 	case planLoad, planFlush:
-		return true, nil
+		return keyspace.Writes, nil
 	}
-	return false, nil
+	return keyspace.Reads, nil
 }
 
 // Kinds of plan.
@@ -452,6 +458,7 @@ func (e *Engine) run(c *keyspace.Call, p *plan) keyspace.Reply {
 	r := &v.current
 	*r = run{
 		call:     *c,
+		dry:      c.Dry,
 		readOnly: p.readOnly,
 		allowOOM: sb.flags&flagAllowOOM != 0,
 		resp:     2,
@@ -462,6 +469,9 @@ func (e *Engine) run(c *keyspace.Call, p *plan) keyspace.Reply {
 		r.monitor = e.opts.Monitor()
 	}
 	ret, serr := v.exec(r, p.script, p.keys, p.argv)
+	if r.wouldWrite {
+		return keyspace.WouldWrite
+	}
 	if serr != nil {
 		return serr.reply(p.script.sha)
 	}

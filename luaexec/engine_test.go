@@ -121,49 +121,54 @@ func TestScriptCommand(t *testing.T) {
 }
 
 // Prepare says what must go through the log: everything that changes the
-// keyspace or the script cache.
+// keyspace or the script cache; and what may or may not write, as it finds
+// the keyspace: a cached script, SET NX or XX, SETNX.
 func TestPrepare(t *testing.T) {
 	h := newHarness(t, Options{})
 	h.do("SCRIPT", "LOAD", "return 1")
 	h.do("SCRIPT", "LOAD", "#!lua flags=no-writes\nreturn 2")
 	sha1, sha2 := sha1hex("return 1"), sha1hex("#!lua flags=no-writes\nreturn 2")
 	for _, c := range []struct {
-		args  []string
-		write bool
-		err   string
+		args   []string
+		effect keyspace.Effect
+		err    string
 	}{
-		{[]string{"EVAL", "return 1", "0"}, true, ""},
-		{[]string{"EVAL_RO", "return 1", "0"}, false, ""},                     // cached: a read
-		{[]string{"EVAL_RO", "return 3", "0"}, true, ""},                      // first sight: logged so every node caches it
-		{[]string{"EVAL", "#!lua flags=no-writes\nreturn 2", "0"}, false, ""}, // cached no-writes
-		{[]string{"EVALSHA", sha1, "0"}, true, ""},
-		{[]string{"EVALSHA_RO", sha1, "0"}, false, ""},
-		{[]string{"EVALSHA", sha2, "0"}, false, ""},
-		{[]string{"EVALSHA_RO", sha1hex("#!lua\nreturn 9"), "0"}, false, "NOSCRIPT No matching script. Please use EVAL."},
-		{[]string{"EVAL_RO", "#!lua\nreturn 9", "0"}, true, ""}, // refused when run, after the OOM check
-		{[]string{"EVALSHA", strings.Repeat("1", 40), "0"}, false, "NOSCRIPT No matching script. Please use EVAL."},
-		{[]string{"EVAL", "x x", "0"}, false, "ERR Error compiling script (new function): user_script:1: '=' expected near 'x'"},
-		{[]string{"EVAL", "return 1", "5"}, false, "ERR Number of keys can't be greater than number of args"},
-		{[]string{"SCRIPT", "LOAD", "return 4"}, true, ""},
-		{[]string{"SCRIPT", "FLUSH"}, true, ""},
-		{[]string{"SCRIPT", "EXISTS", sha1}, false, ""},
-		{[]string{"SCRIPT", "KILL"}, false, ""},
-		{[]string{"SCRIPT", "NOPE"}, false, "ERR unknown subcommand 'NOPE'. Try SCRIPT HELP."},
-		{[]string{"SET", "k", "v"}, true, ""},
-		{[]string{"GET", "k"}, false, ""},
-		{[]string{"PUBLISH", "c", "m"}, true, ""},
+		{[]string{"EVAL", "return 1", "0"}, keyspace.MayWrite, ""},
+		{[]string{"EVAL_RO", "return 1", "0"}, keyspace.Reads, ""},                     // cached: a read
+		{[]string{"EVAL_RO", "return 3", "0"}, keyspace.Writes, ""},                    // first sight: logged so every node caches it
+		{[]string{"EVAL", "#!lua flags=no-writes\nreturn 2", "0"}, keyspace.Reads, ""}, // cached no-writes
+		{[]string{"EVALSHA", sha1, "0"}, keyspace.MayWrite, ""},
+		{[]string{"EVALSHA_RO", sha1, "0"}, keyspace.Reads, ""},
+		{[]string{"EVALSHA", sha2, "0"}, keyspace.Reads, ""},
+		{[]string{"EVALSHA_RO", sha1hex("#!lua\nreturn 9"), "0"}, keyspace.Reads, "NOSCRIPT No matching script. Please use EVAL."},
+		{[]string{"EVAL_RO", "#!lua\nreturn 9", "0"}, keyspace.Writes, ""}, // refused when run, after the OOM check
+		{[]string{"EVALSHA", strings.Repeat("1", 40), "0"}, keyspace.Reads, "NOSCRIPT No matching script. Please use EVAL."},
+		{[]string{"EVAL", "x x", "0"}, keyspace.Reads, "ERR Error compiling script (new function): user_script:1: '=' expected near 'x'"},
+		{[]string{"EVAL", "return 1", "5"}, keyspace.Reads, "ERR Number of keys can't be greater than number of args"},
+		{[]string{"SCRIPT", "LOAD", "return 4"}, keyspace.Writes, ""},
+		{[]string{"SCRIPT", "FLUSH"}, keyspace.Writes, ""},
+		{[]string{"SCRIPT", "EXISTS", sha1}, keyspace.Reads, ""},
+		{[]string{"SCRIPT", "KILL"}, keyspace.Reads, ""},
+		{[]string{"SCRIPT", "NOPE"}, keyspace.Reads, "ERR unknown subcommand 'NOPE'. Try SCRIPT HELP."},
+		{[]string{"SET", "k", "v"}, keyspace.Writes, ""},
+		{[]string{"SET", "k", "v", "NX"}, keyspace.MayWrite, ""},
+		{[]string{"SET", "k", "v", "XX", "PX", "10"}, keyspace.MayWrite, ""},
+		{[]string{"SET", "k", "v", "GET"}, keyspace.Writes, ""},
+		{[]string{"SETNX", "k", "v"}, keyspace.MayWrite, ""},
+		{[]string{"GET", "k"}, keyspace.Reads, ""},
+		{[]string{"PUBLISH", "c", "m"}, keyspace.Writes, ""},
 	} {
 		args := make([][]byte, len(c.args))
 		for i, a := range c.args {
 			args[i] = []byte(a)
 		}
-		write, errReply := h.e.Prepare(keyspace.Lookup(args[0]), args)
+		effect, errReply := h.e.Prepare(keyspace.Lookup(args[0]), args)
 		gotErr := ""
 		if errReply != nil {
 			gotErr = errReply.Str
 		}
-		if write != c.write || gotErr != c.err {
-			t.Errorf("%q: write %v err %q, want %v %q", c.args, write, gotErr, c.write, c.err)
+		if effect != c.effect || gotErr != c.err {
+			t.Errorf("%q: effect %v err %q, want %v %q", c.args, effect, gotErr, c.effect, c.err)
 		}
 	}
 }

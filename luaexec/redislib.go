@@ -265,6 +265,10 @@ func (v *vm) dispatch(r *run, args [][]byte) (keyspace.Reply, int64) {
 	if r.call.DenyOOM && cmd.Has(keyspace.DenyOOM) && !r.allowOOM && !r.wrote {
 		return v.refuse(cmd, errorText(errOOM))
 	}
+	if r.dry && (write || cmd.Flags&keyspace.PubSub != 0) {
+		r.wouldWrite = true // the caller's charge stops the script
+		return keyspace.WouldWrite, 0
+	}
 	if write {
 		r.wrote = true
 	}

@@ -93,16 +93,19 @@ type vm struct {
 
 // run is the state of one script execution.
 type run struct {
-	call      keyspace.Call // a copy: SELECT inside the script must not change the caller's database
-	readOnly  bool          // EVAL_RO, EVALSHA_RO or a no-writes script
-	allowOOM  bool
-	wrote     bool // a write command ran: from then on OOM cannot stop the script
-	resp      int  // protocol of redis.call replies as the script sees them
-	steps     int64
-	exhausted bool
-	ids       map[any]int
-	coDepth   int
-	coCount   int
+	call     keyspace.Call // a copy: SELECT inside the script must not change the caller's database
+	readOnly bool          // EVAL_RO, EVALSHA_RO or a no-writes script
+	// dry is set for a dry run (keyspace.Call.Dry): the first write command
+	// the script calls sets wouldWrite and stops it, as the budget does.
+	dry, wouldWrite bool
+	allowOOM        bool
+	wrote           bool // a write command ran: from then on OOM cannot stop the script
+	resp            int  // protocol of redis.call replies as the script sees them
+	steps           int64
+	exhausted       bool
+	ids             map[any]int
+	coDepth         int
+	coCount         int
 	// monitor, when set, is told of each command the script calls (MONITOR).
 	monitor func(db int, args [][]byte)
 }
@@ -255,8 +258,8 @@ func (v *vm) Charge(L *lua.LState, n int64) {
 	r.steps -= n
 	if r.steps < 0 {
 		r.exhausted = true
-		L.RaiseError("%s", v.budgetMessage())
 	}
+	v.reraise(L)
 }
 
 func (v *vm) budgetMessage() string {
@@ -271,10 +274,15 @@ func (v *vm) chargeGap(L *lua.LState, t, k lua.LValue) {
 	}
 }
 
-// reraise propagates the budget error through a protected call that caught it.
+// reraise propagates the budget error, or a dry run's stop, through a
+// protected call that caught it.
 func (v *vm) reraise(L *lua.LState) {
-	if v.run != nil && v.run.exhausted {
+	switch r := v.run; {
+	case r == nil:
+	case r.exhausted:
 		L.RaiseError("%s", v.budgetMessage())
+	case r.wouldWrite:
+		L.RaiseError("%s", keyspace.WouldWrite.Str)
 	}
 }
 

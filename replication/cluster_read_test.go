@@ -2,12 +2,16 @@ package replication
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/lockserver/lockserver/internal/lockscripts"
 	"github.com/lockserver/lockserver/internal/testenv"
 	"github.com/lockserver/lockserver/keyspace"
+	"github.com/lockserver/lockserver/replication/internal/logcodec"
 )
 
 // A leader cut off from the others answers no read from its old state: the
@@ -48,7 +52,9 @@ func TestClusterNoStaleReadFromDeposedLeader(t *testing.T) {
 // leadership check before each answer (VerifyLeader) is all that tells it.
 // The node stands in for a paused process with a lease far longer than the
 // others' failure detection: it goes on believing that it leads for seconds
-// after the others have elected another leader and written.
+// after the others have elected another leader and written. A lock attempt
+// that its old state would answer without writing (SET NX on a key held
+// there) is held to the same check.
 func TestClusterNoStaleReadFromLeaderThatHasNotNoticed(t *testing.T) {
 	testenv.Long(t)
 	const lease = 12 * time.Second
@@ -59,6 +65,7 @@ func TestClusterNoStaleReadFromLeaderThatHasNotNoticed(t *testing.T) {
 	for try := 1; ; try++ {
 		c.heal()
 		wantReply(t, "SET k old", c.set(c.leader(), 0, "k", "old"), keyspace.OK)
+		wantReply(t, "SET lock held", c.set(c.leader(), 0, "lock", "held"), keyspace.OK)
 		// It takes over, and has applied k.
 		c.eventually(paused.id+" to lead", func() bool {
 			if l := c.leading(); l != nil && l != paused {
@@ -70,9 +77,14 @@ func TestClusterNoStaleReadFromLeaderThatHasNotNoticed(t *testing.T) {
 		// Nothing of its own may be in flight at the read: a read waits
 		// behind the node's proposals, and fails with them when they cannot
 		// commit, whatever VerifyLeader says. The members' registrations of
-		// their addresses are such proposals.
+		// their addresses, and the cluster version the leader raises once
+		// it knows every voter's build, are such proposals.
 		c.registered()
 		c.eventually(paused.id+" to have nothing in flight", func() bool {
+			lowest, known := paused.eng.votersLowestBuild()
+			if !known || clusterVersionOf(paused).get() != lowest {
+				return false
+			}
 			paused.eng.localMu.Lock()
 			defer paused.eng.localMu.Unlock()
 			return len(paused.eng.local) == 0
@@ -81,19 +93,26 @@ func TestClusterNoStaleReadFromLeaderThatHasNotNoticed(t *testing.T) {
 		c.partition(paused)
 		l := c.leader()
 		wantReply(t, "SET k new on the new leader "+l.id, c.set(l, 0, "k", "new"), keyspace.OK)
+		wantReply(t, "DEL lock on the new leader "+l.id, do(l, 0, "DEL", "lock"), keyspace.Int(1))
 		// Only a node that still believes it leads tests the check: one that
 		// stepped down (the machine was slower than its lease) forwards the
 		// read, and finds no leader.
 		believes := paused.eng.raft.State() == raft.Leader
-		req := &Request{Cmds: [][][]byte{words("GET", "k")}}
+		req := &Request{Cmds: [][][]byte{words("GET", "k")}, Alone: true}
 		paused.eng.Submit(req)
+		attempt := &Request{Cmds: [][][]byte{words("SET", "lock", "mine", "NX")}, Alone: true}
+		paused.eng.Submit(attempt)
 		ctx, cancel := context.WithTimeout(context.Background(), 3*lease)
-		r := req.Wait(ctx)
+		r, ra := req.Wait(ctx), attempt.Wait(ctx)
 		cancel()
 		if same(r, keyspace.Bulk("old")) {
 			t.Fatalf("%s, deposed, answered GET k from its own state (old) after %s had written new", paused.id, l.id)
 		}
 		wantErrPrefix(t, "GET k on the deposed leader", r, "TRYAGAIN", "CLUSTERDOWN")
+		if same(ra, keyspace.Null) {
+			t.Fatalf("%s, deposed, answered SET lock NX from its own state (held) after %s had deleted it", paused.id, l.id)
+		}
+		wantErrPrefix(t, "SET lock NX on the deposed leader", ra, "TRYAGAIN", "CLUSTERDOWN")
 		if believes {
 			return
 		}
@@ -102,4 +121,83 @@ func TestClusterNoStaleReadFromLeaderThatHasNotNoticed(t *testing.T) {
 		}
 		t.Logf("attempt %d: %s had stepped down before the read", try, paused.id)
 	}
+}
+
+// A lock attempt that finds the lock held writes nothing and takes no log
+// entry: the leader answers it from its state once it has confirmed that it
+// leads, whichever member the attempt came through. The attempt that finds
+// the lock free goes to the log, and every member applies it.
+func TestClusterAttemptsThatWriteNothingTakeNoLogEntry(t *testing.T) {
+	testenv.Long(t)
+	c := newTestCluster(t, 3)
+	script := lockscripts.MustSource(t, "redisson_lock.lua")
+	sha := sha1Hex(script)
+	l := c.leader()
+	wantReply(t, "SCRIPT LOAD", do(l, 0, "SCRIPT", "LOAD", script), keyspace.Bulk(sha))
+	wantReply(t, "owner:1 takes the lock", do(l, 0, "EVALSHA", sha, "1", "lock", "30000", "owner:1"), keyspace.Null)
+	first, _ := l.store.LastIndex()
+
+	// attempt submits one command through n until an answer that a leader
+	// change does not explain.
+	attempt := func(n *testNode, alone bool, cmd ...string) keyspace.Reply {
+		for {
+			req := &Request{Cmds: [][][]byte{words(cmd...)}, Alone: alone}
+			n.eng.Submit(req)
+			r := waitReply(req)
+			if r.Kind != keyspace.KindError || !strings.HasPrefix(r.Str, "TRYAGAIN") && !strings.HasPrefix(r.Str, "CLUSTERDOWN") {
+				return r
+			}
+		}
+	}
+	for i := range 20 {
+		for _, n := range c.nodes() {
+			r := attempt(n, i%2 == 0, "EVALSHA", sha, "1", "lock", "30000", "owner:2")
+			if r.Kind != keyspace.KindInt || r.Int <= 0 || r.Int > 30000 {
+				t.Fatalf("owner:2's attempt through %s = %+v, want the holder's PTTL", n.id, r)
+			}
+			wantReply(t, "SET lock NX through "+n.id, attempt(n, i%2 == 1, "SET", "lock", "x", "NX"), keyspace.Null)
+		}
+	}
+	if n := attemptEntries(t, c.Nodes[0], first); n != 0 {
+		t.Fatalf("the log holds %d entries of attempts that wrote nothing", n)
+	}
+
+	wantReply(t, "DEL lock", attempt(c.leader(), true, "DEL", "lock"), keyspace.Int(1))
+	wantReply(t, "owner:2 takes the lock", attempt(c.followers(c.leader())[0], true, "EVALSHA", sha, "1", "lock", "30000", "owner:2"), keyspace.Null)
+	for _, n := range c.nodes() {
+		c.eventually(n.id+" to apply owner:2's lock", func() bool {
+			n.eng.smMu.Lock()
+			defer n.eng.smMu.Unlock()
+			sm := n.eng.sm.Load()
+			return same(sm.read(0, [][][]byte{words("HGET", "lock", "owner:2")}, false, nil, sm.lastTime()), keyspace.Bulk("1"))
+		})
+	}
+	if n := attemptEntries(t, c.Nodes[0], first); n != 1 {
+		t.Fatalf("the log holds %d entries of owner:2's attempts and SET NX, want 1: the attempt that took the lock", n)
+	}
+}
+
+// attemptEntries counts the commands of n's log after index from that are
+// owner:2's lock attempts or a SET NX.
+func attemptEntries(t *testing.T, n *testNode, from uint64) int {
+	last, _ := n.store.LastIndex()
+	count := 0
+	for i := from + 1; i <= last; i++ {
+		var rl raft.Log
+		if n.store.GetLog(i, &rl) != nil || rl.Type != raft.LogCommand {
+			continue
+		}
+		entries, err := logcodec.DecodeBatch(rl.Data)
+		if err != nil {
+			t.Fatalf("log entry %d: %v", i, err)
+		}
+		for _, e := range entries {
+			for _, args := range e.Entry.Cmds {
+				if slices.ContainsFunc(args, func(a []byte) bool { return string(a) == "owner:2" || string(a) == "NX" }) {
+					count++
+				}
+			}
+		}
+	}
+	return count
 }

@@ -103,13 +103,28 @@ type Request struct {
 	// reuses their room.
 	Calls []luaexec.ScriptCall
 
+	// Alone is set by a client that has the replies of all its earlier
+	// requests: the engine may then run a read before writes that other
+	// clients submitted and that are not in the log yet.
+	Alone bool
+
 	// relay is set on a request that a follower forwards and answers with its
 	// own reply, and carried to the leader and into the log entry.
 	relay logcodec.RelayTag
 
+	// dryFailed is set once a dry run of the request reached a write: it goes
+	// to the log. unordered is set by Submit on a request whose place in the
+	// log is not decided yet (see Unordered).
+	dryFailed, unordered bool
+
 	reply keyspace.Reply
 	done  chan struct{} // nil when the reply was ready at Submit
 }
+
+// Unordered reports, once Submit has returned, whether the request may yet
+// be ordered after requests submitted after it: its client must have its
+// reply before it submits another.
+func (r *Request) Unordered() bool { return r.unordered }
 
 // Wait returns the request's reply once it is ready, or an error reply when
 // ctx ends first (the outcome of a write is then unknown).

@@ -37,12 +37,19 @@ func (r *Raft) Submit(req *Request) {
 // submit runs req on this node if it leads. Otherwise a request from a local
 // client goes to the forwarder; one forwarded by another node gets TRYAGAIN,
 // and the other node tries the new leader.
+//
+// A write goes to the log. A read, and a request that may write (Effect
+// MayWrite) run dry, run on the state machine at their place (readPlace) and
+// are answered once a leadership round confirms them (read.go); a dry run
+// that reaches a write is abandoned, and its request goes to the log as if
+// it had gone there first.
 func (r *Raft) submit(req *Request, forwarded bool) {
 	if r.closed.Load() {
 		req.finish(keyspace.Error(errClosed))
 		return
 	}
-	var prepared, write bool
+	var prepared bool
+	effect := keyspace.Reads // of WATCH
 	for {
 		r.proposeMu.Lock()
 		// While the forwarder holds requests, new ones queue behind them, so that
@@ -62,14 +69,21 @@ func (r *Raft) submit(req *Request, forwarded bool) {
 		// prepare may compile a script: never hold proposeMu meanwhile.
 		r.proposeMu.Unlock()
 		var errReply *keyspace.Reply
-		if write, errReply = r.prepare(req); errReply != nil {
+		if effect, errReply = r.prepare(req); errReply != nil {
 			req.finish(*errReply)
 			return
 		}
 		prepared = true
 	}
 	// proposeMu is held.
-	if write {
+	at := r.readPlace(req, forwarded)
+	// A dry run that waits for its place and then writes goes to the log after
+	// requests submitted after it: no later request of its client may be
+	// among them (Request.Unordered), which a forwarded batch cannot promise.
+	if effect == keyspace.MayWrite && (req.dryFailed || at > 0 && forwarded) {
+		effect = keyspace.Writes
+	}
+	if effect == keyspace.Writes {
 		e := &logcodec.LogEntry{Kind: logcodec.KindCommand, Relay: req.relay, Entry: logcodec.Entry{
 			DB: req.DB, Cmds: req.Cmds, Multi: req.Multi, Watch: req.Watch, OOM: req.OverMemory, User: req.User,
 		}}
@@ -77,38 +91,62 @@ func (r *Raft) submit(req *Request, forwarded bool) {
 		r.proposeMu.Unlock()
 		return
 	}
-	rd := &readOp{req: req, term: r.leadTerm.Load()}
+	rd := &readOp{req: req, term: r.leadTerm.Load(), dry: effect == keyspace.MayWrite}
 	rd.left.Store(2)
-	r.localMu.Lock()
-	n := len(r.local)
-	if n > 0 {
-		r.local[n-1].reads = append(r.local[n-1].reads, rd)
+	if at > 0 {
+		r.localMu.Lock()
+		r.local[at-1].reads = append(r.local[at-1].reads, rd)
+		r.localMu.Unlock()
+		req.unordered = rd.dry
+		r.proposeMu.Unlock()
+		r.verifier.push(rd)
+		return
 	}
-	r.localMu.Unlock()
 	r.proposeMu.Unlock()
-	r.verifier.push(rd)
-	if n == 0 {
-		// Nothing of this node's is in flight: the state machine already holds
-		// every write submitted before this read.
-		r.smMu.Lock()
-		reply := r.read(req)
-		r.smMu.Unlock()
-		r.readRan(rd, reply)
+	// Nothing this node sent the log is unapplied: the state machine holds
+	// every write acknowledged before this request arrived.
+	r.smMu.Lock()
+	reply := r.read(rd)
+	r.smMu.Unlock()
+	if reply.IsWouldWrite() {
+		req.dryFailed = true
+		r.submit(req, forwarded)
+		return
 	}
+	r.verifier.push(rd)
+	r.readRan(rd, reply)
 }
 
-// prepare validates req and says whether it writes. A NOSCRIPT while this
-// node has proposals in flight may only mean that the SCRIPT LOAD before it is
-// not applied yet: such a request goes to the log, where apply decides.
-func (r *Raft) prepare(req *Request) (write bool, errReply *keyspace.Reply) {
+// readPlace returns where a read runs: after the proposal r.local[at-1] is
+// applied, or at once when at is 0. That is after every proposal of this
+// node's that may have been acknowledged, to this client or any other: those
+// sent to the log (a proposal still pending, not yet in the log, cannot
+// be), and after this term's barrier. A request whose client has replies
+// outstanding (not Alone), or that another node forwarded, also waits for
+// the pending ones: its client's earlier requests may be among them.
+// proposeMu is held.
+func (r *Raft) readPlace(req *Request, forwarded bool) int {
+	r.localMu.Lock()
+	defer r.localMu.Unlock()
+	at := len(r.local)
+	if req.Alone && !forwarded && r.ownDone.Load() > r.barrier {
+		at -= len(r.pendingProps)
+	}
+	return at
+}
+
+// prepare validates req and says what it may do. A NOSCRIPT while this node
+// has proposals in flight may only mean that the SCRIPT LOAD before it is not
+// applied yet: such a request goes to the log, where apply decides.
+func (r *Raft) prepare(req *Request) (effect keyspace.Effect, errReply *keyspace.Reply) {
 	r.localMu.Lock()
 	inflight := len(r.local) > 0
 	r.localMu.Unlock()
-	write, errReply = r.sm.Load().prepare(req)
+	effect, errReply = r.sm.Load().prepare(req)
 	if errReply != nil && inflight && strings.HasPrefix(errReply.Str, "NOSCRIPT") {
-		return true, nil
+		return keyspace.Writes, nil
 	}
-	return write, errReply
+	return effect, errReply
 }
 
 // leadingLocked reports whether this node leads, and on the first call in a
@@ -388,7 +426,7 @@ func (r *Raft) appliedLocal(seq uint64, reply keyspace.Reply, denials []acl.Deni
 		done.finish(reply)
 	}
 	for _, rd := range reads {
-		r.readRan(rd, r.read(rd.req))
+		r.readRan(rd, r.read(rd))
 	}
 }
 

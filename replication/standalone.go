@@ -110,8 +110,8 @@ func (s *Standalone) Submit(req *Request) {
 	}
 	q := queued{req: req}
 	if req.WatchKeys == nil {
-		var errReply *keyspace.Reply
-		q.write, errReply = s.sm.prepare(req)
+		effect, errReply := s.sm.prepare(req)
+		q.write = effect != keyspace.Reads // with no log, a dry run would save nothing
 		if errReply != nil {
 			// A NOSCRIPT may only mean that a script queued before req, which
 			// loads it, has not run yet: the state machine answers in turn.

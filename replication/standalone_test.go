@@ -158,8 +158,8 @@ func TestStandaloneRunsTheQueueBeforeAFreeTaker(t *testing.T) {
 	defer s.Close()
 	s.mu.Lock()
 	script := &Request{Cmds: [][][]byte{words("EVAL", "return redis.call('INCR', KEYS[1])", "1", "n")}}
-	write, _ := s.sm.prepare(script)
-	s.enqueue(queued{req: script, write: write, now: s.clock.Now()})
+	effect, _ := s.sm.prepare(script)
+	s.enqueue(queued{req: script, write: effect != keyspace.Reads, now: s.clock.Now()})
 	s.mu.Unlock() // as a holder does before its last look at the queue
 	plain := &Request{Cmds: [][][]byte{words("INCR", "n")}}
 	s.Submit(plain)

@@ -81,7 +81,7 @@ func (sm *stateMachine) apply(e *logcodec.Entry, seed uint64, pub keyspace.Publi
 		sm.last = e.Time
 	}
 	sm.seed = seed
-	return sm.run(e.DB, e.Cmds, e.Multi, e.Watch, sm.last, seed, pub, e.OOM, e.User)
+	return sm.run(e.DB, e.Cmds, e.Multi, e.Watch, sm.last, seed, pub, e.OOM, e.User, false)
 }
 
 // read runs commands that do not mutate state at time now (at least the time
@@ -96,16 +96,23 @@ func (sm *stateMachine) readAs(db int, cmds [][][]byte, multi bool, watch []Watc
 	if now < sm.last {
 		now = sm.last
 	}
-	return sm.run(db, cmds, multi, watch, now, sm.seed, nil, false, user)
+	return sm.run(db, cmds, multi, watch, now, sm.seed, nil, false, user, false)
+}
+
+// dryRun runs a request whose effect is MayWrite as a read that must change
+// nothing (keyspace.Call.Dry): it answers keyspace.WouldWrite, having changed
+// nothing, where the request would write.
+func (sm *stateMachine) dryRun(req *Request, now int64) keyspace.Reply {
+	return sm.run(req.DB, req.Cmds, false, nil, max(now, sm.last), sm.seed, nil, req.OverMemory, req.User, true)
 }
 
 // commandSeedShift places a command's position inside an EXEC above the bits
 // that entry seeds use, so that every command of every entry has its own seed.
 const commandSeedShift = 48
 
-func (sm *stateMachine) run(db int, cmds [][][]byte, multi bool, watch []Watch, now int64, seed uint64, pub keyspace.Publisher, oom bool, user string) keyspace.Reply {
+func (sm *stateMachine) run(db int, cmds [][][]byte, multi bool, watch []Watch, now int64, seed uint64, pub keyspace.Publisher, oom bool, user string, dry bool) keyspace.Reply {
 	call := &sm.call
-	*call = keyspace.Call{Store: sm.store, DB: db, Now: now, Pub: pub, DenyOOM: oom, Seed: seed}
+	*call = keyspace.Call{Store: sm.store, DB: db, Now: now, Pub: pub, DenyOOM: oom, Seed: seed, Dry: dry}
 	defer func() { *call = keyspace.Call{} }() // let go of the arguments
 	u := sm.userFor(user)
 	if !multi {
@@ -163,36 +170,40 @@ func (sm *stateMachine) calls() []luaexec.ScriptCall { return sm.lua.Calls() }
 
 // prepare validates req before it is proposed, so that errors a leader can see
 // (unknown command, arity, NOSCRIPT, compile errors, OOM) never enter the log,
-// and reports whether it must be applied as a write.
-func (sm *stateMachine) prepare(req *Request) (write bool, errReply *keyspace.Reply) {
+// and reports what it may do: a transaction that may write goes through the
+// log (only a single command runs dry).
+func (sm *stateMachine) prepare(req *Request) (effect keyspace.Effect, errReply *keyspace.Reply) {
 	for _, args := range req.Cmds {
 		cmd := keyspace.Lookup(args[0])
 		if cmd == nil {
 			r := keyspace.ErrUnknownCommand(args)
-			return false, &r
+			return keyspace.Reads, &r
 		}
 		if !cmd.CheckArity(len(args)) {
 			r := keyspace.ErrWrongArity(cmd.Name)
-			return false, &r
+			return keyspace.Reads, &r
 		}
 		if req.OverMemory && cmd.Has(keyspace.DenyOOM) {
 			if req.Multi {
-				return false, &errExecOOM
+				return keyspace.Reads, &errExecOOM
 			}
-			return false, &ErrOOM
+			return keyspace.Reads, &ErrOOM
 		}
-		var w bool
+		e := keyspace.Writes
 		if isACL(args) {
-			w, errReply = true, sm.prepareACL(args)
+			errReply = sm.prepareACL(args)
 		} else {
-			w, errReply = sm.lua.Prepare(cmd, args)
+			e, errReply = sm.lua.Prepare(cmd, args)
 		}
 		if errReply != nil && !req.Multi {
-			return false, errReply
+			return keyspace.Reads, errReply
 		}
-		write = write || w
+		if e == keyspace.MayWrite && req.Multi {
+			e = keyspace.Writes
+		}
+		effect = max(effect, e)
 	}
-	return write, nil
+	return effect, nil
 }
 
 // ErrOOM refuses a DenyOOM command while used memory is over maxmemory.

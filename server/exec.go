@@ -186,17 +186,22 @@ func (c *conn) silence() bool {
 }
 
 // submit hands s.req to the engine; its reply is written in turn, and the
-// command exec runs is counted then.
+// command exec runs is counted then. A request the engine may still order
+// after later ones (Request.Unordered) is waited for before the next.
 func (c *conn) submit(s *slot) {
 	s.call = c.cur
 	c.cur.cmd = nil
 	s.silent = c.silence()
+	s.req.Alone = len(c.pending) == 0
 	c.srv.engine.Submit(&s.req)
 	if len(c.pending) == 0 && s.req.Ready() {
 		c.render(s)
 		return
 	}
 	c.pending = append(c.pending, s)
+	if s.req.Unordered() {
+		c.drain()
+	}
 }
 
 // reply writes a ready reply in turn.

@@ -450,7 +450,7 @@ func (s *Server) Do(ctx context.Context, db int, args [][]byte) keyspace.Reply {
 		req  replication.Request
 		cmds [1][][]byte
 	}{cmds: [1][][]byte{args}}
-	call.req = replication.Request{DB: db, Cmds: call.cmds[:], OverMemory: s.mem.over()}
+	call.req = replication.Request{DB: db, Cmds: call.cmds[:], OverMemory: s.mem.over(), Alone: true}
 	start := time.Now()
 	m := &s.hub.monitors
 	if m.n.Load() > 0 && feedsFirst(cmd) {
