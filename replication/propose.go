@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -73,6 +74,9 @@ func (r *Raft) submit(req *Request, forwarded bool) {
 			req.finish(*errReply)
 			return
 		}
+		if effect == keyspace.MayWrite && (req.dryFailed || r.wouldWriteNow(req)) {
+			effect = keyspace.Writes
+		}
 		prepared = true
 	}
 	// proposeMu is held.
@@ -80,7 +84,7 @@ func (r *Raft) submit(req *Request, forwarded bool) {
 	// A dry run that waits for its place and then writes goes to the log after
 	// requests submitted after it: no later request of its client may be
 	// among them (Request.Unordered), which a forwarded batch cannot promise.
-	if effect == keyspace.MayWrite && (req.dryFailed || at > 0 && forwarded) {
+	if effect == keyspace.MayWrite && at > 0 && forwarded {
 		effect = keyspace.Writes
 	}
 	if effect == keyspace.Writes {
@@ -115,6 +119,57 @@ func (r *Raft) submit(req *Request, forwarded bool) {
 	}
 	r.verifier.push(rd)
 	r.readRan(rd, reply)
+}
+
+// wouldWriteNow reports whether a dry run of req on the state as it is now
+// reaches a write. A request that writes as it finds the keyspace then goes
+// to the log at once: run dry at its place, it would most likely write too,
+// and wait for that place first (a lock attempt on a free lock). One that
+// writes nothing now, most often a lock attempt on a lock held for longer
+// than a commit, runs dry again at its place.
+//
+// Where nearly every such request writes (lock and unlock cycles on keys of
+// their own), the dry run is a cost that saves nothing: dryOdds then skips
+// most of them, and the requests go to the log at once.
+func (r *Raft) wouldWriteNow(req *Request) bool {
+	if !r.dryOdds.worth() {
+		return true
+	}
+	r.smMu.Lock()
+	write := r.sm.Load().dryRun(req, r.clock.Now()).IsWouldWrite()
+	r.smMu.Unlock()
+	r.dryOdds.saw(write)
+	return write
+}
+
+// dryOdds keeps a score of the recent dry runs at submission: up by
+// dryNoWrite for each that wrote nothing (a log entry saved), down by one for
+// each that reached a write (a dry run wasted). At zero only one request in
+// drySample runs dry, to notice when that changes.
+type dryOdds struct {
+	score, skipped atomic.Int32
+}
+
+const (
+	dryNoWrite = 8
+	dryMax     = 256
+	drySample  = 16
+)
+
+func (o *dryOdds) worth() bool {
+	return o.score.Load() > 0 || o.skipped.Add(1)%drySample == 0
+}
+
+func (o *dryOdds) saw(write bool) {
+	if write {
+		if o.score.Add(-1) < 0 {
+			o.score.Store(0)
+		}
+		return
+	}
+	if o.score.Add(dryNoWrite) > dryMax {
+		o.score.Store(dryMax)
+	}
 }
 
 // readPlace returns where a read runs: after the proposal r.local[at-1] is

@@ -131,6 +131,7 @@ type Raft struct {
 
 	waiter   *queue[*logBatch] // batches whose futures to check, in log order
 	verifier *queue[*readOp]   // reads waiting for a VerifyLeader round
+	dryOdds  dryOdds           // whether dry runs at submission are worth their cost
 	fwd      *forwarder
 
 	peerMu      sync.Mutex
