@@ -136,39 +136,41 @@ func (r *Raft) wouldWriteNow(req *Request) bool {
 		return true
 	}
 	r.smMu.Lock()
-	write := r.sm.Load().dryRun(req, r.clock.Now()).IsWouldWrite()
+	sm := r.sm.Load()
+	sm.record(false)
+	write := sm.dryRun(req, r.clock.Now()).IsWouldWrite()
+	sm.takeDenials() // the run at its place, or in the log, reports them
 	r.smMu.Unlock()
 	r.dryOdds.saw(write)
 	return write
 }
 
-// dryOdds keeps a score of the recent dry runs at submission: up by
-// dryNoWrite for each that wrote nothing (a log entry saved), down by one for
-// each that reached a write (a dry run wasted). At zero only one request in
-// drySample runs dry, to notice when that changes.
+// dryOdds counts the recent dry runs at submission that were wasted: up by
+// one for each that reached a write, down by dryNoWrite for each that wrote
+// nothing (a log entry saved). Past dryWasted only one request in drySample
+// runs dry, to notice when that changes.
 type dryOdds struct {
-	score, skipped atomic.Int32
+	wasted, skipped atomic.Int32
 }
 
 const (
 	dryNoWrite = 8
-	dryMax     = 256
+	dryWasted  = 64
 	drySample  = 16
 )
 
 func (o *dryOdds) worth() bool {
-	return o.score.Load() > 0 || o.skipped.Add(1)%drySample == 0
+	return o.wasted.Load() < dryWasted || o.skipped.Add(1)%drySample == 0
 }
 
 func (o *dryOdds) saw(write bool) {
-	if write {
-		if o.score.Add(-1) < 0 {
-			o.score.Store(0)
+	switch {
+	case !write:
+		if o.wasted.Add(-dryNoWrite) < 0 {
+			o.wasted.Store(0)
 		}
-		return
-	}
-	if o.score.Add(dryNoWrite) > dryMax {
-		o.score.Store(dryMax)
+	case o.wasted.Add(1) > dryWasted:
+		o.wasted.Store(dryWasted)
 	}
 }
 
