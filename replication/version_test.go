@@ -2,6 +2,7 @@ package replication
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -267,7 +268,10 @@ func TestDowngradePinsTheClusterVersion(t *testing.T) {
 	for _, n := range c.nodes() {
 		c.eventually(n.id+"'s snapshot after the downgrade", func() bool {
 			metas, _ := n.snaps.List()
-			return len(metas) > 0 && snapshotHeaderVersion(t, n, metas[0].ID) == snapshotHeaderV2
+			// The in-memory store lists a snapshot as it is being written:
+			// read it once raft says it is complete.
+			return len(metas) > 0 && n.eng.raft.Stats()["last_snapshot_index"] == strconv.FormatUint(metas[0].Index, 10) &&
+				snapshotHeaderVersion(t, n, metas[0].ID) == snapshotHeaderV2
 		})
 	}
 	time.Sleep(2 * time.Second) // the leader looked again, and did not raise it
