@@ -137,14 +137,11 @@ func TestClusterAttemptsThatWriteNothingTakeNoLogEntry(t *testing.T) {
 		// attempt submits one command through n until an answer that a leader
 		// change does not explain.
 		attempt := func(n *testNode, alone bool, cmd ...string) keyspace.Reply {
-			for {
+			return c.retry(strings.Join(cmd, " ")+" on "+n.id, func() keyspace.Reply {
 				req := &Request{Cmds: [][][]byte{words(cmd...)}, Alone: alone}
 				n.eng.Submit(req)
-				r := waitReply(req)
-				if r.Kind != keyspace.KindError || !strings.HasPrefix(r.Str, "TRYAGAIN") && !strings.HasPrefix(r.Str, "CLUSTERDOWN") {
-					return r
-				}
-			}
+				return waitReply(req)
+			})
 		}
 		for i := range 20 {
 			for _, n := range c.nodes() {
