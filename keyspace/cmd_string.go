@@ -50,7 +50,7 @@ func bulkOrNull(o *object) Reply {
 	if o == nil {
 		return Null
 	}
-	return Bulk(o.str)
+	return Bulk(o.lend())
 }
 
 func cmdGet(c *Call) Reply {
@@ -215,7 +215,7 @@ func cmdGetDel(c *Call) Reply {
 	if o == nil {
 		return Null
 	}
-	r := Bulk(o.str)
+	r := Bulk(o.lend())
 	c.del(c.Args[1])
 	return r
 }
@@ -237,7 +237,7 @@ func cmdGetEX(c *Call) Reply {
 			return err
 		}
 	}
-	r := Bulk(o.str)
+	r := Bulk(o.lend())
 	switch {
 	case expire != nil && !live(deadline, c.Now):
 		c.del(key)
@@ -261,7 +261,7 @@ func cmdMGet(c *Call) Reply {
 	elems := make([]Reply, len(c.Args)-1)
 	for i, k := range c.Args[1:] {
 		if o := c.lookup(k); o != nil && o.typ == typeString {
-			elems[i] = Bulk(o.str)
+			elems[i] = Bulk(o.lend())
 		}
 	}
 	return Array(elems...)
@@ -350,17 +350,32 @@ func (c *Call) storeString(key []byte, o *object, s string) {
 	c.modified(key)
 }
 
-// A string that APPEND or SETRANGE extends keeps spare capacity, so that
-// growing it by a few bytes costs a few bytes, as in Redis, rather than a
-// copy of the whole value. The value is then a prefix of a growable buffer
-// (o.coll). Every string ever taken from that value (a reply in flight, a
-// Lua string, a snapshot, a copy made by COPY) is a prefix of the buffer no
-// longer than the buffer's length at that time, and the buffer only ever
-// grows past its length: bytes once part of a value are never written again.
-// So only a value as long as its buffer may write into the spare capacity;
-// a value that shares the buffer and is shorter (another key grew it since)
-// copies instead.
-type growable struct{ b []byte }
+// A string that APPEND or SETRANGE writes keeps its bytes in a buffer of its
+// own (o.coll), with spare capacity once it has grown, so that writing a few
+// bytes of it costs a few bytes, as in Redis, rather than a copy of the whole
+// value. The value is then a prefix of the growable buffer. Every string
+// ever taken from that value (a reply in flight, a Lua string, a frozen
+// snapshot's, a copy made by COPY) is a prefix of the buffer no longer than
+// the buffer's length at that time, and is taken by lend or clone, which mark
+// the buffer lent. So:
+//   - bytes past the buffer's length are read by nobody: a value as long as
+//     its buffer may write there (a value that shares the buffer and is
+//     shorter, because another key grew it since, copies instead);
+//   - bytes within it are rewritten in place only while the buffer has never
+//     been lent; otherwise the value moves to a new buffer first.
+type growable struct {
+	b    []byte
+	lent bool
+}
+
+// lend returns the string o holds, for a reader that may keep it (a reply):
+// its bytes must not change after this (see growable).
+func (o *object) lend() string {
+	if g, ok := o.coll.(*growable); ok {
+		g.lent = true
+	}
+	return o.str
+}
 
 // growCapacity is how much room a string of n bytes is given when it must
 // move: Redis's sdsMakeRoomFor, which doubles below 1 MB and adds 1 MB above.
@@ -372,22 +387,30 @@ func growCapacity(n int) int {
 	return n + maxPrealloc
 }
 
-// extendString writes value at offset into the live string o at key, where
-// offset is at or past its end, zero-filling any gap. It writes in place when
-// o owns the spare capacity of its buffer (see growable), and otherwise moves
-// it to a new buffer with room to grow.
-func (c *Call) extendString(key []byte, o *object, offset int, value []byte) {
-	size := offset + len(value)
+// writeRange writes value at offset into the live string o at key,
+// zero-filling any gap past its end. It writes in place when o may (see
+// growable), and otherwise moves o to a new buffer first: one of the value's
+// size when the write lies within it, one with room to grow when it extends
+// it.
+func (c *Call) writeRange(key []byte, o *object, offset int, value []byte) {
+	n := len(o.str)
+	size := max(n, offset+len(value))
 	g, _ := o.coll.(*growable)
-	if g == nil || len(g.b) != len(o.str) || cap(g.b) < size {
-		b := make([]byte, len(o.str), growCapacity(size))
+	if g == nil || len(g.b) != n || cap(g.b) < size || (offset < n && g.lent) {
+		capacity := size
+		if size > n {
+			capacity = growCapacity(size)
+		}
+		b := make([]byte, n, capacity)
 		copy(b, o.str)
 		g = &growable{b: b}
-		c.Work += int64(len(o.str)) / 16
+		c.Work += int64(n) / 16
 	}
-	c.Work += int64(size-len(o.str)) / 16
+	c.Work += int64(len(value)+max(offset-n, 0)) / 16
 	b := g.b[:size]
-	clear(b[len(o.str):offset])
+	if offset > n {
+		clear(b[n:offset])
+	}
 	copy(b[offset:], value)
 	g.b = b
 	o.str, o.coll = unsafe.String(&b[0], len(b)), g
@@ -432,7 +455,7 @@ func cmdAppend(c *Call) Reply {
 		return errStringTooLong
 	}
 	if len(tail) > 0 {
-		c.extendString(key, o, len(o.str), tail)
+		c.writeRange(key, o, len(o.str), tail)
 	}
 	return Int(int64(len(o.str)))
 }
@@ -477,7 +500,7 @@ func cmdGetRange(c *Call) Reply {
 	if start > end || n == 0 {
 		return empty
 	}
-	return Bulk(o.str[start : end+1])
+	return Bulk(o.lend()[start : end+1])
 }
 
 // SETRANGE key offset value
@@ -503,21 +526,13 @@ func cmdSetRange(c *Call) Reply {
 	if offset > maxStringLength-int64(len(value)) {
 		return errStringTooLong
 	}
-	if o != nil && offset >= int64(len(o.str)) {
-		c.extendString(key, o, int(offset), value)
-		return Int(int64(len(o.str)))
+	if o == nil {
+		buf := make([]byte, offset+int64(len(value)))
+		copy(buf[offset:], value)
+		c.Work += int64(len(buf)) / 16
+		c.put(key, object{typ: typeString, str: unsafe.String(&buf[0], len(buf))})
+		return Int(int64(len(buf)))
 	}
-	// Bytes of the value change: they may be read elsewhere (see growable),
-	// so the value is copied.
-	var cur string
-	if o != nil {
-		cur = o.str
-	}
-	size := max(int64(len(cur)), offset+int64(len(value)))
-	c.Work += size / 16
-	buf := make([]byte, size)
-	copy(buf, cur)
-	copy(buf[offset:], value)
-	c.storeString(key, o, string(buf))
-	return Int(size)
+	c.writeRange(key, o, int(offset), value)
+	return Int(int64(len(o.str)))
 }

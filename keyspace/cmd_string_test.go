@@ -132,10 +132,11 @@ func TestStringRanges(t *testing.T) {
 	)
 }
 
-// APPEND and SETRANGE past the end grow a value in place, as Redis does: a
-// thousand one-byte appends to a 1 MB value allocate far less than a copy
-// of it each (they allocate nothing once the value has room).
-func TestStringAppendGrowsInPlace(t *testing.T) {
+// APPEND and SETRANGE write into a value in place, as Redis does: a thousand
+// one-byte appends to a 1 MB value, or a thousand one-byte SETRANGEs within
+// or past its end, allocate far less than a copy of it each (they allocate
+// nothing once the value has a buffer of its own with room).
+func TestStringWritesInPlace(t *testing.T) {
 	f := newFixture(t)
 	const size = 1 << 20
 	f.doArgs("SET", "k", strings.Repeat("x", size))
@@ -148,11 +149,14 @@ func TestStringAppendGrowsInPlace(t *testing.T) {
 	for i := 0; i < 1000; i++ {
 		f.do("SETRANGE k " + strconv.Itoa(size+1001+i) + " z")
 	}
+	for i := 0; i < 1000; i++ {
+		f.do("SETRANGE k " + strconv.Itoa(i) + " w")
+	}
 	runtime.ReadMemStats(&after)
 	if got := after.TotalAlloc - before.TotalAlloc; got > 100*size {
-		t.Errorf("2000 one-byte extensions of a 1 MB value allocated %d bytes: each copied the value", got)
+		t.Errorf("3000 one-byte writes into a 1 MB value allocated %d bytes: each copied the value", got)
 	}
-	want := strings.Repeat("x", size) + strings.Repeat("y", 1001) + strings.Repeat("z", 1000)
+	want := strings.Repeat("w", 1000) + strings.Repeat("x", size-1000) + strings.Repeat("y", 1001) + strings.Repeat("z", 1000)
 	if got := f.doArgs("GET", "k"); got != `"`+want+`"` {
 		t.Errorf("the grown value is wrong (%d bytes)", len(got)-2)
 	}
@@ -194,6 +198,62 @@ func TestStringGrowthNeverChangesSharedBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.expect("GET k", `"abcd"`, "GET c", "(nil)")
+}
+
+// Every reader that may keep a value's bytes (a reply in flight, a Lua
+// string) takes them before a write within the value, which must then leave
+// them as they were, as a copy of the value would.
+func TestStringWriteWithinNeverChangesWhatWasRead(t *testing.T) {
+	for _, read := range [][]string{
+		{"GET", "k"},
+		{"GETRANGE", "k", "1", "3"},
+		{"MGET", "x", "k"},
+		{"GETEX", "k", "PERSIST"},
+		{"SET", "k", "abcd", "GET"},
+	} {
+		t.Run(read[0], func(t *testing.T) {
+			f := newFixture(t)
+			f.do("SET k abcd")
+			f.do("SETRANGE k 0 a") // k now has a buffer of its own, unread
+			f.do("SETRANGE k 0 a") // and writes there in place
+			r := f.s.Exec(&Call{Store: f.s, Now: f.now, Args: toArgs(read)})
+			if r.Kind == KindArray {
+				r = r.Elems[1]
+			}
+			before := strings.Clone(r.Str)
+			f.expect("SETRANGE k 1 XY", ":4", "GET k", `"aXYd"`)
+			if r.Str != before {
+				t.Errorf("%v replied %q, which reads %q after a SETRANGE", read, before, r.Str)
+			}
+		})
+	}
+}
+
+// COPY and a frozen snapshot share a value's bytes too: a write within
+// either the value or its copy leaves the other as it was.
+func TestStringWriteWithinNeverChangesACopy(t *testing.T) {
+	f := newFixture(t)
+	f.do("SET k abcd")
+	f.do("SETRANGE k 0 a") // k now has a buffer of its own, unread
+	frozen := f.s.Freeze()
+	f.expect(
+		"SETRANGE k 1 XY", ":4",
+		"COPY k c", ":1",
+		"SETRANGE k 3 Z", ":4",
+		"SETRANGE c 0 W", ":4",
+		"GET k", `"aXYZ"`,
+		"GET c", `"WXYd"`,
+	)
+	var buf bytes.Buffer
+	if err := frozen.WriteSnapshot(&buf, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.s.Release(frozen)
+	g := newFixture(t)
+	if _, err := g.s.ReadSnapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	g.expect("GET k", `"abcd"`)
 }
 
 // Call.Work counts what a command does beyond its arguments and reply, for

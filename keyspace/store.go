@@ -339,8 +339,10 @@ func (o *object) elements() int64 {
 
 // clone returns a copy of o's value that shares nothing mutable with it (COPY).
 func (o *object) clone() object {
-	v := *o // strings are immutable
+	v := *o
 	switch o.typ {
+	case typeString:
+		o.lend() // the two share the bytes (see growable)
 	case typeHash:
 		v = o.cloneHash()
 		v.deadline = o.deadline
