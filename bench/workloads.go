@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -72,6 +73,8 @@ func workloads() []workload {
 			skip: respSkip, points: handoffPoints("handoff-redisson", func(b *bench, ctx context.Context, inst *instance, clients int, h *handoff) ([]stepFunc, func(), error) {
 				return b.redissonHot(ctx, inst, b.prefix(), clients, 1, h)
 			})},
+		{name: "large-value", about: "(i) one client writing one byte into a 64 MB string, over and over: SETRANGE at a random offset within it, and APPEND; ops/s, latency is per command",
+			skip: respSkip, points: largeValuePoints},
 		{name: "held", about: "(d) memory per held Redisson lock (hash, 1 h lease; used_memory from INFO before and after loading them, each read after MEMORY PURGE), and lock-cycle throughput at 50 clients as held locks grow",
 			skip: heldSkip, sequence: runHeld, steps: func(b *bench) int { return 2 * len(heldSteps(b.cfg.held)) }},
 		{name: "rolling-restart", about: "(h) the cost of a rolling restart to its clients: 16 clients write (INCR) through the members of a 3-member cluster other than the one restarting, sending a write again through the next member after an error until it is acknowledged, while each member in turn is stopped (SIGTERM) and started again 3 s later; per restart, the longest time a write took and the replies that refused it or left it unknown; with this build, whose leader hands leadership over as it stops, and with the previous release, whose leader just stops",
@@ -368,4 +371,48 @@ func (b *bench) setnxCycles(c respClient, prefix string, clients int) []stepFunc
 		}
 	}
 	return steps
+}
+
+// largeValueSize is the size of the string the large-value workload writes
+// into: what a careless client might keep under one key.
+const largeValueSize = 64 << 20
+
+// largeValuePoints measure a one-byte write into a large string, which Redis
+// makes in place: SETRANGE within it and APPEND at its end.
+func largeValuePoints(*bench) []point {
+	var out []point
+	for _, op := range []string{"SETRANGE", "APPEND"} {
+		out = append(out, func(ctx context.Context, b *bench, sys system, inst *instance) row {
+			name := "large-" + strings.ToLower(op)
+			b.progress.step(fmt.Sprintf("%s %s c=1", sys.name, name))
+			m := b.measure(ctx, inst, func(ctx context.Context) ([]stepFunc, func(), error) {
+				c := inst.client(1)
+				key := b.prefix() + ":large"
+				if _, err := c.do(ctx, "SETRANGE", key, largeValueSize-1, "x"); err != nil {
+					c.close()
+					return nil, nil, fmt.Errorf("SETRANGE to make a %d-byte string: %w", largeValueSize, err)
+				}
+				rng := rand.New(rand.NewPCG(1, 2))
+				step := func(ctx context.Context, m *meter) error {
+					args := []any{op, key, "y"}
+					if op == "SETRANGE" {
+						args = []any{op, key, rng.IntN(largeValueSize), "y"}
+					}
+					start := time.Now()
+					n, err := c.do(ctx, args...)
+					if err != nil {
+						return fmt.Errorf("%s: %w", op, err)
+					}
+					if l, ok := n.(int64); !ok || l < largeValueSize {
+						return fmt.Errorf("%s on a %d-byte string replied %v", op, largeValueSize, n)
+					}
+					m.observe(start)
+					return nil
+				}
+				return []stepFunc{step}, func() { c.do(context.Background(), "DEL", key); c.close() }, nil
+			})
+			return row{Workload: name, System: sys.name, Clients: 1}.fill(m, "ops/s", inst)
+		})
+	}
+	return out
 }
