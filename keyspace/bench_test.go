@@ -311,3 +311,33 @@ func (w *pacedWriter) Write(p []byte) (int, error) {
 	time.Sleep(w.pause)
 	return len(p), nil
 }
+
+// BenchmarkSetRandomKey sets keys picked at random among 100k, as
+// redis-benchmark -r 100000 does: the cost of finding a key that is not in
+// the CPU's cache.
+func BenchmarkSetRandomKey(b *testing.B) {
+	s := New()
+	c := &Call{Store: s, Now: 1_700_000_000_000}
+	const keys = 100_000
+	args := toArgs([]string{"SET", "key:000000000000", "xxx"})
+	key := args[1]
+	setKey := func(n int) {
+		for i := len(key) - 1; i >= 4; i-- {
+			key[i] = byte('0' + n%10)
+			n /= 10
+		}
+	}
+	for n := range keys {
+		setKey(n)
+		c.Args = args
+		s.Exec(c)
+	}
+	rng := rand.New(rand.NewSource(1))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		setKey(rng.Intn(keys))
+		c.Args = args
+		s.Exec(c)
+	}
+}

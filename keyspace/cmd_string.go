@@ -176,7 +176,12 @@ func (c *Call) setGeneric(name string, flags int, key, value, expire []byte, okR
 	if flags&optKeepTTL != 0 && old != nil {
 		deadline = old.deadline
 	}
-	c.put(key, object{typ: typeString, str: string(value), deadline: deadline})
+	v := object{typ: typeString, str: string(value), deadline: deadline}
+	if old != nil {
+		c.replace(hashKey(key), old, v)
+	} else {
+		c.put(key, v)
+	}
 	return okReply
 }
 

@@ -1,6 +1,9 @@
 package keyspace
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestRegisterPanicsNamingTheRow: a layer's registration that does not fit
 // the table (a row twice, a row that does not exist, another layer's row, a
@@ -43,5 +46,21 @@ func TestRegisterPanicsNamingTheRow(t *testing.T) {
 	}
 	if got := tab["client"].Subcommands["info"].Executor(); got != nil {
 		t.Errorf("CLIENT INFO's executor is %v after refused registrations", got)
+	}
+}
+
+// Lookup's index finds what the table holds, in any case, and nothing else.
+func TestLookupAgreesWithTheTable(t *testing.T) {
+	for name, cmd := range table {
+		for _, n := range []string{name, strings.ToUpper(name), strings.ToUpper(name[:1]) + name[1:]} {
+			if got := Lookup([]byte(n)); got != cmd {
+				t.Errorf("Lookup(%q) = %v, want the table's %q", n, got, name)
+			}
+		}
+		for _, n := range []string{name + "x", name[:len(name)-1], "x" + name, name + strings.Repeat("a", maxNameLen)} {
+			if got := Lookup([]byte(n)); got != table[strings.ToLower(n)] {
+				t.Errorf("Lookup(%q) = %v, want %v", n, got, table[n])
+			}
+		}
 	}
 }

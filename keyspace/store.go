@@ -194,36 +194,48 @@ func (c *Call) lookupType(key []byte, t valueType) (o *object, wrongType bool) {
 // replacing a value allocates neither the key nor the object again.
 func (c *Call) put(key []byte, v object) *object {
 	s, d, h := c.Store, c.db(), hashKey(key)
+	if o := entry(d, key, h); o != nil {
+		if o.gen <= s.frozen {
+			o = s.place(d, h, key)
+		}
+		c.replace(h, o, v)
+		return o
+	}
 	v.gen = s.gen
 	if v.deadline != 0 {
 		d.volatile++
 	}
-	o := entry(d, key, h)
-	if o != nil {
-		if o.deadline != 0 {
-			d.volatile--
-		}
-		if o.gen <= s.frozen {
-			o = s.place(d, h, key)
-		}
-		*o = v
-	} else {
-		sh := s.writable(d, h)
-		sm := s.writableMap(sh, h)
-		i := s.alloc(sh)
-		o = s.slot(sh, i)
-		*o = v
-		sm.m[string(key)] = i
-		d.count++
-		if uint32(len(sm.m)) > sm.peak {
-			sm.peak = uint32(len(sm.m))
-		}
-		if len(sm.m) > maxSubLen && sh.bits < maxSubBits {
-			s.split(sh)
-		}
+	sh := s.writable(d, h)
+	sm := s.writableMap(sh, h)
+	i := s.alloc(sh)
+	o := s.slot(sh, i)
+	*o = v
+	sm.m[string(key)] = i
+	d.count++
+	if uint32(len(sm.m)) > sm.peak {
+		sm.peak = uint32(len(sm.m))
+	}
+	if len(sm.m) > maxSubLen && sh.bits < maxSubBits {
+		s.split(sh)
 	}
 	s.touch(c.DB, h)
 	return o
+}
+
+// replace stores v in o, the object of the key whose hash is h, live or
+// expired, which the call may change (a write's lookup, or put): what put
+// does without looking the key up again.
+func (c *Call) replace(h uint64, o *object, v object) {
+	d := c.db()
+	if o.deadline != 0 {
+		d.volatile--
+	}
+	if v.deadline != 0 {
+		d.volatile++
+	}
+	v.gen = c.Store.gen
+	*o = v
+	c.Store.touch(c.DB, h)
 }
 
 // setDeadline changes the deadline of the live object o at key, which the
