@@ -47,7 +47,7 @@ func writeMarkdown(path, plotPath, note string, rep *report) error {
 		b.WriteString("\n")
 	}
 	if cells := rollingCells(rep.Rows, 300); len(cells) > 0 {
-		b.WriteString("## rolling-restart\n\n")
+		b.WriteString("## rolling-restart and failover\n\n")
 		writeMarkdownTable(&b, rollingHeader, cells)
 		b.WriteString("\n")
 	}

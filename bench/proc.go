@@ -161,6 +161,16 @@ func (p *process) stopWithin(grace time.Duration) {
 	}
 }
 
+// kill kills the process at once (SIGKILL), as a crash would, and waits for
+// it to end.
+func (p *process) kill() {
+	if p.exited() {
+		return
+	}
+	p.cmd.Process.Kill()
+	<-p.done
+}
+
 // waitReady polls ready until it succeeds, the process exits, or ctx ends,
 // for at most 30 seconds.
 func (p *process) waitReady(ctx context.Context, ready func(context.Context) error) error {

@@ -314,7 +314,7 @@ var tableHeader = []string{"workload", "setting", "system", "throughput", "x red
 func tableCells(rows []row, maxNote int) [][]string {
 	var out [][]string
 	for _, r := range rows {
-		if r.Status == "n/a" || r.Workload == "held-growth" || r.Workload == "rolling-restart" {
+		if r.Status == "n/a" || r.Workload == "held-growth" || r.Workload == "rolling-restart" || r.Workload == "failover" {
 			continue
 		}
 		note := r.Note
@@ -420,11 +420,11 @@ func growthCells(rows []row, maxNote int) [][]string {
 
 var rollingHeader = []string{"system", "event", "took", "longest write", "refused or unknown", "note"}
 
-// rollingCells renders the rolling-restart rows.
+// rollingCells renders the rolling-restart and failover rows.
 func rollingCells(rows []row, maxNote int) [][]string {
 	var out [][]string
 	for _, r := range rows {
-		if r.Workload != "rolling-restart" {
+		if r.Workload != "rolling-restart" && r.Workload != "failover" {
 			continue
 		}
 		note := strings.ReplaceAll(r.Note, "\n", " ")
@@ -452,7 +452,7 @@ func writeText(w io.Writer, rep *report) {
 		writeTable(w, growthHeader, cells, true)
 	}
 	if cells := rollingCells(rep.Rows, 100); len(cells) > 0 {
-		fmt.Fprintln(w, "\nrolling-restart:")
+		fmt.Fprintln(w, "\nrolling-restart and failover:")
 		writeTable(w, rollingHeader, cells, true)
 	}
 	fmt.Fprintln(w)

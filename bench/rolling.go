@@ -111,6 +111,9 @@ type rollingWriters struct {
 
 	mu        sync.Mutex
 	recording bool
+	since     time.Time     // when recording began
+	first     time.Duration // from since to the first write sent after it acknowledged
+	acked     chan struct{} // closed at that acknowledgement
 	longest   time.Duration
 	refused   int
 	unknown   int
@@ -138,8 +141,10 @@ func startRollingWriters(ctx context.Context, b *bench, inst *instance) *rolling
 				start := time.Now()
 				for ctx.Err() == nil {
 					next = w.through(next)
+					sent := time.Now()
 					_, err := clients[next].do(ctx, "INCR", key)
 					if err == nil {
+						w.ack(sent)
 						break
 					}
 					w.failed(err)
@@ -198,11 +203,38 @@ func (w *rollingWriters) failed(err error) {
 	w.mu.Unlock()
 }
 
+// ack records the acknowledgement of a write sent at sent.
+func (w *rollingWriters) ack(sent time.Time) {
+	w.mu.Lock()
+	if w.recording && w.first == 0 && sent.After(w.since) {
+		w.first = time.Since(w.since)
+		close(w.acked)
+	}
+	w.mu.Unlock()
+}
+
 // begin starts recording, afresh.
 func (w *rollingWriters) begin() {
 	w.mu.Lock()
 	w.recording, w.longest, w.refused, w.unknown = true, 0, 0, 0
+	w.since, w.first, w.acked = time.Now(), 0, make(chan struct{})
 	w.mu.Unlock()
+}
+
+// firstAck waits for the first acknowledgement of a write sent since begin,
+// and returns how long after begin it came; 0 if ctx ended first.
+func (w *rollingWriters) firstAck(ctx context.Context) time.Duration {
+	w.mu.Lock()
+	acked := w.acked
+	w.mu.Unlock()
+	select {
+	case <-acked:
+	case <-ctx.Done():
+		return 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.first
 }
 
 // end stops recording and returns what it recorded.

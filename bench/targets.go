@@ -125,7 +125,27 @@ func targets(rows []row) []target {
 		out = append(out, t)
 	}
 	out = append(out, growthTargets(rows)...)
-	return append(out, rollingTarget(rows))
+	return append(out, rollingTarget(rows), failoverTarget(rows))
+}
+
+// failoverTarget sets the goal of issue 30 beside the failover rows: the
+// first acknowledged write at most 1.5 s after a leader's kill, on average.
+func failoverTarget(rows []row) target {
+	t := target{Goal: "failover: the first write after a leader kill at most 1.5 s, mean over the kills", Status: "not measured"}
+	var sum time.Duration
+	var n int
+	for _, r := range rows {
+		if r.Workload == "failover" && r.Status == "" {
+			sum += r.Took
+			n++
+		}
+	}
+	if n > 0 {
+		mean := sum / time.Duration(n)
+		t.Measured = fmt.Sprintf("%s mean of %d kills", fmtDur(mean), n)
+		t.Status = metIf(mean <= 1500*time.Millisecond)
+	}
+	return t
 }
 
 // rollingTarget sets the goal of the hand-over on stop beside the
