@@ -122,9 +122,11 @@ type ClusterOptions struct {
 	// that hears from no leader for HeartbeatTimeout stands for election, a
 	// leader that hears from no majority for as long steps down, and an
 	// election not won within ElectionTimeout starts over. 0 means 1 s
-	// each. A failover takes one to two of each; longer ones ride out pauses
-	// of a busy machine (a process starved of CPU for a moment) that would
-	// otherwise move the leader and fail the writes in flight.
+	// each. A failover by timeout takes one to two of each; longer ones ride
+	// out pauses of a busy machine (a process starved of CPU for a moment)
+	// that would otherwise move the leader and fail the writes in flight. A
+	// leader whose process ends is noticed sooner, by its closed connections
+	// (docs/cluster.md, "Failure detection").
 	HeartbeatTimeout, ElectionTimeout time.Duration
 	// ShutdownSnapshotTimeout bounds the snapshot a member takes as it
 	// closes, when much log was written since its last one (so that its

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/lockserver/lockserver/replication/internal/memberlink"
 )
 
 // What a cluster member tells the server about leadership, beyond Status, so
@@ -206,3 +207,86 @@ func (r *Raft) standsEarly() bool {
 	_, ok := r.trans.(raft.WithPreVote)
 	return ok
 }
+
+// A leader whose process dies is noticed at once by the followers, not after
+// the heartbeat timeout: the kernel closes the dead process's connections,
+// so each follower's Raft link from it ends (memberlink's Config.Gone), and
+// a connection to its Raft address is refused, as it is for nothing else: a
+// leader paused by a busy machine, or starved of CPU, keeps its links, and
+// its kernel still takes connections. Only a dead process (or a host that
+// answers for it) makes a follower stand before its timeout; a partition or
+// a host that is gone still waits the timeout out.
+//
+// A follower that finds the leader gone stands at once, as the target of a
+// leadership transfer does (it sends itself Raft's TimeoutNow): the other
+// members then vote though they have not yet noticed, and the vote is Raft's
+// own, log check included. The surviving voters take turns, by id, each
+// standLater after the one before and only while no other leads, so that
+// two seldom split the vote; one whose log is behind loses, and the next
+// stands.
+
+// peerGone is told that node's Raft link to this member ended.
+func (r *Raft) peerGone(node string) {
+	n := r.node.Load()
+	if n == nil || r.closed.Load() || !r.standing.CompareAndSwap(false, true) {
+		return
+	}
+	addr, id := n.LeaderWithID()
+	if string(id) != node || n.State() != raft.Follower {
+		r.standing.Store(false)
+		return
+	}
+	// Not in r.wg: the transport's readers call this until it closes,
+	// after Close waits for r.wg. It ends within a dial timeout and the
+	// turns, and what it uses refuses calls once closed.
+	go func() {
+		defer r.standing.Store(false)
+		r.standIfGone(n, node, addr)
+	}()
+}
+
+// standIfGone stands for election if leader's process at addr is gone.
+func (r *Raft) standIfGone(n *raft.Raft, leader string, addr raft.ServerAddress) {
+	conn, err := r.link.Dial(addr, r.opts.HeartbeatTimeout/4)
+	if err == nil {
+		conn.Close()
+		return
+	}
+	if !memberlink.Refused(err) {
+		return
+	}
+	f := n.GetConfiguration()
+	if f.Error() != nil {
+		return
+	}
+	var turn []string
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != leader {
+			turn = append(turn, string(s.ID))
+		}
+	}
+	slices.Sort(turn)
+	mine := slices.Index(turn, r.opts.NodeID)
+	if mine < 0 {
+		return // not a voter
+	}
+	select {
+	case <-r.stop:
+		return
+	case <-time.After(time.Duration(mine) * r.standLater()):
+	}
+	if _, id := n.LeaderWithID(); (id != "" && string(id) != leader) || n.State() != raft.Follower {
+		return
+	}
+	r.log.Info("the leader's process is gone (its Raft address refuses connections): standing for election now",
+		"event", "leader_gone", "leader", leader, "turn", mine)
+	local := r.trans.LocalAddr()
+	req := &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(r.opts.NodeID), Addr: []byte(local)}}
+	if err := r.trans.TimeoutNow(raft.ServerID(r.opts.NodeID), local, req, &raft.TimeoutNowResponse{}); err != nil {
+		r.log.Warn("standing for election failed", "err", err)
+	}
+}
+
+// standLater is how long each surviving voter waits after the one before
+// it stands when the leader is gone: a leader's heartbeat interval.
+func (r *Raft) standLater() time.Duration { return r.opts.HeartbeatTimeout / 10 }

@@ -145,7 +145,8 @@ type Raft struct {
 	// commit of this node's proposals in it. Written by the FSM only.
 	committed time.Time
 
-	reloadMu sync.Mutex // see reloadConfig
+	reloadMu sync.Mutex  // see reloadConfig
+	standing atomic.Bool // a follower is looking into its leader's end (peerGone)
 
 	// build is the release this member runs (RaftOptions.build); halted,
 	// once set, says why it applies no more entries (see halt).
@@ -243,7 +244,7 @@ func (r *Raft) open() error {
 	hl := newHCLogger(r.log)
 	r.peers, r.trans = o.peers, o.transport
 	if r.trans == nil {
-		link, err := memberlink.Listen(o.RaftAddr, o.RaftAdvertise, memberlink.Config{Node: o.NodeID, Build: o.build, Secret: []byte(o.ClusterSecret), TLS: o.TLS, Log: r.log})
+		link, err := memberlink.Listen(o.RaftAddr, o.RaftAdvertise, memberlink.Config{Node: o.NodeID, Build: o.build, Secret: []byte(o.ClusterSecret), TLS: o.TLS, Log: r.log, Gone: r.peerGone})
 		if err != nil {
 			return fmt.Errorf("raft transport on %s: %w", o.RaftAddr, err)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lockserver/lockserver"
 	"github.com/lockserver/lockserver/internal/clustertest"
+	"github.com/lockserver/lockserver/internal/testenv"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -227,4 +228,73 @@ func TestBinaryWipedLeaderRejoinsAtOnce(t *testing.T) {
 		return err
 	})
 	t.Logf("the wiped leader rejoined through %s, which took it for the leader, in %v", via.ID(), time.Since(start))
+}
+
+// slowDetection are failure-detection flags far longer than a test waits: a
+// member that stands for election under them noticed its leader's end by
+// other means than a timeout.
+var slowDetection = []string{"--heartbeat-timeout", "40s", "--election-timeout", "40s"}
+
+// A leader killed (SIGKILL, as a crash) is noticed by its followers at once:
+// its links to them end and its Raft address refuses connections. With
+// timeouts of 40 s, a write through a follower is acknowledged by a new
+// leader well within half of that.
+func TestBinaryFollowersNoticeAKilledLeaderAtOnce(t *testing.T) {
+	c := clustertest.StartProcs(t, clustertest.Binary(t), clustertest.ProcClusterOptions{
+		Proc: clustertest.ProcOptions{Password: password},
+		Args: func(*clustertest.Proc) []string { return slowDetection },
+	})
+	ctx := context.Background()
+	l := c.Leader(t)
+	f := c.Followers(l)[0]
+	clustertest.Eventually(t, "a write through a follower", func() error { return f.Client().Set(ctx, "before", "1", 0).Err() })
+
+	l.Kill()
+	killed := time.Now()
+	for {
+		err := f.Client().Set(ctx, "after", "1", 0).Err()
+		if err == nil {
+			break
+		}
+		if time.Since(killed) > 20*time.Second {
+			t.Fatalf("no write acknowledged in %v after the leader's kill, with failure detection of 40 s: the followers did not notice its end: %v",
+				time.Since(killed).Round(time.Millisecond), err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("the first write after the kill was acknowledged after %v", time.Since(killed).Round(time.Millisecond))
+}
+
+// A follower that a leader alive gives up on (its RPCs time out while the
+// follower is paused, and the leader closes the links) sees those links end
+// too, but the leader still takes connections: it must not stand.
+func TestBinaryFollowerKeepsALiveLeaderWhoseLinksEnd(t *testing.T) {
+	testenv.Long(t)
+	c := clustertest.StartProcs(t, clustertest.Binary(t), clustertest.ProcClusterOptions{
+		Proc: clustertest.ProcOptions{Password: password},
+		Args: func(*clustertest.Proc) []string { return slowDetection },
+	})
+	ctx := context.Background()
+	l := c.Leader(t)
+	before, err := l.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := c.Followers(l)[0]
+	// The leader's Raft RPCs time out after 10 s and it closes their links,
+	// which the follower, resumed, finds ended.
+	f.Pause()
+	time.Sleep(13 * time.Second)
+	f.Resume()
+	clustertest.Eventually(t, "a write through the resumed follower", func() error { return f.Client().Set(ctx, "after", "1", 0).Err() })
+	time.Sleep(2 * time.Second)
+	for _, n := range c.Nodes {
+		s, err := n.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Term != before.Term || s.Leader != l.ID() {
+			t.Errorf("%s: term %d and leader %q after the follower's pause; before it, term %d and leader %s", n.ID(), s.Term, s.Leader, before.Term, l.ID())
+		}
+	}
 }

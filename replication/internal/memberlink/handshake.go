@@ -259,54 +259,54 @@ func (l *Link) dialHandshake(nc net.Conn, addr string, channel, version byte) (n
 // errRefused is the error of a handshake whose refusal was logged already.
 var errRefused = errors.New("refused")
 
-func (l *Link) acceptHandshake(nc net.Conn) (net.Conn, byte, error) {
+func (l *Link) acceptHandshake(nc net.Conn) (net.Conn, hello, error) {
 	from := nc.RemoteAddr().String()
 	id := l.cluster.Load()
 	if id == nil {
 		// Not joined yet: no one should call on this member.
-		return nil, 0, errors.New("this member has not joined a cluster yet")
+		return nil, hello{}, errors.New("this member has not joined a cluster yet")
 	}
 	conn := nc
 	if l.cfg.TLS != nil {
 		cfg, err := l.tlsConfig(true)
 		if err != nil {
 			l.cfg.Log.Error("member link: no TLS settings", "err", err)
-			return nil, 0, errRefused
+			return nil, hello{}, errRefused
 		}
 		tc := tls.Server(nc, cfg)
 		if err := tc.Handshake(); err != nil {
 			l.refuse(from, "tls", "refused a member link: TLS handshake failed", "peer", from, "err", err)
-			return nil, 0, errRefused
+			return nil, hello{}, errRefused
 		}
 		conn = tc
 	}
 	peer, dh, err := readHello(conn, true)
 	if err != nil {
 		l.refuse(from, "bad_handshake", "refused a member link: bad handshake", "peer", from, "err", err)
-		return nil, 0, errRefused
+		return nil, hello{}, errRefused
 	}
 	if peer.channel != chanRaft && peer.channel != chanMember {
 		l.refuse(from, "bad_handshake", "refused a member link: unknown channel", "peer", from, "channel", peer.channel)
-		return nil, 0, errRefused
+		return nil, hello{}, errRefused
 	}
 	version := min(peer.version, l.cfg.maxVersion())
 	if l.cfg.onlyVersion && peer.version != version {
 		// As a lockserver 0.1 member does: see Config.onlyVersion.
 		l.refuse(from, "bad_handshake", "refused a member link: bad handshake", "peer", from, "version", peer.version)
-		return nil, 0, errRefused
+		return nil, hello{}, errRefused
 	}
 	h := hello{version: version, cluster: *id, node: l.cfg.Node, build: l.cfg.Build}
 	rand.Read(h.nonce[:])
 	ah := h.encode(false)
 	mine := proof(l.cfg.Secret, "acceptor", dh, ah)
 	if _, err := conn.Write(append(ah, mine...)); err != nil {
-		return nil, 0, err
+		return nil, hello{}, err
 	}
 	theirs := make([]byte, proofSize)
 	if _, err := io.ReadFull(conn, theirs); err != nil {
 		l.refuse(from, "left", "refused a member link: the peer left before proving itself (a different cluster secret, or another cluster)",
 			"peer", from, "node", peer.node, "its_cluster", peer.cluster, "err", err)
-		return nil, 0, errRefused
+		return nil, hello{}, errRefused
 	}
 	verdict := linkOK
 	switch {
@@ -323,10 +323,10 @@ func (l *Link) acceptHandshake(nc net.Conn) (net.Conn, byte, error) {
 	}
 	conn.Write([]byte{verdict})
 	if verdict != linkOK {
-		return nil, 0, errRefused
+		return nil, hello{}, errRefused
 	}
 	l.learn(peer.node, peer.build)
-	return conn, peer.channel, nil
+	return conn, peer, nil
 }
 
 // tlsConfig returns the TLS settings of a new link: as its acceptor (server)

@@ -59,9 +59,11 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -90,6 +92,11 @@ type Config struct {
 	Secret []byte // the cluster secret; nil for none
 	TLS    *TLS   // nil for no TLS
 	Log    *slog.Logger
+	// Gone, when set, is told the node id of a member whose Raft link to
+	// this one ended from its side (end of stream, a reset, a broken pipe):
+	// the peer closed it, or its process ended. It runs on the link's
+	// reader or writer and must not block.
+	Gone func(node string)
 	// linkVersion is the highest link version this end speaks; 0 means
 	// linkMax. onlyVersion makes it refuse a hello of any other version, as
 	// a lockserver 0.1 member does: tests of the negotiation set both to be
@@ -360,7 +367,7 @@ func (l *Link) release(host string) {
 func (l *Link) accept(nc net.Conn) {
 	deadline := time.Now().Add(l.cfg.handshakeTimeout())
 	nc.SetDeadline(deadline)
-	conn, channel, err := l.acceptHandshake(nc)
+	conn, peer, err := l.acceptHandshake(nc)
 	if err != nil {
 		nc.Close()
 		if err != errRefused {
@@ -370,8 +377,10 @@ func (l *Link) accept(nc net.Conn) {
 	}
 	conn.SetDeadline(time.Time{})
 	q := l.raftQ
-	if channel == chanMember {
+	if peer.channel == chanMember {
 		q = l.memberQ
+	} else if l.cfg.Gone != nil {
+		conn = &watchedConn{Conn: conn, gone: func() { l.cfg.Gone(peer.node) }}
 	}
 	if !q.deliver(conn, deadline) {
 		conn.Close()
@@ -477,3 +486,33 @@ func IsLoopback(addr string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
+
+// watchedConn is a Raft link from a peer that tells Config.Gone when a read
+// or a write fails for any reason but this end's own closing or deadline.
+type watchedConn struct {
+	net.Conn
+	gone func()
+	once sync.Once
+}
+
+func (c *watchedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.check(err)
+	return n, err
+}
+
+func (c *watchedConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.check(err)
+	return n, err
+}
+
+func (c *watchedConn) check(err error) {
+	if err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) {
+		c.once.Do(c.gone)
+	}
+}
+
+// Refused reports whether err, from Dial, says that nothing listens at the
+// address: the host answered, and no process of it took the connection.
+func Refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }

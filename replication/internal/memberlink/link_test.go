@@ -454,3 +454,44 @@ func TestListenKeepsTheAdvertisedName(t *testing.T) {
 		}
 	}
 }
+
+// A Raft link that its dialer closes tells Gone who that was; a member
+// link does not, and a closed member's address refuses a dial (Refused),
+// which a live member's does not.
+func TestGoneNamesThePeerThatEndedItsLink(t *testing.T) {
+	gone := make(chan string, 4)
+	a, _ := startLink(t, Config{Node: "a", Secret: []byte(testSecret), Gone: func(node string) { gone <- node }}, testCluster1)
+	b, _ := startLink(t, Config{Node: "b", Secret: []byte(testSecret)}, testCluster1)
+	m, err := b.DialMember(t.Context(), a.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoes(t, m) // and closes it
+	c, err := b.Dial(linkAddr(a), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoes(t, c)
+	select {
+	case node := <-gone:
+		if node != "b" {
+			t.Fatalf("Gone(%q), want b", node)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a Raft link closed by its dialer did not call Gone")
+	}
+	if len(gone) != 0 {
+		t.Errorf("Gone called again: %q (a member link, or one link twice)", <-gone)
+	}
+
+	if c, err := b.Dial(linkAddr(a), 10*time.Second); err != nil || Refused(err) {
+		t.Fatalf("dial of a live member: %v (refused: %v)", err, Refused(err))
+	} else {
+		c.Close()
+	}
+	addr := linkAddr(b)
+	b.Close()
+	if _, err := a.Dial(addr, 10*time.Second); !Refused(err) {
+		t.Errorf("dial of a closed member: %v, want a refusal of the connection", err)
+	}
+}
