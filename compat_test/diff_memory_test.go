@@ -1,6 +1,7 @@
 package compat_test
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -76,9 +77,24 @@ func TestDiffMemory(t *testing.T) {
 
 	// PURGE answers as Redis's does; the subcommands that report on Redis's
 	// allocator do not exist, with Redis's error for an unknown one.
+	// DOCTOR on a server that holds little answers Redis's text.
 	p.Do("MEMORY", "PURGE")
 	p.Do("MEMORY", "PURGE", "now")
-	for _, sub := range []string{"DOCTOR", "STATS", "MALLOC-STATS"} {
+	p.Do("MEMORY", "DOCTOR", "now")
+	// DOCTOR on a server that holds little gives Redis's verdict for one.
+	// This lockserver's heap is the test process's: it holds little only
+	// while INFO's used_memory is under 5 MB.
+	redisDoc, lsDoc := p.redis.Do("MEMORY", "DOCTOR"), p.ls.Do("MEMORY", "DOCTOR")
+	used, _ := strconv.ParseInt(regexp.MustCompile(`used_memory:(\d+)`).FindStringSubmatch(p.ls.Do("INFO", "memory"))[1], 10, 64)
+	switch {
+	case !strings.Contains(redisDoc, "this instance is empty"):
+		t.Errorf("MEMORY DOCTOR of an empty redis-server: %q", redisDoc)
+	case used < 5<<20 && lsDoc != redisDoc:
+		t.Errorf("MEMORY DOCTOR with used_memory %d: %q, want redis-server's %q", used, lsDoc, redisDoc)
+	case used >= 5<<20 && !strings.Contains(lsDoc, "Hi Sam, I can't find any memory issue") && !strings.Contains(lsDoc, "Sam, I detected a few issues"):
+		t.Errorf("MEMORY DOCTOR with used_memory %d: %q, want one of Redis's verdicts", used, lsDoc)
+	}
+	for _, sub := range []string{"STATS", "MALLOC-STATS"} {
 		want := "-ERR unknown subcommand '" + sub + "'. Try MEMORY HELP.\r\n"
 		if got := p.ls.Do("MEMORY", sub); got != want {
 			t.Errorf("MEMORY %s: %q, want %q", sub, got, want)
@@ -91,7 +107,7 @@ func TestDiffMemory(t *testing.T) {
 	keep := true // the title line; then a subcommand's line and its indented ones
 	for _, l := range redisHelp.elems {
 		if !strings.HasPrefix(l.str, " ") && !strings.HasPrefix(l.str, "MEMORY ") {
-			keep = strings.HasPrefix(l.str, "USAGE ") || l.str == "PURGE" || l.str == "HELP"
+			keep = strings.HasPrefix(l.str, "USAGE ") || l.str == "DOCTOR" || l.str == "PURGE" || l.str == "HELP"
 		}
 		if keep {
 			want = append(want, string(l.typ)+l.str)

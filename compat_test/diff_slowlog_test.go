@@ -150,12 +150,20 @@ func TestDiffLatency(t *testing.T) {
 	})
 	p.DoNorm(normLatency, "LATENCY", "LATEST")
 	p.DoNorm(normLatency, "LATENCY", "HISTORY", "command")
-	p.Run([][]string{{"LATENCY", "RESET"}, {"LATENCY", "LATEST"}})
-	// HELP lists what lockserver has: Redis's, less DOCTOR and GRAPH.
+	p.Run([][]string{{"LATENCY", "RESET"}, {"LATENCY", "LATEST"},
+		// DOCTOR with no event: enabled (at a threshold no command reaches),
+		// then disabled.
+		{"CONFIG", "SET", "latency-monitor-threshold", "1000000"},
+		{"LATENCY", "DOCTOR"},
+		{"CONFIG", "SET", "latency-monitor-threshold", "0"},
+		{"LATENCY", "DOCTOR"},
+		{"LATENCY", "DOCTOR", "x"},
+	})
+	// HELP lists what lockserver has: Redis's, less GRAPH.
 	want := strings.Split(p.redis.Do("LATENCY", "HELP"), "\r\n")
 	var kept []string
 	for i := 0; i < len(want); i++ {
-		if strings.HasPrefix(want[i], "+DOCTOR") || strings.HasPrefix(want[i], "+GRAPH") {
+		if strings.HasPrefix(want[i], "+GRAPH") {
 			i++ // and its description
 			continue
 		}
@@ -163,7 +171,7 @@ func TestDiffLatency(t *testing.T) {
 	}
 	kept[0] = "*" + strconv.Itoa(len(kept)-2)
 	if got := p.ls.Do("LATENCY", "HELP"); got != strings.Join(kept, "\r\n") {
-		t.Errorf("LATENCY HELP: %q, want Redis's less DOCTOR and GRAPH: %q", got, strings.Join(kept, "\r\n"))
+		t.Errorf("LATENCY HELP: %q, want Redis's less GRAPH: %q", got, strings.Join(kept, "\r\n"))
 	}
 	// A command with subcommands stands for those that ran.
 	p.DoNorm(normLatency, "CONFIG", "RESETSTAT")

@@ -5,14 +5,15 @@ import (
 	"unsafe"
 )
 
-// MEMORY USAGE estimates what a key costs this server; MEMORY HELP and
-// MEMORY PURGE (a full garbage collection, which returns what it frees to the
-// OS) are served by the server. Redis's other subcommands (DOCTOR, STATS,
-// MALLOC-STATS) report on its allocator and have no rows: they get Redis's
-// unknown-subcommand error. Arities and flags are Redis 7.0's.
+// MEMORY USAGE estimates what a key costs this server; MEMORY DOCTOR, MEMORY
+// HELP and MEMORY PURGE (a full garbage collection, which returns what it
+// frees to the OS) are served by the server. Redis's other subcommands
+// (STATS, MALLOC-STATS) report on its allocator and have no rows: they get
+// Redis's unknown-subcommand error. Arities and flags are Redis 7.0's.
 func init() {
 	addRows(
 		&Command{Name: "memory", Arity: -2, Run: runSubcommand, Subcommands: subcommands("memory",
+			&Command{Name: "doctor", Arity: 2, Layer: ServerLayer},
 			&Command{Name: "help", Arity: 2, Layer: ServerLayer},
 			&Command{Name: "purge", Arity: 2, Layer: ServerLayer},
 			&Command{Name: "usage", Arity: -3, Flags: ReadOnly, FirstKey: 2, LastKey: 2, KeyStep: 1, Run: cmdMemoryUsage},

@@ -33,7 +33,7 @@ func TestMemoryUsageNullAndErrors(t *testing.T) {
 		"MEMORY USAGE k samples 1 SAMPLES 2 foo", "-ERR syntax error",
 		"MEMORY USAGE", "-ERR wrong number of arguments for 'memory|usage' command",
 		"MEMORY", "-ERR wrong number of arguments for 'memory' command",
-		"MEMORY DOCTOR", "-ERR unknown subcommand 'DOCTOR'. Try MEMORY HELP.",
+		"MEMORY STATS", "-ERR unknown subcommand 'STATS'. Try MEMORY HELP.",
 	)
 	f.usageOf("k")
 	for _, opts := range []string{" SAMPLES 0", " samples 5 SAMPLES 1"} {

@@ -88,6 +88,7 @@ func init() {
 			&Command{Name: "reset", Arity: 2, Flags: Connection | Admin},
 		)},
 		&Command{Name: "latency", Arity: -2, Flags: admin, Subcommands: subcommands("latency",
+			&Command{Name: "doctor", Arity: 2, Flags: admin},
 			&Command{Name: "help", Arity: 2, Flags: Connection},
 			&Command{Name: "histogram", Arity: -2, Flags: admin},
 			&Command{Name: "history", Arity: 3, Flags: admin},

@@ -65,6 +65,7 @@ func init() {
 			"SHARDNUMSUB [<shardchannel> ...]", "    Like NUMSUB, for shard channels."),
 		// Redis's lines, though every element is counted, as SAMPLES 0 asks.
 		"memory|help": help("MEMORY",
+			"DOCTOR", "    Return memory problems reports.",
 			"PURGE", "    Attempt to purge dirty pages for reclamation by the allocator.",
 			"USAGE <key> [SAMPLES <count>]", "    Return memory in bytes used by <key> and its value. Nested values are",
 			"    sampled up to <count> times (default: 5, 0 means sample all)."),

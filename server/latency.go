@@ -59,6 +59,7 @@ func init() {
 		"latency|reset":     cmdLatencyReset,
 		"latency|histogram": cmdLatencyHistogram,
 		"latency|help": help("LATENCY",
+			"DOCTOR", "    Return a human readable latency analysis report.",
 			"HISTORY <event>", "    Return time-latency samples for the <event> class.",
 			"LATEST", "    Return the latest latency samples for all events.",
 			"RESET [<event> ...]", "    Reset latency data of one or more <event> classes.",

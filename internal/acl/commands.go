@@ -36,6 +36,9 @@ var (
 func buildTable() *commandTable {
 	t := &commandTable{byName: map[string]*command{}, n: keyspace.NumIDs()}
 	add := func(c *command) {
+		if t.byName[c.name] != nil {
+			panic("acl: " + c.name + " is in redisOnly and in the command table")
+		}
 		t.byName[c.name] = c
 		if parent, _, ok := strings.Cut(c.name, "|"); ok {
 			p := t.byName[parent]
@@ -166,12 +169,10 @@ var redisOnly = []struct {
 	{"getbit", keyspace.CatRead | keyspace.CatBitmap | keyspace.CatFast},
 	{"hrandfield", keyspace.CatRead | keyspace.CatHash | keyspace.CatSlow},
 	{"lastsave", keyspace.CatAdmin | keyspace.CatFast | keyspace.CatDangerous},
-	{"latency|doctor", keyspace.CatAdmin | keyspace.CatSlow | keyspace.CatDangerous},
 	{"latency|graph", keyspace.CatAdmin | keyspace.CatSlow | keyspace.CatDangerous},
 	{"lcs", keyspace.CatRead | keyspace.CatString | keyspace.CatSlow},
 	{"lmpop", keyspace.CatWrite | keyspace.CatList | keyspace.CatSlow},
 	{"lolwut", keyspace.CatRead | keyspace.CatFast},
-	{"memory|doctor", keyspace.CatSlow},
 	{"memory|malloc-stats", keyspace.CatSlow},
 	{"memory|stats", keyspace.CatSlow},
 	{"migrate", keyspace.CatKeyspace | keyspace.CatWrite | keyspace.CatSlow | keyspace.CatDangerous},
