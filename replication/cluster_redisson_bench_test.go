@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,6 +25,13 @@ import (
 // operations (locks plus unlocks) per second and their p50 and p99 latencies.
 //
 //	go test ./replication -run '^$' -bench ClusterRedisson -benchtime 3000x
+//
+// A CPU profile splits by member: each member's goroutines carry the pprof
+// label member=m1, m2 or m3 (the log names the leader), and the clients'
+// none. For one member's top entries:
+//
+//	go test ./replication -run '^$' -bench 'ClusterRedisson/leader/clients=16$' -benchtime 100000x -cpuprofile /tmp/cpu.prof
+//	go tool pprof -top -tagfocus member=m1 /tmp/cpu.prof
 func BenchmarkClusterRedisson(b *testing.B) {
 	leader, follower := startRedissonCluster(b)
 	lock, unlock := redis.NewScript(lockscripts.MustSource(b, "redisson_lock.lua")), redis.NewScript(lockscripts.MustSource(b, "redisson_unlock_v2.lua"))
@@ -115,7 +123,11 @@ func startRedissonCluster(b *testing.B) (leader, follower string) {
 	clients := map[string]*redis.Client{}
 	for _, o := range opts {
 		o.Cluster.Bootstrap = peers
-		s, err := lockserver.Open(o)
+		// Each member's goroutines carry its id (pprof labels), so that a
+		// CPU profile of the benchmark splits by member (see above).
+		var s *lockserver.Server
+		var err error
+		pprof.Do(context.Background(), pprof.Labels("member", o.Cluster.NodeID), func(context.Context) { s, err = lockserver.Open(o) })
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -145,6 +157,7 @@ func startRedissonCluster(b *testing.B) (leader, follower string) {
 			}
 		}
 		if leader != "" {
+			b.Logf("the leader is %s", id)
 			return leader, follower
 		}
 	}
