@@ -6,7 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/lockserver/lockserver/luaexec/internal/clib"
+	"github.com/lockserver/lockserver/internal/splitargs"
 	"github.com/lockserver/lockserver/luaexec/internal/lua51"
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/ast"
@@ -50,15 +50,16 @@ func parseShebang(body string) (shebang, string) {
 	if i := strings.IndexByte(line, 0); i >= 0 {
 		line = line[:i] // Redis reads the line as a C string
 	}
-	parts, ok := splitArgs(line)
+	parts, ok := splitargs.Split(nil, []byte(line))
 	if !ok || len(parts) == 0 {
 		return shebang{}, "Invalid engine in script shebang"
 	}
-	if parts[0] != "#!lua" {
-		return shebang{}, "Unexpected engine in script shebang: " + parts[0]
+	if string(parts[0]) != "#!lua" {
+		return shebang{}, "Unexpected engine in script shebang: " + string(parts[0])
 	}
 	sb := shebang{present: true}
-	for _, part := range parts[1:] {
+	for _, p := range parts[1:] {
+		part := string(p)
 		list, ok := strings.CutPrefix(part, "flags=")
 		if !ok {
 			return shebang{}, "Unknown lua shebang option: " + part
@@ -75,98 +76,6 @@ func parseShebang(body string) (shebang, string) {
 		}
 	}
 	return sb, ""
-}
-
-// splitArgs splits a line into arguments as Redis's sdssplitargs does:
-// spaces separate, "double quotes" take C escapes (\n, \xHH, ...), 'single
-// quotes' take only \'. A closing quote must be followed by a space or the
-// end. It reports false on unbalanced quotes.
-func splitArgs(line string) ([]string, bool) {
-	var args []string
-	i := 0
-	for {
-		for i < len(line) && clib.IsSpace(line[i]) {
-			i++
-		}
-		if i >= len(line) {
-			return args, true
-		}
-		var cur []byte
-		inDouble, inSingle, done := false, false, false
-		for !done {
-			switch {
-			case inDouble:
-				if i >= len(line) {
-					return nil, false
-				}
-				c := line[i]
-				switch {
-				case c == '\\' && i+3 < len(line) && line[i+1] == 'x' && clib.IsHexDigit(line[i+2]) && clib.IsHexDigit(line[i+3]):
-					cur = append(cur, byte(clib.DigitValue(line[i+2])*16+clib.DigitValue(line[i+3])))
-					i += 3
-				case c == '\\' && i+1 < len(line):
-					i++
-					switch line[i] {
-					case 'n':
-						cur = append(cur, '\n')
-					case 'r':
-						cur = append(cur, '\r')
-					case 't':
-						cur = append(cur, '\t')
-					case 'b':
-						cur = append(cur, '\b')
-					case 'a':
-						cur = append(cur, '\a')
-					default:
-						cur = append(cur, line[i])
-					}
-				case c == '"':
-					if i+1 < len(line) && !clib.IsSpace(line[i+1]) {
-						return nil, false
-					}
-					done = true
-				default:
-					cur = append(cur, c)
-				}
-			case inSingle:
-				if i >= len(line) {
-					return nil, false
-				}
-				c := line[i]
-				switch {
-				case c == '\\' && i+1 < len(line) && line[i+1] == '\'':
-					i++
-					cur = append(cur, '\'')
-				case c == '\'':
-					if i+1 < len(line) && !clib.IsSpace(line[i+1]) {
-						return nil, false
-					}
-					done = true
-				default:
-					cur = append(cur, c)
-				}
-			default:
-				if i >= len(line) {
-					done = true
-					continue
-				}
-				switch c := line[i]; {
-				case c == ' ' || c == '\n' || c == '\r' || c == '\t':
-					done = true
-				case c == '"':
-					inDouble = true
-				case c == '\'':
-					inSingle = true
-				default:
-					cur = append(cur, c)
-				}
-			}
-			if i < len(line) {
-				i++
-			}
-		}
-		args = append(args, string(cur))
-	}
 }
 
 // aliasedGlobals are the globals that scripts read as locals of the wrapper

@@ -9,6 +9,7 @@ import (
 	"io"
 	"sync/atomic"
 
+	"github.com/lockserver/lockserver/internal/splitargs"
 	"github.com/lockserver/lockserver/keyspace"
 )
 
@@ -271,125 +272,12 @@ func (r *Reader) inline() (args [][]byte, complete bool, err error) {
 		line = line[:len(line)-1]
 	}
 	base := len(r.argv)
-	r.argv, err = splitArgs(r.argv, line)
-	if err != nil {
-		return nil, false, err
+	var ok bool
+	if r.argv, ok = splitargs.Split(r.argv, line); !ok {
+		return nil, false, ProtocolError("unbalanced quotes in request")
 	}
 	r.pos += i + 1
 	return r.argv[base:len(r.argv):len(r.argv)], true, nil
-}
-
-// splitArgs appends the arguments of an inline command line (which holds no
-// NUL byte) to argv, following sdssplitargs: blanks separate arguments;
-// "double quotes" understand \n \r \t \b \a \xHH and \<any>; 'single quotes'
-// understand \'; a closing quote must be followed by a blank or the end.
-// Arguments are new slices: quoting rewrites bytes.
-func splitArgs(argv [][]byte, line []byte) ([][]byte, error) {
-	p := 0
-	for {
-		for p < len(line) && isSpace(line[p]) {
-			p++
-		}
-		if p == len(line) {
-			return argv, nil
-		}
-		var cur []byte
-		inDouble, inSingle := false, false
-		for done := false; !done; {
-			var c byte
-			if p < len(line) {
-				c = line[p]
-			}
-			switch {
-			case inDouble:
-				switch {
-				case c == '\\' && p+3 < len(line) && line[p+1] == 'x' && isHex(line[p+2]) && isHex(line[p+3]):
-					cur = append(cur, unhex(line[p+2])<<4|unhex(line[p+3]))
-					p += 3
-				case c == '\\' && p+1 < len(line):
-					p++
-					cur = append(cur, unescape(line[p]))
-				case c == '"':
-					if p+1 < len(line) && !isSpace(line[p+1]) {
-						return argv, ProtocolError("unbalanced quotes in request")
-					}
-					done = true
-				case p == len(line):
-					return argv, ProtocolError("unbalanced quotes in request")
-				default:
-					cur = append(cur, c)
-				}
-			case inSingle:
-				switch {
-				case c == '\\' && p+1 < len(line) && line[p+1] == '\'':
-					p++
-					cur = append(cur, '\'')
-				case c == '\'':
-					if p+1 < len(line) && !isSpace(line[p+1]) {
-						return argv, ProtocolError("unbalanced quotes in request")
-					}
-					done = true
-				case p == len(line):
-					return argv, ProtocolError("unbalanced quotes in request")
-				default:
-					cur = append(cur, c)
-				}
-			default:
-				switch {
-				case p == len(line) || c == ' ' || c == '\n' || c == '\r' || c == '\t':
-					done = true
-				case c == '"':
-					inDouble = true
-				case c == '\'':
-					inSingle = true
-				default:
-					cur = append(cur, c)
-				}
-			}
-			if p < len(line) {
-				p++
-			}
-		}
-		if cur == nil {
-			cur = []byte{}
-		}
-		argv = append(argv, cur)
-	}
-}
-
-// isSpace is C's isspace in the "C" locale.
-func isSpace(c byte) bool {
-	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
-}
-
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-func unhex(c byte) byte {
-	switch {
-	case c <= '9':
-		return c - '0'
-	case c >= 'a':
-		return c - 'a' + 10
-	}
-	return c - 'A' + 10
-}
-
-func unescape(c byte) byte {
-	switch c {
-	case 'n':
-		return '\n'
-	case 'r':
-		return '\r'
-	case 't':
-		return '\t'
-	case 'b':
-		return '\b'
-	case 'a':
-		return '\a'
-	}
-	return c
 }
 
 // stranger reports whether the client must authenticate and has not.
