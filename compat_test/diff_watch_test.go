@@ -33,6 +33,8 @@ var watchCases = []watchCase{
 		[]string{"EXPIREAT", "w:expireat", "4000000000", "XX"}},
 	{"flushall", "w:flushall", [][]string{{"SET", "w:flushall", "a"}}, []string{"FLUSHALL"}, nil},
 	{"flushdb", "w:flushdb", [][]string{{"SET", "w:flushdb", "a"}}, []string{"FLUSHDB"}, nil},
+	{"geoadd", "w:geoadd", [][]string{{"GEOADD", "w:geoadd", "13", "38", "a"}}, []string{"GEOADD", "w:geoadd", "14", "38", "a"},
+		[]string{"GEOADD", "w:geoadd", "13", "38", "a"}},
 	{"getdel", "w:getdel", [][]string{{"SET", "w:getdel", "a"}}, []string{"GETDEL", "w:getdel"}, []string{"GETDEL", "w:getdel:missing"}},
 	{"getex", "w:getex", [][]string{{"SET", "w:getex", "a"}}, []string{"GETEX", "w:getex", "EX", "100"}, []string{"GETEX", "w:getex"}},
 	{"getset", "w:getset", [][]string{{"SET", "w:getset", "a"}}, []string{"GETSET", "w:getset", "b"}, nil},

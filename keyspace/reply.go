@@ -138,6 +138,23 @@ func Pairs(flat ...Reply) Reply {
 // Double returns a double reply.
 func Double(f float64) Reply { return Reply{Kind: KindDouble, Float: f} }
 
+// HumanDouble is Double(f) written as Redis's addReplyHumanLongDouble
+// writes it: 17 decimals, trailing zeros (and point) cut, where Double's
+// text is %.17g. GEOPOS replies so.
+func HumanDouble(f float64) Reply {
+	s := strings.TrimRight(strconv.FormatFloat(f, 'f', 17, 64), "0")
+	return Reply{Kind: KindDouble, Float: f, Str: strings.TrimSuffix(s, ".")}
+}
+
+// DoubleText is the text of a double reply: HumanDouble's, or
+// FormatDouble's.
+func (r Reply) DoubleText() string {
+	if r.Str != "" {
+		return r.Str
+	}
+	return FormatDouble(r.Float)
+}
+
 // IsError reports whether r is an error reply.
 func (r Reply) IsError() bool { return r.Kind == KindError }
 

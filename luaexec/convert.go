@@ -98,7 +98,7 @@ func (v *vm) toLua(L *lua.LState, r keyspace.Reply, resp int) lua.LValue {
 		return t
 	case keyspace.KindDouble:
 		if resp == 2 {
-			return lua.LString(keyspace.FormatDouble(r.Float))
+			return lua.LString(r.DoubleText())
 		}
 		return wrap(L, "double", lua.LNumber(r.Float))
 	case keyspace.KindBool:

@@ -83,6 +83,11 @@ type Options struct {
 	// tell of every command the script calls, once it has run (Redis's
 	// MONITOR shows them); it returns nil while no one watches.
 	Monitor func() func(db int, args [][]byte)
+	// Known, when set, says whether a command exists at this moment, for
+	// clients and scripts alike: a cluster whose members do not all run the
+	// release that added a command treats it as unknown (see replication's
+	// commandsAdded). Nil: every command of the table exists.
+	Known func(cmd *keyspace.Command) bool
 
 	// maxScriptSize is the largest script body accepted, in bytes. 0 means
 	// defaultMaxScriptSize.
@@ -94,6 +99,9 @@ type Options struct {
 	// logger receives redis.log messages; nil discards them.
 	logger *slog.Logger
 }
+
+// known reports whether cmd exists at this moment (Options.Known).
+func (e *Engine) known(cmd *keyspace.Command) bool { return e.opts.Known == nil || e.opts.Known(cmd) }
 
 // Engine executes the commands of log entries: script commands in Lua, all
 // others in the keyspace. ExecAs, Scripts, LoadScripts, Stopped, Record and
@@ -178,6 +186,9 @@ func (e *Engine) Denials() []acl.Denial {
 // state (an EVAL of a body not in the script cache runs without adding it).
 func (e *Engine) exec(c *keyspace.Call, apply bool) keyspace.Reply {
 	cmd := keyspace.Lookup(c.Args[0])
+	if cmd != nil && !e.known(cmd) {
+		return keyspace.ErrUnknownCommand(c.Args)
+	}
 	if cmd == nil || cmd.Layer != keyspace.ScriptingLayer {
 		return e.store.Exec(c)
 	}
@@ -226,6 +237,10 @@ func (e *Engine) exec(c *keyspace.Call, apply bool) keyspace.Reply {
 // script cache, which is replicated state. Other commands do what their
 // table row says.
 func (e *Engine) Prepare(cmd *keyspace.Command, args [][]byte) (keyspace.Effect, *keyspace.Reply) {
+	if !e.known(cmd) {
+		r := keyspace.ErrUnknownCommand(args)
+		return keyspace.Reads, &r
+	}
 	if cmd.Layer != keyspace.ScriptingLayer {
 		return cmd.Effect(args), nil
 	}

@@ -239,7 +239,7 @@ func (v *vm) dispatch(r *run, args [][]byte) (keyspace.Reply, int64) {
 		return clusterFromScript(args), 0
 	}
 	cmd := v.lookupScriptCommand(args)
-	if cmd == nil {
+	if cmd == nil || !v.e.known(cmd) {
 		return v.refuse(nil, errorText(errUnknownCmd))
 	}
 	if !cmd.CheckArity(len(args)) {

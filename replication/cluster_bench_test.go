@@ -132,7 +132,7 @@ func BenchmarkSnapshotPause(b *testing.B) {
 	const keys = 1_000_000
 	r := &Raft{}
 	r.members.Store(&map[string]string{"n1": "127.0.0.1:6379"})
-	sm := newStateMachine(luaexec.Options{}, nil)
+	sm := newStateMachine(luaexec.Options{}, nil, false)
 	r.sm.Store(sm)
 	for i := range keys {
 		e := logcodec.Entry{Time: 1_700_000_000_000, Cmds: [][][]byte{words("SET", fmt.Sprint("lock:", i), "owner-uuid:1", "PX", "30000")}}

@@ -107,7 +107,7 @@ func TestStandaloneReclaimsExpired(t *testing.T) {
 // look stopped, skipping those without a key with a deadline; a cycle goes
 // on while a look finds a tenth or more of the keys expired.
 func TestExpiryCursor(t *testing.T) {
-	sm := newStateMachine(luaexec.Options{}, nil)
+	sm := newStateMachine(luaexec.Options{}, nil, false)
 	apply := func(db int, cmd ...string) {
 		sm.apply(&logcodec.Entry{Time: 1000, DB: db, Cmds: [][][]byte{words(cmd...)}}, 0, nil)
 	}

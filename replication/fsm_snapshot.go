@@ -312,7 +312,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 
 // readSnapshot reads what raftSnapshot.Persist wrote into a new state machine.
 func readSnapshot(rd io.Reader, r *Raft) (*stateMachine, map[string]string, uint64, error) {
-	sm := newStateMachine(r.opts.Lua, r.opts.Users)
+	sm := newStateMachine(r.opts.Lua, r.opts.Users, true)
 	header, err := sm.readSnapshot(rd)
 	if err != nil {
 		return nil, nil, 0, err

@@ -226,7 +226,7 @@ func newEngine(opts RaftOptions) (*Raft, error) {
 		opts.Users = acl.NewRegistry()
 		r.opts.Users = opts.Users
 	}
-	r.sm.Store(newStateMachine(opts.Lua, opts.Users))
+	r.sm.Store(newStateMachine(opts.Lua, opts.Users, true))
 	r.members.Store(&map[string]string{})
 	r.fwd = newForwarder(r)
 	return r, nil

@@ -292,7 +292,7 @@ func (f forger) forge(t *testing.T, m *tcpMember) []error {
 
 	fake := &Raft{}
 	fake.members.Store(&map[string]string{})
-	sm := newStateMachine(luaexec.Options{}, nil)
+	sm := newStateMachine(luaexec.Options{}, nil, false)
 	sm.apply(&e.Entry, 1, nil)
 	fake.sm.Store(sm)
 	var snap bytes.Buffer

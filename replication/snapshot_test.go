@@ -38,7 +38,7 @@ func stateBytes(t *testing.T, sm *stateMachine) []byte {
 // index, in order, as a node that never took a snapshot would have.
 func replayLog(t *testing.T, n *testNode, index uint64) *stateMachine {
 	t.Helper()
-	sm := newStateMachine(luaexec.Options{}, nil)
+	sm := newStateMachine(luaexec.Options{}, nil, false)
 	first, _ := n.store.FirstIndex()
 	if first != 1 {
 		t.Fatalf("%s's log starts at %d: the test needs all of it", n.id, first)

@@ -82,7 +82,7 @@ const runBudget = 256
 // NewStandalone returns a running standalone engine.
 func NewStandalone(opts StandaloneOptions) *Standalone {
 	s := &Standalone{
-		sm:    newStateMachine(opts.Lua, opts.Users),
+		sm:    newStateMachine(opts.Lua, opts.Users, false),
 		clock: logclock.New(0, nil, nil),
 		hub:   opts.Hub,
 		stop:  make(chan struct{}),

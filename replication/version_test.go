@@ -2,6 +2,7 @@ package replication
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -290,7 +291,7 @@ func snapshotHeaderVersion(t *testing.T, n *testNode, id string) byte {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	header, err := newStateMachine(n.eng.opts.Lua, nil).readSnapshot(rc)
+	header, err := newStateMachine(n.eng.opts.Lua, nil, true).readSnapshot(rc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,4 +314,70 @@ func TestCloseHandsLeadershipOver(t *testing.T) {
 		t.Errorf("the leader did not log the hand-over:\n%s", c.logs.String())
 	}
 	wantReply(t, "GET on the new leader", c.do(n, 0, "GET", "k"), keyspace.Bulk("v"))
+}
+
+// Every command of the state machine (the keyspace's and the scripting
+// layer's) that lockserver 0.1 did not have is in commandsAdded, and only
+// those: a command added without gating would be applied by this release's
+// members and refused by 0.1's in a cluster of both.
+func TestCommandsAddedSince01(t *testing.T) {
+	b, err := os.ReadFile("testdata/commands-0.1.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if line != "" && !strings.HasPrefix(line, "#") {
+			old[line] = true
+		}
+	}
+	check := func(cmd *keyspace.Command) {
+		if cmd.Layer != keyspace.KeyspaceLayer && cmd.Layer != keyspace.ScriptingLayer {
+			return
+		}
+		_, gated := commandsAdded[cmd.Name]
+		switch {
+		case !old[cmd.Name] && !gated:
+			t.Errorf("%s is new since 0.1 and not in commandsAdded", cmd.Name)
+		case old[cmd.Name] && gated:
+			t.Errorf("%s is in commandsAdded, but 0.1 had it", cmd.Name)
+		}
+	}
+	for _, cmd := range keyspace.Commands() {
+		check(cmd)
+		for _, sub := range cmd.Subcommands {
+			check(sub)
+		}
+	}
+	for name := range commandsAdded {
+		if keyspace.Lookup([]byte(name)) == nil {
+			t.Errorf("commandsAdded names %s, which is no command", name)
+		}
+	}
+}
+
+// A command that a later release added is unknown, to clients and to
+// scripts, on every member while the cluster version is older, and exists
+// once it is raised.
+func TestCommandsOfALaterReleaseWaitForTheClusterVersion(t *testing.T) {
+	testenv.Long(t)
+	c := newVersionedCluster(t, "", "", "")
+	c.waitClusterVersion(buildinfo.Current.String(), false)
+	l := c.leader()
+	wantReply(t, "DOWNGRADE", c.do(l, 0, "LOCKSERVER", "DOWNGRADE", buildinfo.Oldest.String()), keyspace.OK)
+	c.waitClusterVersion(buildinfo.Oldest.String(), true)
+	script := "local r = redis.pcall('GEOADD', KEYS[1], '13.361389', '38.115556', 'Palermo') if type(r) == 'table' then return r['err'] end return r"
+	for _, n := range c.nodes() {
+		if got := c.do(n, 0, "GEOADD", "Sicily", "13.361389", "38.115556", "Palermo"); !strings.HasPrefix(got.Str, "ERR unknown command 'GEOADD'") {
+			t.Errorf("GEOADD through %s at cluster version %s: %+v, want an unknown command", n.id, buildinfo.Oldest, got)
+		}
+		if got := c.do(n, 0, "EVAL", script, "1", "Sicily"); got.Str != "ERR Unknown Redis command called from script" {
+			t.Errorf("GEOADD from a script through %s at cluster version %s: %+v, want an unknown command", n.id, buildinfo.Oldest, got)
+		}
+	}
+	wantReply(t, "DOWNGRADE CANCEL", c.do(l, 0, "LOCKSERVER", "DOWNGRADE", "CANCEL"), keyspace.OK)
+	c.waitClusterVersion(buildinfo.Current.String(), false)
+	f := c.followers(c.leader())[0]
+	wantReply(t, "GEOADD once every member runs this release", c.idem(f, 0, "GEOADD", "Sicily", "13.361389", "38.115556", "Palermo"), keyspace.Int(1))
+	wantReply(t, "GEOADD from a script", c.idem(f, 0, "EVAL", script, "1", "Sicily2"), keyspace.Int(1))
 }

@@ -60,9 +60,12 @@ func AppendReply(b []byte, r keyspace.Reply, proto int) []byte {
 		return appendElems(b, '*', len(r.Elems), r.Elems, proto)
 	case keyspace.KindDouble:
 		if proto >= 3 {
+			if r.Str != "" {
+				return append(append(append(b, ','), r.Str...), '\r', '\n')
+			}
 			return append(keyspace.AppendDouble(append(b, ','), r.Float), '\r', '\n')
 		}
-		return redcon.AppendBulkString(b, keyspace.FormatDouble(r.Float))
+		return redcon.AppendBulkString(b, r.DoubleText())
 	case keyspace.KindBool:
 		if proto >= 3 {
 			if r.Int != 0 {
