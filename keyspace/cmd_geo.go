@@ -98,27 +98,14 @@ func geoDistance(long1, lat1, long2, lat2 float64) float64 {
 // GEOADD key [NX|XX] [CH] longitude latitude member [...]: ZADD of each
 // member at the geohash of its position.
 func cmdGeoAdd(c *Call) Reply {
-	flags, i := 0, 2
-options:
-	for ; i < len(c.Args); i++ {
-		switch opt := c.Args[i]; {
-		case eqFold(opt, "nx"):
-			flags |= zaddNX
-		case eqFold(opt, "xx"):
-			flags |= zaddXX
-		case eqFold(opt, "ch"):
-			flags |= zaddCH
-		default:
-			break options
-		}
-	}
-	if (len(c.Args)-i)%3 != 0 || flags&(zaddNX|zaddXX) == zaddNX|zaddXX {
+	flags, coords := zaddOptions(c.Args[2:], zaddNX|zaddXX|zaddCH)
+	if len(coords)%3 != 0 || flags&(zaddNX|zaddXX) == zaddNX|zaddXX {
 		return ErrSyntax
 	}
-	pairs := make([][]byte, 0, (len(c.Args)-i)/3*2)
-	for ; i < len(c.Args); i += 3 {
-		long, ok1 := parseFloat(c.Args[i])
-		lat, ok2 := parseFloat(c.Args[i+1])
+	pairs := make([][]byte, 0, len(coords)/3*2)
+	for i := 0; i < len(coords); i += 3 {
+		long, ok1 := parseFloat(coords[i])
+		lat, ok2 := parseFloat(coords[i+1])
 		if !ok1 || !ok2 {
 			return errNotFloat
 		}
@@ -126,7 +113,7 @@ options:
 			return Error("ERR invalid longitude,latitude pair " + strconv.FormatFloat(long, 'f', 6, 64) + "," + strconv.FormatFloat(lat, 'f', 6, 64))
 		}
 		score := geoEncode(long, lat, geoLatMin, geoLatMax)
-		pairs = append(pairs, strconv.AppendUint(nil, score, 10), c.Args[i+2])
+		pairs = append(pairs, strconv.AppendUint(nil, score, 10), coords[i+2])
 	}
 	c.Work += int64(len(pairs))
 	return c.zadd(flags, pairs)
@@ -153,22 +140,27 @@ func (c *Call) geoScores(key []byte, members [][]byte) ([]float64, Reply, bool) 
 	return scores, Reply{}, true
 }
 
-// GEOPOS key [member ...]: each member's position, or null.
-func cmdGeoPos(c *Call) Reply {
+// geoEach replies, for each member named in the command from its third
+// argument on, what at says of its decoded position, or missing for one
+// that the sorted set at key does not hold.
+func (c *Call) geoEach(missing Reply, at func(long, lat float64) Reply) Reply {
 	scores, err, ok := c.geoScores(c.Args[1], c.Args[2:])
 	if !ok {
 		return err
 	}
 	out := make([]Reply, len(scores))
 	for i, s := range scores {
-		if math.IsNaN(s) {
-			out[i] = NullArray
-			continue
+		out[i] = missing
+		if !math.IsNaN(s) {
+			out[i] = at(geoDecode(s))
 		}
-		long, lat := geoDecode(s)
-		out[i] = Array(HumanDouble(long), HumanDouble(lat))
 	}
 	return Array(out...)
+}
+
+// GEOPOS key [member ...]: each member's position, or null.
+func cmdGeoPos(c *Call) Reply {
+	return c.geoEach(NullArray, func(long, lat float64) Reply { return Array(HumanDouble(long), HumanDouble(lat)) })
 }
 
 // geoUnit is the meters in one unit of a distance argument, or false.
@@ -219,17 +211,7 @@ const geoAlphabet = "0123456789bcdefghjkmnpqrstuvwxyz"
 // GEOHASH key [member ...]: each member's standard geohash (latitudes over
 // -90..90), 11 characters, or null.
 func cmdGeoHash(c *Call) Reply {
-	scores, err, ok := c.geoScores(c.Args[1], c.Args[2:])
-	if !ok {
-		return err
-	}
-	out := make([]Reply, len(scores))
-	for i, s := range scores {
-		if math.IsNaN(s) {
-			out[i] = Null
-			continue
-		}
-		long, lat := geoDecode(s)
+	return c.geoEach(Null, func(long, lat float64) Reply {
 		bits := geoEncode(long, lat, -90, 90)
 		var b [11]byte
 		for j := range b {
@@ -239,7 +221,6 @@ func cmdGeoHash(c *Call) Reply {
 			}
 			b[j] = geoAlphabet[idx]
 		}
-		out[i] = Bulk(string(b[:]))
-	}
-	return Array(out...)
+		return Bulk(string(b[:]))
+	})
 }

@@ -55,27 +55,28 @@ const (
 
 // ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member [score member ...]
 func cmdZAdd(c *Call) Reply {
-	flags, i := 0, 2
-options:
-	for ; i < len(c.Args); i++ {
-		switch opt := c.Args[i]; {
-		case eqFold(opt, "nx"):
-			flags |= zaddNX
-		case eqFold(opt, "xx"):
-			flags |= zaddXX
-		case eqFold(opt, "ch"):
-			flags |= zaddCH
-		case eqFold(opt, "incr"):
-			flags |= zaddIncr
-		case eqFold(opt, "gt"):
-			flags |= zaddGT
-		case eqFold(opt, "lt"):
-			flags |= zaddLT
-		default:
-			break options
+	flags, rest := zaddOptions(c.Args[2:], zaddNX|zaddXX|zaddCH|zaddIncr|zaddGT|zaddLT)
+	return c.zadd(flags, rest)
+}
+
+// zaddOptions reads the options of ZADD, of those allowed, that args
+// begin with, and returns them and the arguments after them.
+func zaddOptions(args [][]byte, allowed int) (flags int, rest [][]byte) {
+	names := [...]struct {
+		name string
+		flag int
+	}{{"nx", zaddNX}, {"xx", zaddXX}, {"ch", zaddCH}, {"incr", zaddIncr}, {"gt", zaddGT}, {"lt", zaddLT}}
+next:
+	for i, opt := range args {
+		for _, n := range names {
+			if n.flag&allowed != 0 && eqFold(opt, n.name) {
+				flags |= n.flag
+				continue next
+			}
 		}
+		return flags, args[i:]
 	}
-	return c.zadd(flags, c.Args[i:])
+	return flags, nil
 }
 
 // ZINCRBY key increment member
