@@ -33,9 +33,9 @@ func runFailover(ctx context.Context, b *bench, sys system, inst *instance) []ro
 		r := row{Workload: "failover", System: sys.name, Clients: rollingClients, Event: fmt.Sprintf("kill the leader (%d)", kill)}
 		w.avoid("")
 		sleepCtx(ctx, rollingQuiet)
-		leader := leaderOf(ctx, inst.members)
-		if leader == nil {
-			return append(rows, r.failed(fmt.Errorf("no member says it leads")))
+		leader, err := leaderOf(ctx, inst.members)
+		if err != nil {
+			return append(rows, r.failed(err))
 		}
 		r.Event += ", " + strings.TrimPrefix(leader.name, "lockserver-")
 		w.avoid(leader.addr)
@@ -58,14 +58,4 @@ func runFailover(ctx context.Context, b *bench, sys system, inst *instance) []ro
 		}
 	}
 	return rows
-}
-
-// leaderOf returns the member that says it leads (INFO replication's role).
-func leaderOf(ctx context.Context, members []*member) *member {
-	for _, m := range members {
-		if role, _ := infoField(ctx, m.addr, "replication", "role"); role == "master" {
-			return m
-		}
-	}
-	return nil
 }

@@ -104,8 +104,14 @@ func (g *growth) leader(ctx context.Context) (*member, error) {
 	if !g.cluster {
 		return g.inst.members[0], nil
 	}
+	return leaderOf(ctx, g.inst.members)
+}
+
+// leaderOf returns the member of a lockserver cluster that leads, waiting up
+// to a minute for an election.
+func leaderOf(ctx context.Context, members []*member) (*member, error) {
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); sleepCtx(ctx, 50*time.Millisecond) {
-		for _, m := range g.inst.members {
+		for _, m := range members {
 			st, err := clusterStatus(ctx, m.addr)
 			if err == nil && st["state"] == "leader" {
 				return m, nil
