@@ -3,6 +3,7 @@ package keyspace
 import (
 	"errors"
 	"math"
+	"math/big"
 	"strconv"
 	"strings"
 )
@@ -56,7 +57,6 @@ type Reply struct {
 	Elems []Reply
 }
 
-// Frequent replies, shared to avoid rebuilding them.
 // WouldWrite is the reply of a dry run (Call.Dry) that reached a write. It
 // is never sent to a client: the engine runs the command again for real.
 var WouldWrite = Reply{Kind: KindError, Str: "WOULDWRITE a dry run reached a write"}
@@ -64,6 +64,7 @@ var WouldWrite = Reply{Kind: KindError, Str: "WOULDWRITE a dry run reached a wri
 // IsWouldWrite reports whether r is WouldWrite.
 func (r Reply) IsWouldWrite() bool { return r.Kind == KindError && r.Str == WouldWrite.Str }
 
+// Frequent replies, shared to avoid rebuilding them.
 var (
 	OK         = Reply{Kind: KindStatus, Str: "OK"}
 	Null       = Reply{Kind: KindNull}
@@ -142,8 +143,7 @@ func Double(f float64) Reply { return Reply{Kind: KindDouble, Float: f} }
 // writes it: 17 decimals, trailing zeros (and point) cut, where Double's
 // text is %.17g. GEOPOS replies so.
 func HumanDouble(f float64) Reply {
-	s := strings.TrimRight(strconv.FormatFloat(f, 'f', 17, 64), "0")
-	return Reply{Kind: KindDouble, Float: f, Str: strings.TrimSuffix(s, ".")}
+	return Reply{Kind: KindDouble, Float: f, Str: formatLongDouble(new(big.Float).SetFloat64(f))}
 }
 
 // DoubleText is the text of a double reply: HumanDouble's, or
