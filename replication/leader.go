@@ -188,7 +188,7 @@ func (r *Raft) standUnheard() {
 	}
 	wait := r.opts.firstStand
 	if wait == 0 {
-		beat := r.opts.HeartbeatTimeout / 10
+		beat := r.heartbeatInterval()
 		wait = beat + mrand.N(beat)
 	}
 	select {
@@ -220,10 +220,10 @@ func (r *Raft) standsEarly() bool {
 // A follower that finds the leader gone stands at once, as the target of a
 // leadership transfer does (it sends itself Raft's TimeoutNow): the other
 // members then vote though they have not yet noticed, and the vote is Raft's
-// own, log check included. The surviving voters take turns, by id, each
-// standLater after the one before and only while no other leads, so that
-// two seldom split the vote; one whose log is behind loses, and the next
-// stands.
+// own, log check included. The surviving voters take turns, by id, each a
+// heartbeat interval after the one before and only while no other leads, so
+// that two seldom split the vote; one whose log is behind loses, and the
+// next stands.
 
 // peerGone is told that node's Raft link to this member ended.
 func (r *Raft) peerGone(node string) {
@@ -273,7 +273,7 @@ func (r *Raft) standIfGone(n *raft.Raft, leader string, addr raft.ServerAddress)
 	select {
 	case <-r.stop:
 		return
-	case <-time.After(time.Duration(mine) * r.standLater()):
+	case <-time.After(time.Duration(mine) * r.heartbeatInterval()):
 	}
 	if _, id := n.LeaderWithID(); (id != "" && string(id) != leader) || n.State() != raft.Follower {
 		return
@@ -287,6 +287,7 @@ func (r *Raft) standIfGone(n *raft.Raft, leader string, addr raft.ServerAddress)
 	}
 }
 
-// standLater is how long each surviving voter waits after the one before
-// it stands when the leader is gone: a leader's heartbeat interval.
-func (r *Raft) standLater() time.Duration { return r.opts.HeartbeatTimeout / 10 }
+// heartbeatInterval is how often a leader sends heartbeats: a tenth of
+// HeartbeatTimeout. A member waits about as long before it stands when it
+// starts (standUnheard), and between turns when the leader is gone.
+func (r *Raft) heartbeatInterval() time.Duration { return r.opts.HeartbeatTimeout / 10 }
