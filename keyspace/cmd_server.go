@@ -134,6 +134,21 @@ func init() {
 			&Command{Name: "kill", Arity: 2, Flags: Scripting | NoScript},
 			&Command{Name: "load", Arity: 3, Flags: Scripting | NoScript},
 		)},
+		&Command{Name: "fcall", Arity: -3, Flags: Scripting | NoScript},
+		&Command{Name: "fcall_ro", Arity: -3, Flags: Scripting | NoScript | ReadOnly},
+		// FUNCTION's subcommands, likewise. The flags of those that change
+		// the libraries are Redis's: the server refuses them past maxmemory.
+		&Command{Name: "function", Arity: -2, Flags: Scripting, Subcommands: subcommands("function",
+			&Command{Name: "delete", Arity: 3, Flags: Scripting | Write | NoScript},
+			&Command{Name: "dump", Arity: 2, Flags: Scripting | NoScript},
+			&Command{Name: "flush", Arity: -2, Flags: Scripting | Write | NoScript},
+			&Command{Name: "help", Arity: 2, Flags: Scripting},
+			&Command{Name: "kill", Arity: 2, Flags: Scripting | NoScript},
+			&Command{Name: "list", Arity: -2, Flags: Scripting | NoScript},
+			&Command{Name: "load", Arity: -3, Flags: Scripting | Write | DenyOOM | NoScript},
+			&Command{Name: "restore", Arity: -3, Flags: Scripting | Write | DenyOOM | NoScript},
+			&Command{Name: "stats", Arity: 2, Flags: Scripting | NoScript},
+		)},
 	)...)
 }
 

@@ -32,8 +32,8 @@ const (
 	// Connection marks a command about the connection or the server rather
 	// than the data (PING, CLIENT, CONFIG, ...), which the server runs.
 	Connection
-	// Scripting marks EVAL, EVALSHA, their _RO variants and SCRIPT: the
-	// ScriptingLayer's rows.
+	// Scripting marks EVAL, EVALSHA, FCALL, their _RO variants, SCRIPT and
+	// FUNCTION: the ScriptingLayer's rows.
 	Scripting
 	// Transaction marks MULTI, EXEC, DISCARD, WATCH and UNWATCH.
 	Transaction
@@ -71,8 +71,8 @@ const (
 	// transactions, subscriptions, introspection, and ACL, CLIENT, CONFIG,
 	// SENTINEL and CLUSTER's view of the layout.
 	ServerLayer
-	// ScriptingLayer is the script engine (luaexec): EVAL, EVALSHA, their
-	// _RO variants and SCRIPT.
+	// ScriptingLayer is the script engine (luaexec): EVAL, EVALSHA, FCALL,
+	// their _RO variants, SCRIPT and FUNCTION.
 	ScriptingLayer
 	// ClusterLayer is a cluster member's engine (replication): LOCKSERVER.
 	ClusterLayer

@@ -261,6 +261,17 @@ func ErrUnknownSubcommand(args [][]byte) Reply {
 	return errorLine("ERR unknown subcommand '" + string(name) + "'. Try " + strings.ToUpper(string(args[0])) + " HELP.")
 }
 
+// ErrSubcommandSyntax returns Redis's reply to a known subcommand of the
+// container command args[0] given arguments it does not take
+// (addReplySubcommandSyntaxError): the subcommand cut at 128 bytes.
+func ErrSubcommandSyntax(args [][]byte) Reply {
+	name := args[1]
+	if len(name) > 128 {
+		name = name[:128]
+	}
+	return errorLine("ERR unknown subcommand or wrong number of arguments for '" + string(name) + "'. Try " + strings.ToUpper(string(args[0])) + " HELP.")
+}
+
 // errorLine returns an error reply of msg with CR and LF turned into spaces,
 // as Redis does to an error that quotes arguments, so that it stays one line.
 func errorLine(msg string) Reply {

@@ -491,7 +491,7 @@ func (v *vm) loadChunk(L *lua.LState, src, name string) int {
 	}
 	id := chunkID(name)
 	// Compiling is charged as the work it takes, up to what is left.
-	proto, pool, work, err := compileChunk(src, id, 1, 1, int(max(v.run.steps, 1)))
+	proto, pool, work, err := compileChunk(src, id, 1, 1, int(max(v.run.steps, 1)), aliases)
 	if errors.Is(err, lua51.ErrOverBudget) {
 		v.Charge(L, v.run.steps+1)
 	}
@@ -505,7 +505,7 @@ func (v *vm) loadChunk(L *lua.LState, src, name string) int {
 		v.sources = make(map[string]string)
 	}
 	v.sources[id] = name
-	L.Push(v.closure(proto, pool))
+	L.Push(v.closure(proto, pool, v.globals))
 	return 1
 }
 

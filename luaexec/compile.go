@@ -114,7 +114,9 @@ var wrapperLocals = func() []string {
 // compileChunk compiles Lua source into a prototype that, run once with the
 // values of wrapperLocals as arguments, returns the script function. chunk
 // names the source in messages ("user_script"); firstLine is the line the
-// source starts at, level the syntax levels in use (lua51.Options).
+// source starts at, level the syntax levels in use (lua51.Options), al the
+// globals it reads as locals (nil: none, every global read goes to the
+// function's environment).
 //
 // The body becomes the body of a function rather than a main chunk: a main
 // chunk is vararg and gopher-lua builds an 'arg' table for it on every call.
@@ -122,8 +124,8 @@ var wrapperLocals = func() []string {
 // Compiling is work: it returns the work it took, in steps (lua51's
 // Chunk.Work), and gives up with an error once that passes maxWork (0: no
 // limit).
-func compileChunk(src, chunk string, firstLine, level, maxWork int) (*lua.FunctionProto, []lua.LValue, int, error) {
-	c, err := lua51.Parse(src, lua51.Options{Chunk: chunk, FirstLine: firstLine, Level: level, MaxWork: maxWork, Aliases: aliases})
+func compileChunk(src, chunk string, firstLine, level, maxWork int, al *lua51.Aliases) (*lua.FunctionProto, []lua.LValue, int, error) {
+	c, err := lua51.Parse(src, lua51.Options{Chunk: chunk, FirstLine: firstLine, Level: level, MaxWork: maxWork, Aliases: al})
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -196,10 +198,13 @@ func fixSetList(proto *lua.FunctionProto) {
 
 // closure instantiates a compiled chunk in the VM: it runs the wrapper with
 // the helpers, the globals' current values and the chunk's pooled constants,
-// and returns the function it returns.
-func (v *vm) closure(proto *lua.FunctionProto, pool []lua.LValue) *lua.LFunction {
+// and returns the function it returns, whose environment, and that of every
+// function it creates, is env.
+func (v *vm) closure(proto *lua.FunctionProto, pool []lua.LValue, env *lua.LTable) *lua.LFunction {
 	L := v.L
-	L.Push(L.NewFunctionFromProto(proto))
+	wrapper := L.NewFunctionFromProto(proto)
+	wrapper.Env = env
+	L.Push(wrapper)
 	for _, h := range v.helpers {
 		L.Push(h)
 	}
@@ -254,7 +259,7 @@ func compileScript(sha, body string, budget int64) (*compiled, string) {
 		// Redis blanks the shebang line, so lines keep their numbers.
 		src, first = body[strings.IndexByte(body, '\n')+1:], 2
 	}
-	proto, pool, _, err := compileChunk(src, "user_script", first, 0, int(budget))
+	proto, pool, _, err := compileChunk(src, scriptChunk, first, 0, int(budget), aliases)
 	if err != nil {
 		return nil, "Error compiling script (new function): " + err.Error()
 	}

@@ -1,16 +1,18 @@
 // Package luaexec runs Redis Lua scripts (EVAL, EVALSHA, EVAL_RO, EVALSHA_RO,
-// SCRIPT) on gopher-lua against a keyspace.Store: an Engine executes the
-// commands of applied log entries, scripts in Lua and every other command
-// in the keyspace.
+// SCRIPT) and Redis 7's functions (FUNCTION, FCALL, FCALL_RO; see
+// functions.go) on gopher-lua against a keyspace.Store: an Engine executes
+// the commands of applied log entries, scripts in Lua and every other
+// command in the keyspace.
 //
 // Its contract with the state machine that drives it: Prepare checks a
 // command before it is proposed, so that the errors a leader can see
 // (numkeys, NOSCRIPT, a body too large, a compile error) never enter the
 // log, and tells whether it must go through the log; ExecAs runs a
 // command of an applied entry, with the same reply and the same keyspace
-// on every node; the bodies in the script cache are replicated state,
-// which Scripts and LoadScripts carry through a snapshot, while their
-// compiled forms are a bounded cache any node may rebuild; Record and
+// on every node; the bodies in the script cache and the function
+// libraries are replicated state, which Scripts, LoadScripts, Libraries and
+// LoadLibraries carry through a snapshot, while the scripts' compiled forms
+// are a bounded cache any node may rebuild; Record and
 // Calls report the commands scripts called, for the node that counts them.
 //
 // Scripts run inside the replicated state machine, so everything here is
@@ -44,6 +46,7 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/lockserver/lockserver/internal/acl"
 	"github.com/lockserver/lockserver/keyspace"
@@ -110,6 +113,9 @@ type Engine struct {
 	store *keyspace.Store
 	opts  Options
 	cache *scriptCache
+	// libs are the function libraries (functions.go), replaced whole on
+	// every change.
+	libs  atomic.Pointer[libraries]
 	vm    *vm    // the Lua state, built for the first script
 	epoch uint64 // see SetEpoch
 	// stopped counts the scripts the budget stopped.
@@ -135,7 +141,9 @@ func New(store *keyspace.Store, opts Options) *Engine {
 	if opts.compiledScripts <= 0 {
 		opts.compiledScripts = defaultCompiledScripts
 	}
-	return &Engine{store: store, opts: opts, cache: newScriptCache(opts.compiledScripts, opts.Budget)}
+	e := &Engine{store: store, opts: opts, cache: newScriptCache(opts.compiledScripts, opts.Budget)}
+	e.libs.Store(newLibraries())
+	return e
 }
 
 // SetEpoch sets the epoch scripts see as redis.LOCKSERVER_EPOCH (nil on
@@ -222,6 +230,22 @@ func (e *Engine) exec(c *keyspace.Call, apply bool) keyspace.Reply {
 			replies[i] = keyspace.Bool(ok)
 		}
 		return keyspace.Array(replies...)
+	case planFcall:
+		return e.run(c, &p)
+	case planFuncLoad, planFuncDelete, planFuncFlush, planFuncRestore:
+		if !apply {
+			return keyspace.WouldWrite // Prepare sends them to the log
+		}
+		switch p.kind {
+		case planFuncLoad:
+			return e.load(p.libs[0], p.replace)
+		case planFuncDelete:
+			return e.delete(p.name)
+		case planFuncFlush:
+			e.libs.Store(newLibraries())
+			return keyspace.OK
+		}
+		return e.restore(p.codes, p.policy)
 	}
 	return p.reply
 }
@@ -233,9 +257,11 @@ func (e *Engine) exec(c *keyspace.Call, apply bool) keyspace.Reply {
 // first EVAL of a body, which goes through the log so that every node caches
 // it (EVALSHA must then work anywhere, as on Redis). Another cached script
 // may write or not, as it finds the keyspace: run dry (keyspace.Call.Dry),
-// it stops at its first write command. SCRIPT LOAD and FLUSH change the
-// script cache, which is replicated state. Other commands do what their
-// table row says.
+// it stops at its first write command. FCALL and FCALL_RO are the same as
+// EVALSHA and EVALSHA_RO of a script with flags. SCRIPT LOAD and FLUSH,
+// and FUNCTION LOAD, DELETE, FLUSH and RESTORE, change the script cache and
+// the function libraries, which are replicated state. Other commands do
+// what their table row says.
 func (e *Engine) Prepare(cmd *keyspace.Command, args [][]byte) (keyspace.Effect, *keyspace.Reply) {
 	if !e.known(cmd) {
 		r := keyspace.ErrUnknownCommand(args)
@@ -249,18 +275,18 @@ func (e *Engine) Prepare(cmd *keyspace.Command, args [][]byte) (keyspace.Effect,
 		return keyspace.Reads, errReply
 	}
 	switch p.kind {
-	case planEval:
+	case planEval, planFcall:
 		// A flagged script that may write, called as *_RO, is refused when it
 		// runs; it goes through the log so that the refusal sees the entry's
 		// OOM state (Redis reports OOM first).
-		sb := p.script.shebang
+		sb := p.shebang()
 		switch {
 		case !p.cached || p.ro && sb.present && sb.flags&flagNoWrites == 0:
 			return keyspace.Writes, nil
 		case !p.readOnly:
 			return keyspace.MayWrite, nil
 		}
-	case planLoad, planFlush:
+	case planLoad, planFlush, planFuncLoad, planFuncDelete, planFuncFlush, planFuncRestore:
 		return keyspace.Writes, nil
 	}
 	return keyspace.Reads, nil
@@ -279,13 +305,50 @@ const (
 type plan struct {
 	kind     int
 	body     string
-	cached   bool      // the body is in the script cache
+	cached   bool      // the body is in the script cache (always, for a function)
 	script   *compiled // for planEval and planLoad
+	fn       *function // for planFcall
 	keys     [][]byte
 	argv     [][]byte
 	readOnly bool // EVAL_RO or a no-writes script: writes are refused
-	ro       bool // called as EVAL_RO or EVALSHA_RO
+	ro       bool // called as EVAL_RO, EVALSHA_RO or FCALL_RO
 	reply    keyspace.Reply
+	// What FUNCTION's subcommands change: FUNCTION LOAD's library and
+	// REPLACE, FUNCTION DELETE's name, FUNCTION RESTORE's codes and policy.
+	libs    []*library
+	replace bool
+	name    string
+	codes   []string
+	policy  int
+}
+
+// shebang returns the flags of the script or function to run: a function's
+// are declared as a script's first line declares them.
+func (p *plan) shebang() shebang {
+	if p.fn != nil {
+		return shebang{present: true, flags: p.fn.flags}
+	}
+	return p.script.shebang
+}
+
+// splitKeys checks the key count of EVAL, FCALL and their kin and splits
+// their arguments into keys and the rest; notInt is the reply to a count
+// that is not a number.
+func (p *plan) splitKeys(args [][]byte, notInt keyspace.Reply) *keyspace.Reply {
+	n, ok := keyspace.ParseInt(args[2])
+	var r keyspace.Reply
+	switch {
+	case !ok:
+		r = notInt
+	case n > int64(len(args)-3):
+		r = keyspace.Error("ERR Number of keys can't be greater than number of args")
+	case n < 0:
+		r = keyspace.Error("ERR Number of keys can't be negative")
+	default:
+		p.keys, p.argv = args[3:3+n], args[3+n:]
+		return nil
+	}
+	return &r
 }
 
 var (
@@ -336,16 +399,9 @@ func (e *Engine) planEval(cmd *keyspace.Command, args [][]byte) (plan, *keyspace
 	if isSha && len(args[1]) != 40 {
 		return errReply(errNoScript)
 	}
-	n, ok := keyspace.ParseInt(args[2])
-	switch {
-	case !ok:
-		return errReply(keyspace.ErrNotInteger)
-	case n > int64(len(args)-3):
-		return errReply(keyspace.Error("ERR Number of keys can't be greater than number of args"))
-	case n < 0:
-		return errReply(keyspace.Error("ERR Number of keys can't be negative"))
+	if r := p.splitKeys(args, keyspace.ErrNotInteger); r != nil {
+		return plan{}, r
 	}
-	p.keys, p.argv = args[3:3+n], args[3+n:]
 	sha := args[1]
 	if !isSha {
 		if len(args[1]) > e.opts.maxScriptSize {
@@ -379,7 +435,7 @@ func (e *Engine) errTooLarge(n int) keyspace.Reply {
 
 // scriptHelp is SCRIPT HELP's reply.
 func scriptHelp() keyspace.Reply {
-	lines := []string{
+	return helpReply(
 		"SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
 		"DEBUG (YES|SYNC|NO)",
 		"    Set the debug mode for subsequent scripts executed.",
@@ -397,7 +453,11 @@ func scriptHelp() keyspace.Reply {
 		"    Load a script into the scripts cache without executing it.",
 		"HELP",
 		"    Prints this help.",
-	}
+	)
+}
+
+// helpReply is the reply of a HELP subcommand: its lines as statuses.
+func helpReply(lines ...string) keyspace.Reply {
 	replies := make([]keyspace.Reply, len(lines))
 	for i, l := range lines {
 		replies[i] = keyspace.Status(l)
@@ -452,9 +512,9 @@ func (e *Engine) planDebug(_ *keyspace.Command, args [][]byte) (plan, *keyspace.
 	return errReply(keyspace.Error("ERR Use SCRIPT DEBUG YES/SYNC/NO"))
 }
 
-// run executes a checked EVAL or EVALSHA.
+// run executes a checked EVAL, EVALSHA or FCALL.
 func (e *Engine) run(c *keyspace.Call, p *plan) keyspace.Reply {
-	sb := p.script.shebang
+	sb := p.shebang()
 	if sb.present {
 		// Scripts that declare flags are refused before they start (Redis
 		// decides this from the command's flags, before running it).
@@ -466,8 +526,8 @@ func (e *Engine) run(c *keyspace.Call, p *plan) keyspace.Reply {
 		}
 	}
 	v := e.machine()
-	if s := p.script; s.fn == nil {
-		s.fn = v.closure(s.proto, s.pool)
+	if s := p.script; s != nil && s.fn == nil {
+		s.fn = v.closure(s.proto, s.pool, v.globals)
 		s.keys, s.argv = upvalue(s.fn, lua51.AliasPrefix+"KEYS"), upvalue(s.fn, lua51.AliasPrefix+"ARGV")
 	}
 	r := &v.current
@@ -483,12 +543,21 @@ func (e *Engine) run(c *keyspace.Call, p *plan) keyspace.Reply {
 	if e.opts.Monitor != nil {
 		r.monitor = e.opts.Monitor()
 	}
-	ret, serr := v.exec(r, p.script, p.keys, p.argv)
+	var ret lua.LValue
+	var serr *scriptError
+	var name string // names the script in its errors
+	if p.fn != nil {
+		name = p.fn.name
+		ret, serr = v.call(r, p.fn, p.keys, p.argv)
+	} else {
+		name = p.script.sha
+		ret, serr = v.exec(r, p.script, p.keys, p.argv)
+	}
 	if r.wouldWrite {
 		return keyspace.WouldWrite
 	}
 	if serr != nil {
-		return serr.reply(p.script.sha)
+		return serr.reply(name)
 	}
 	return v.toReply(ret, r.resp, r.steps)
 }

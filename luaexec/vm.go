@@ -73,6 +73,14 @@ type vm struct {
 	coCreate lua.LGFunction
 	coResume lua.LGFunction
 
+	// fenv is the environment of the functions of libraries: reads go to
+	// its metatable's __index, which is loadAPI while a library's code
+	// runs (loadLibrary) and the globals' contents else; writes are
+	// refused. loading collects what that code registers. All are built
+	// for the first library (functionEnv).
+	fenv, fenvMeta, loadAPI *lua.LTable
+	loading                 map[string]*registered
+
 	run     *run // the script being run, nil between runs
 	current run  // the storage run points to, reused by every script
 	// handler records the error information of a failing script in errInfo.
@@ -319,9 +327,20 @@ func (v *vm) exec(r *run, s *compiled, keys, args [][]byte) (lua.LValue, *script
 		s.argv.SetValue(v.argv)
 	}
 
-	v.errInfo = nil
 	L.Push(s.fn)
-	err := L.PCall(0, 1, v.handler)
+	return v.protectedCall(r, scriptChunk, 0)
+}
+
+// scriptChunk is the chunk name messages give a script's body.
+const scriptChunk = "user_script"
+
+// protectedCall calls the function on the stack below its nargs arguments, in a
+// protected call, and returns its result or its error; chunk is the name
+// of the chunk it is in, for the errors that have no position.
+func (v *vm) protectedCall(r *run, chunk string, nargs int) (lua.LValue, *scriptError) {
+	L := v.L
+	v.errInfo = nil
+	err := L.PCall(nargs, 1, v.handler)
 	info := v.errInfo
 	if r.exhausted {
 		v.e.stopped++
@@ -329,12 +348,12 @@ func (v *vm) exec(r *run, s *compiled, keys, args [][]byte) (lua.LValue, *script
 		if info != nil {
 			line = info.line
 		}
-		return nil, &scriptError{msg: "ERR user_script:" + fmt.Sprint(line) + ": " + v.budgetMessage(), source: "@user_script", line: line}
+		return nil, &scriptError{msg: "ERR " + chunk + ":" + fmt.Sprint(line) + ": " + v.budgetMessage(), source: "@" + chunk, line: line}
 	}
 	if err != nil {
 		if info == nil {
 			// The handler could not run: the call stack was full.
-			info = v.overflowInfo(err)
+			info = v.overflowInfo(err, chunk)
 		}
 		return nil, info
 	}
@@ -389,17 +408,17 @@ func (v *vm) errorInfo(L *lua.LState, obj lua.LValue) *scriptError {
 }
 
 // overflowInfo describes an error whose handler could not run (a stack
-// overflow), taking the line from the message's "user_script:N:" prefix.
-func (v *vm) overflowInfo(err error) *scriptError {
+// overflow), taking the line from the message's "chunk:N:" prefix.
+func (v *vm) overflowInfo(err error, chunk string) *scriptError {
 	var obj lua.LValue = lua.LString(err.Error())
 	if ae, ok := err.(*lua.ApiError); ok {
 		obj = ae.Object
 	}
 	info := &scriptError{msg: "ERR " + lua.LVAsString(obj)}
 	if s, ok := obj.(lua.LString); ok {
-		if rest, ok := strings.CutPrefix(string(s), "user_script:"); ok {
+		if rest, ok := strings.CutPrefix(string(s), chunk+":"); ok {
 			if n, err := strconv.Atoi(rest[:strings.IndexByte(rest+":", ':')]); err == nil {
-				info.source, info.line = "@user_script", n
+				info.source, info.line = "@"+chunk, n
 			}
 		}
 	}

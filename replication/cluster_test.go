@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/lockserver/lockserver/internal/attempt"
+	"github.com/lockserver/lockserver/internal/buildinfo"
 	"github.com/lockserver/lockserver/internal/lockscripts"
 	"github.com/lockserver/lockserver/internal/testenv"
 	"github.com/lockserver/lockserver/keyspace"
@@ -179,9 +180,11 @@ func TestClusterPubSub(t *testing.T) {
 // The state survives log compaction: a lagging follower receives the
 // leader's snapshot, a restarted node restores its own and replays the rest,
 // and a node wiped of its data rejoins, catches up and is promoted to voter.
+// The script cache and the function libraries are part of it.
 func TestClusterSnapshots(t *testing.T) {
 	testenv.Long(t)
 	c := newTestClusterWith(t, 3, RaftOptions{snapshotThreshold: 1 << 30, trailingLogs: 8})
+	c.waitClusterVersion(buildinfo.Current.String(), false) // FUNCTION is 0.2's
 	l := c.leader()
 	lag := c.followers(l)[0]
 	lag.stop()
@@ -193,6 +196,10 @@ func TestClusterSnapshots(t *testing.T) {
 	wantReply(t, "SET lease", c.set(l, 0, "lease", "x", "PX", "600000"), keyspace.OK)
 	script := "return redis.call('GET', KEYS[1])"
 	wantReply(t, "SCRIPT LOAD", c.idem(l, 0, "SCRIPT", "LOAD", script), keyspace.Bulk(sha1Hex(script)))
+	library := "#!lua name=snaplib\n" +
+		"redis.register_function{function_name='readk', callback=function(keys) return redis.call('GET', keys[1]) end, flags={'no-writes'}}\n" +
+		"redis.register_function('setk', function(keys, args) return redis.call('SET', keys[1], args[1]) end)"
+	wantReply(t, "FUNCTION LOAD", c.idem(l, 0, "FUNCTION", "LOAD", library), keyspace.Bulk("snaplib"))
 	// Each running node compacts its log, so that the lagging one needs a
 	// snapshot from whichever leads when it comes back.
 	c.compactPast(t, l, lastLag)
@@ -207,6 +214,8 @@ func TestClusterSnapshots(t *testing.T) {
 		}
 		evalsha := n.eng.sm.Load().read(0, [][][]byte{words("EVALSHA", sha1Hex(script), "1", "k0")}, false, nil, n.eng.sm.Load().lastTime())
 		wantReply(t, n.id+": EVALSHA of the script loaded before the snapshot", evalsha, keyspace.Bulk("0"))
+		fcall := n.eng.sm.Load().read(0, [][][]byte{words("FCALL", "readk", "1", "k0")}, false, nil, n.eng.sm.Load().lastTime())
+		wantReply(t, n.id+": FCALL of the library loaded before the snapshot", fcall, keyspace.Bulk("0"))
 		ttl := n.eng.sm.Load().read(0, [][][]byte{words("PTTL", "lease")}, false, nil, n.eng.sm.Load().lastTime())
 		if ttl.Kind != keyspace.KindInt || ttl.Int <= 0 || ttl.Int > 600000 {
 			t.Fatalf("%s: PTTL lease = %+v, want the lease's remaining time", n.id, ttl)
@@ -229,6 +238,9 @@ func TestClusterSnapshots(t *testing.T) {
 	l.stop()
 	l.restart()
 	check(l)
+	// Called through a follower of whichever leads now.
+	wantReply(t, "FCALL through a follower", c.idem(c.followers(c.leader())[0], 0, "FCALL", "setk", "1", "fk", "v"), keyspace.OK)
+	wantReply(t, "FCALL_RO of its write", c.idem(c.leader(), 0, "FCALL_RO", "readk", "1", "fk"), keyspace.Bulk("v"))
 
 	w := c.followers(c.leader())[0]
 	w.stop()

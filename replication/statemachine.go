@@ -71,6 +71,8 @@ func newStateMachine(opts luaexec.Options, users *acl.Registry, versioned bool) 
 var commandsAdded = map[string]buildinfo.Release{
 	"geoadd": {Major: 0, Minor: 2}, "geodist": {Major: 0, Minor: 2},
 	"geohash": {Major: 0, Minor: 2}, "geopos": {Major: 0, Minor: 2},
+	"fcall": {Major: 0, Minor: 2}, "fcall_ro": {Major: 0, Minor: 2},
+	"function": {Major: 0, Minor: 2},
 }
 
 // knows reports whether cmd exists under the cluster version applied so far.
@@ -209,7 +211,7 @@ func (sm *stateMachine) prepare(req *Request) (effect keyspace.Effect, errReply 
 			r := keyspace.ErrWrongArity(cmd.Name)
 			return keyspace.Reads, &r
 		}
-		if req.OverMemory && cmd.Has(keyspace.DenyOOM) {
+		if sub := cmd.Resolve(args); req.OverMemory && sub != nil && sub.Has(keyspace.DenyOOM) {
 			if req.Multi {
 				return keyspace.Reads, &errExecOOM
 			}

@@ -12,32 +12,55 @@ import (
 
 // smSnapshot is the state machine as freeze found it: what a snapshot holds.
 type smSnapshot struct {
-	sm      *stateMachine
-	scripts []string
-	users   []byte // the ACL users, encoded (acl.EncodeUsers)
-	keys    *keyspace.Frozen
+	sm        *stateMachine
+	scripts   []string
+	users     []byte   // the ACL users, encoded (acl.EncodeUsers)
+	libraries []string // the function libraries' code
+	keys      *keyspace.Frozen
 }
 
 // freeze takes the state for a snapshot in constant time (see
 // keyspace.Frozen); the caller keeps apply out meanwhile, and calls release,
 // the same way, once the snapshot is written.
 func (sm *stateMachine) freeze() smSnapshot {
-	return smSnapshot{sm: sm, scripts: sm.lua.Scripts(), users: sm.users.Encode(), keys: sm.store.Freeze()}
+	return smSnapshot{sm: sm, scripts: sm.lua.Scripts(), users: sm.users.Encode(), libraries: sm.lua.Libraries(), keys: sm.store.Freeze()}
 }
 
 // release lets the state machine change what s holds in place again.
 func (s smSnapshot) release() { s.sm.store.Release(s.keys) }
 
 // write writes the keyspace with, in its checked meta bytes, the engine's
-// header, the script cache and the ACL users.
+// header, the script cache, the ACL users and, when there are any, the
+// function libraries (which only a cluster whose version is lockserver 0.2
+// or later can have: a member of 0.1, which reads no libraries, cannot be
+// one of its members).
 func (s smSnapshot) write(w io.Writer, header []byte) error {
 	meta := wire.AppendBytes(nil, header)
-	meta = binary.AppendUvarint(meta, uint64(len(s.scripts)))
-	for _, body := range s.scripts {
-		meta = wire.AppendString(meta, body)
-	}
+	meta = appendStrings(meta, s.scripts)
 	meta = wire.AppendBytes(meta, s.users)
+	if len(s.libraries) > 0 {
+		meta = appendStrings(meta, s.libraries)
+	}
 	return s.keys.WriteSnapshot(w, meta)
+}
+
+// appendStrings appends a count, then each string.
+func appendStrings(b []byte, items []string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(items)))
+	for _, s := range items {
+		b = wire.AppendString(b, s)
+	}
+	return b
+}
+
+// readStrings reads what appendStrings wrote.
+func readStrings(d *wire.Decoder) []string {
+	n := d.Count(1)
+	items := make([]string, 0, n)
+	for range n {
+		items = append(items, string(d.Bytes()))
+	}
+	return items
 }
 
 // readSnapshot reads what smSnapshot.write wrote into sm, which is empty,
@@ -50,15 +73,16 @@ func (sm *stateMachine) readSnapshot(r io.Reader) ([]byte, error) {
 	}
 	d := wire.NewDecoder(meta)
 	header := d.Bytes()
-	n := d.Count(1)
-	scripts := make([]string, 0, n)
-	for range n {
-		scripts = append(scripts, string(d.Bytes()))
-	}
-	// A snapshot from before ACL users were replicated holds none.
+	scripts := readStrings(&d)
+	// A snapshot from before ACL users were replicated holds none, and one
+	// with no function libraries none of those.
 	var users []byte
+	var libraries []string
 	if d.Len() > 0 {
 		users = d.Bytes()
+	}
+	if d.Len() > 0 {
+		libraries = readStrings(&d)
 	}
 	if err := d.Finish(); err != nil {
 		return nil, fmt.Errorf("snapshot meta: %w", err)
@@ -77,5 +101,8 @@ func (sm *stateMachine) readSnapshot(r io.Reader) ([]byte, error) {
 	// A body that no longer compiles stays cached, as on the leader; the error
 	// is the script's to report when it runs.
 	sm.lua.LoadScripts(scripts)
+	if err := sm.lua.LoadLibraries(libraries); err != nil {
+		return nil, fmt.Errorf("snapshot meta: function library: %w", err)
+	}
 	return header, nil
 }

@@ -319,7 +319,8 @@ func TestCloseHandsLeadershipOver(t *testing.T) {
 // Every command of the state machine (the keyspace's and the scripting
 // layer's) that lockserver 0.1 did not have is in commandsAdded, and only
 // those: a command added without gating would be applied by this release's
-// members and refused by 0.1's in a cluster of both.
+// members and refused by 0.1's in a cluster of both. A container's
+// subcommands are gated with it (FUNCTION).
 func TestCommandsAddedSince01(t *testing.T) {
 	b, err := os.ReadFile("testdata/commands-0.1.txt")
 	if err != nil {
@@ -331,11 +332,14 @@ func TestCommandsAddedSince01(t *testing.T) {
 			old[line] = true
 		}
 	}
-	check := func(cmd *keyspace.Command) {
+	check := func(cmd *keyspace.Command, container string) {
 		if cmd.Layer != keyspace.KeyspaceLayer && cmd.Layer != keyspace.ScriptingLayer {
 			return
 		}
 		_, gated := commandsAdded[cmd.Name]
+		if _, whole := commandsAdded[container]; whole && !old[cmd.Name] {
+			gated = true
+		}
 		switch {
 		case !old[cmd.Name] && !gated:
 			t.Errorf("%s is new since 0.1 and not in commandsAdded", cmd.Name)
@@ -344,9 +348,9 @@ func TestCommandsAddedSince01(t *testing.T) {
 		}
 	}
 	for _, cmd := range keyspace.Commands() {
-		check(cmd)
+		check(cmd, "")
 		for _, sub := range cmd.Subcommands {
-			check(sub)
+			check(sub, cmd.Name)
 		}
 	}
 	for name := range commandsAdded {
@@ -367,6 +371,7 @@ func TestCommandsOfALaterReleaseWaitForTheClusterVersion(t *testing.T) {
 	wantReply(t, "DOWNGRADE", c.do(l, 0, "LOCKSERVER", "DOWNGRADE", buildinfo.Oldest.String()), keyspace.OK)
 	c.waitClusterVersion(buildinfo.Oldest.String(), true)
 	script := "local r = redis.pcall('GEOADD', KEYS[1], '13.361389', '38.115556', 'Palermo') if type(r) == 'table' then return r['err'] end return r"
+	const library = "#!lua name=lib\nredis.register_function('f', function() return 'lib' end)"
 	for _, n := range c.nodes() {
 		if got := c.do(n, 0, "GEOADD", "Sicily", "13.361389", "38.115556", "Palermo"); !strings.HasPrefix(got.Str, "ERR unknown command 'GEOADD'") {
 			t.Errorf("GEOADD through %s at cluster version %s: %+v, want an unknown command", n.id, buildinfo.Oldest, got)
@@ -374,10 +379,15 @@ func TestCommandsOfALaterReleaseWaitForTheClusterVersion(t *testing.T) {
 		if got := c.do(n, 0, "EVAL", script, "1", "Sicily"); got.Str != "ERR Unknown Redis command called from script" {
 			t.Errorf("GEOADD from a script through %s at cluster version %s: %+v, want an unknown command", n.id, buildinfo.Oldest, got)
 		}
+		if got := c.do(n, 0, "FUNCTION", "LOAD", library); !strings.HasPrefix(got.Str, "ERR unknown command 'FUNCTION'") {
+			t.Errorf("FUNCTION LOAD through %s at cluster version %s: %+v, want an unknown command", n.id, buildinfo.Oldest, got)
+		}
 	}
 	wantReply(t, "DOWNGRADE CANCEL", c.do(l, 0, "LOCKSERVER", "DOWNGRADE", "CANCEL"), keyspace.OK)
 	c.waitClusterVersion(buildinfo.Current.String(), false)
 	f := c.followers(c.leader())[0]
 	wantReply(t, "GEOADD once every member runs this release", c.idem(f, 0, "GEOADD", "Sicily", "13.361389", "38.115556", "Palermo"), keyspace.Int(1))
 	wantReply(t, "GEOADD from a script", c.idem(f, 0, "EVAL", script, "1", "Sicily2"), keyspace.Int(1))
+	wantReply(t, "FUNCTION LOAD once every member runs this release", c.idem(f, 0, "FUNCTION", "LOAD", "REPLACE", library), keyspace.Bulk("lib"))
+	wantReply(t, "FCALL", c.idem(f, 0, "FCALL", "f", "0"), keyspace.Bulk("lib"))
 }

@@ -279,7 +279,7 @@ func cmdACLCat(c *conn, args [][]byte) {
 		return
 	}
 	if len(args) != 3 {
-		c.reply(errSubcommandSyntax(args))
+		c.reply(keyspace.ErrSubcommandSyntax(args))
 		return
 	}
 	cat := keyspace.CategoryByName(string(args[2]))
@@ -292,11 +292,6 @@ func cmdACLCat(c *conn, args [][]byte) {
 		return
 	}
 	c.reply(keyspace.BulkArray(acl.CategoryCommands(cat)))
-}
-
-// errSubcommandSyntax is Redis's addReplySubcommandSyntaxError.
-func errSubcommandSyntax(args [][]byte) keyspace.Reply {
-	return keyspace.Error("ERR unknown subcommand or wrong number of arguments for '" + string(args[1]) + "'. Try " + strings.ToUpper(string(args[0])) + " HELP.")
 }
 
 // ACL GETUSER username
@@ -377,7 +372,7 @@ func cmdACLDryRun(c *conn, args [][]byte) {
 // ACL GENPASS [bits]: random hex, 256 bits unless told.
 func cmdACLGenPass(c *conn, args [][]byte) {
 	if len(args) > 3 {
-		c.reply(errSubcommandSyntax(args))
+		c.reply(keyspace.ErrSubcommandSyntax(args))
 		return
 	}
 	bits := int64(256)
@@ -401,7 +396,7 @@ func cmdACLGenPass(c *conn, args [][]byte) {
 // ACL LOG [count | RESET]
 func cmdACLLog(c *conn, args [][]byte) {
 	if len(args) > 3 {
-		c.reply(errSubcommandSyntax(args))
+		c.reply(keyspace.ErrSubcommandSyntax(args))
 		return
 	}
 	count := int64(10)

@@ -281,7 +281,7 @@ func subReply(kind string, channel keyspace.Reply, count int64) keyspace.Reply {
 // PUBSUB CHANNELS|SHARDCHANNELS [pattern]
 func pubsubChannels(c *conn, shard bool, args [][]byte) {
 	if len(args) > 3 {
-		c.reply(keyspace.Error("ERR unknown subcommand or wrong number of arguments for '" + string(args[1]) + "'. Try PUBSUB HELP."))
+		c.reply(keyspace.ErrSubcommandSyntax(args))
 		return
 	}
 	h := c.srv.hub

@@ -78,12 +78,19 @@ func (s *Server) checkSlow(cmd *keyspace.Command, args [][]byte, d time.Duration
 	if threshold := s.slowlogSlower.Load(); threshold >= 0 && micros >= threshold && !skipSlowlog(cmd) {
 		e := slowEntry{at: time.Now().Unix(), micros: micros, args: slowArgs(cmd, args), addr: addr, name: name}
 		if script(cmd) {
-			sha := scriptSHA(cmd, args[1])
-			if strings.HasPrefix(cmd.Name, "eval") && !strings.HasPrefix(cmd.Name, "evalsha") {
+			named, id := "sha1", ""
+			switch {
+			case strings.HasPrefix(cmd.Name, "fcall"):
+				named, id = "function", string(args[1])
+			case strings.HasPrefix(cmd.Name, "evalsha"):
+				id = strings.ToLower(string(args[1]))
+			default:
+				sum := sha1.Sum(args[1])
+				id = hex.EncodeToString(sum[:])
 				// EVAL's body says little once cut: its SHA1 names it.
-				e.args[1] += " (sha1 " + sha + ")"
+				e.args[1] += " (sha1 " + id + ")"
 			}
-			s.log.Warn("slow script", "event", "slow_script", "sha1", sha, "command", cmd.Name, "duration_us", micros, "client", addr, "client_name", name)
+			s.log.Warn("slow script", "event", "slow_script", named, id, "command", cmd.Name, "duration_us", micros, "client", addr, "client_name", name)
 		}
 		s.slowlog.add(e, s.slowlogMax.Load())
 	}
@@ -100,20 +107,10 @@ func (s *Server) checkSlow(cmd *keyspace.Command, args [][]byte, d time.Duration
 // whose commands Redis logs one by one (lockserver does not time them apart).
 func skipSlowlog(cmd *keyspace.Command) bool { return cmd.Name == "exec" }
 
-// script reports whether cmd runs a script: EVAL, EVALSHA and their _RO
-// variants.
+// script reports whether cmd runs a script: EVAL, EVALSHA, FCALL and their
+// _RO variants.
 func script(cmd *keyspace.Command) bool {
-	return cmd.Has(keyspace.Scripting) && cmd.Subcommands == nil && !strings.HasPrefix(cmd.Name, "script")
-}
-
-// scriptSHA returns the SHA1 of a script command's script: EVALSHA's
-// argument, or the SHA1 of EVAL's body.
-func scriptSHA(cmd *keyspace.Command, arg []byte) string {
-	if strings.HasPrefix(cmd.Name, "evalsha") {
-		return strings.ToLower(string(arg))
-	}
-	sum := sha1.Sum(arg)
-	return hex.EncodeToString(sum[:])
+	return cmd.Has(keyspace.Scripting) && (strings.HasPrefix(cmd.Name, "eval") || strings.HasPrefix(cmd.Name, "fcall"))
 }
 
 // slowArgs copies a command's arguments as Redis's slow log keeps them: at
