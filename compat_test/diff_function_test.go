@@ -147,7 +147,7 @@ func TestDiffFunctionRegistration(t *testing.T) {
 		{"FCALL", "g", "0"},
 		lib("redis.register_function('g', function() mt = getmetatable(_G) end)"),
 		{"FCALL", "g", "0"},
-		lib("redis.register_function('g', function() return {pcall(redis.register_function, 'h', function() return 2 end)} end)"),
+		lib("redis.register_function('g', function() redis.register_function('h', function() return 2 end) return 1 end)"),
 		{"FCALL", "g", "0"},
 		lib("local lib = redis\nlib.register_function('g', function() lib.redis = redis return {ok='OK'} end)\n" +
 			"lib.register_function('h', function() lib.register_function('i', function() end) end)"),

@@ -57,10 +57,12 @@ func (v *vm) setTypeMetatables() {
 	}
 }
 
-// typeOpError raises "attempt to <op> a <type> value" for the first operand.
+// typeOpError raises "attempt to <op> a <type> value" for the first operand,
+// or "attempt to <op> <kind> '<name>' (a <type> value)" where the code
+// names it (typeOpMessage).
 func (v *vm) typeOpError(op string) lua.LGFunction {
 	return func(L *lua.LState) int {
-		v.raiseHere(L, fmt.Sprintf("attempt to %s a %s value", op, L.Get(1).Type().String()))
+		v.raiseHere(L, v.typeOpMessage(L, op, L.Get(1)))
 		return 0
 	}
 }

@@ -133,6 +133,6 @@ func (v *vm) lenOp(L *lua.LState) int {
 		L.Call(1, 1)
 		return 1
 	}
-	v.raiseHere(L, "attempt to get length of a "+x.Type().String()+" value")
+	v.raiseHere(L, v.typeOpMessage(L, "get length of", x))
 	return 0
 }
