@@ -125,6 +125,14 @@ func TestDiffInfoScriptCalls(t *testing.T) {
 		{"EVAL", "redis.pcall('incr', 's'); return 1", "0"}, // failed, swallowed
 		{"EVAL", "return redis.pcall('incr', 's')", "0"},    // failed, returned
 		{"EVAL", "redis.call('lpush', 's', 'x')", "0"},      // failed, raised
+		{"EVAL", "return redis.call('GEOADD', 's', '13.361389', '38.115556', 'Palermo')", "0"}, // WRONGTYPE, raised
+		{"FUNCTION", "LOAD", "#!lua name=stats\nredis.register_function('fw', function(keys) return redis.call('incr', keys[1]) end)\n" +
+			"redis.register_function{function_name='fr', callback=function(keys) return redis.call('get', keys[1]) end, flags={'no-writes'}}"},
+		{"FCALL", "fw", "1", "n"},
+		{"FCALL", "fw", "1", "s"}, // failed
+		{"FCALL_RO", "fr", "1", "n"},
+		{"FCALL_RO", "fw", "1", "n"}, // refused: a write function
+		{"FCALL", "nosuch", "0"},
 		{"EVAL", "redis.pcall('incr', 's'); return redis.error_reply('XY no')", "0"},
 		{"EVAL", "redis.pcall('get'); return 1", "0"},                // arity: rejected
 		{"EVAL", "redis.pcall('nosuchcommand'); return 1", "0"},      // unknown: an error only
