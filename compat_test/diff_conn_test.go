@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lockserver/lockserver"
+	"github.com/lockserver/lockserver/internal/testenv"
 )
 
 // another returns a second pair of connections to the same two servers.
@@ -350,6 +351,33 @@ func TestDiffClientQueryBuffer(t *testing.T) {
 			t.Errorf("%s: the completed SET answered %q", srv.name, r)
 		}
 	}
+}
+
+// A client idle for 2 s has no query buffer (qbuf and qbuf-free 0), as
+// Redis's clientsCron frees it; the client's next command, small or large,
+// is read as ever. (Both start from a 16 kB buffer. After a large command,
+// Redis keeps its large buffer until its cron sees the peak fall; lockserver
+// lets it go as soon as the command is parsed.)
+func TestDiffClientIdleQueryBufferGoes(t *testing.T) {
+	testenv.Long(t)
+	p := newPair(t)
+	idle := p.another()
+	p.Run([][]string{{"PING"}})
+	for _, srv := range []struct {
+		name        string
+		watch, idle *rawClient
+	}{{"redis-server", p.redis, idle.redis}, {"lockserver", p.ls, idle.ls}} {
+		id := strings.TrimSpace(strings.TrimPrefix(srv.idle.Do("CLIENT", "ID"), ":"))
+		waitFor(t, func() string {
+			line := srv.watch.Do("CLIENT", "LIST", "ID", id)
+			if clientField(t, line, "qbuf") != 0 || clientField(t, line, "qbuf-free") != 0 {
+				return srv.name + ": the idle client's query buffer is still there: " + line
+			}
+			return ""
+		})
+	}
+	big := strings.Repeat("A", 400000)
+	idle.Run([][]string{{"PING"}, {"SET", "x", big}, {"STRLEN", "x"}, {"GET", "nosuch"}})
 }
 
 func TestDiffClientInfo(t *testing.T) {

@@ -111,7 +111,13 @@ type conn struct {
 	writes    atomic.Int64 // writes to nc, for INFO's total_writes_processed
 
 	closing atomic.Bool
-	done    chan struct{} // closed when serve returns
+	// reading is readIdle, readWaiting while connSource waits on the socket
+	// for the reader, or readReleasing once watchClients has ended that
+	// wait with a deadline, under releaseMu, to have the reader let its
+	// buffer go (see releaseIdle).
+	reading   atomic.Int32
+	releaseMu sync.Mutex
+	done      chan struct{} // closed when serve returns
 	// ctx ends when the connection is killed, shuts down or closes, so that a
 	// command that blocks it (WAIT) waits no longer.
 	ctx    context.Context
@@ -170,7 +176,52 @@ func (s connSource) Read(b []byte) (int, error) {
 	if c.aheadErr != nil {
 		return 0, c.aheadErr
 	}
-	return c.nc.Read(b)
+	c.reading.Store(readWaiting)
+	n, err := c.nc.Read(b)
+	if c.reading.CompareAndSwap(readWaiting, readIdle) {
+		return n, err
+	}
+	// releaseIdle set a deadline to end the wait: wait for it to be set,
+	// then clear it. shutdown sets closing before its own deadline, so
+	// one cleared here is seen after it, or is set again after it.
+	c.releaseMu.Lock()
+	c.reading.Store(readIdle)
+	c.releaseMu.Unlock()
+	c.nc.SetReadDeadline(time.Time{})
+	if c.closing.Load() {
+		return n, os.ErrDeadlineExceeded
+	}
+	if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+		return 0, resp.ErrIdle
+	}
+	return n, err
+}
+
+// States of conn.reading.
+const (
+	readIdle = iota
+	readWaiting
+	readReleasing
+)
+
+// idleRelease is how long a client waits idle before its read buffer goes:
+// Redis's clientsCron frees the query buffer of a client idle for 2 s.
+const idleRelease = 2 * time.Second
+
+// releaseIdle has a client that has sent nothing for idleRelease, and whose
+// read buffer holds nothing, let its buffer go: it ends the client's wait
+// for input with a deadline, and the reader, finding ErrIdle, waits again
+// without a buffer (resp.ErrIdle). watchClients calls it once a second.
+func (c *conn) releaseIdle(now time.Time) {
+	if c.inline || now.Sub(time.Unix(0, c.lastActive.Load())) < idleRelease ||
+		c.rd.QueryBuf.Load() != 0 || c.rd.QueryBufFree.Load() == 0 {
+		return
+	}
+	c.releaseMu.Lock()
+	defer c.releaseMu.Unlock()
+	if c.reading.CompareAndSwap(readWaiting, readReleasing) {
+		c.nc.SetReadDeadline(time.Now())
+	}
 }
 
 // block runs wait, which blocks the connection as Redis blocks a client, with

@@ -18,7 +18,7 @@ import (
 // which closes it once its output has stayed at or above it for longer than
 // the soft seconds. 0 turns a limit off. The check is Redis's
 // checkClientOutputBufferLimits, made whenever output is added and once a
-// second for every client (watchOutput), so that a client whose write is
+// second for every client (watchClients), so that a client whose write is
 // stuck is closed too.
 //
 // Replies of a batch are written as they are rendered once 256 kB has
@@ -211,11 +211,13 @@ func (c *conn) checkOutput(now time.Time) {
 	}
 }
 
-// watchOutput checks every client's output against its limits once a
-// second until the server closes: a client whose output stays above its soft
-// limit with nothing added, such as one whose write is stuck, is closed
-// when its time is up.
-func (s *Server) watchOutput() {
+// watchClients looks at every client once a second until the server
+// closes, as Redis's clientsCron does: it checks the client's output
+// against its limits, so that a client whose output stays above its soft
+// limit with nothing added, such as one whose write is stuck, is closed when
+// its time is up, and lets the read buffer of an idle client go
+// (releaseIdle).
+func (s *Server) watchClients() {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -227,6 +229,7 @@ func (s *Server) watchOutput() {
 			s.each(func(c *conn) { conns = append(conns, c) })
 			for _, c := range conns {
 				c.checkOutput(now)
+				c.releaseIdle(now)
 			}
 		}
 	}

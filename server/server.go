@@ -196,7 +196,7 @@ func New(cfg Config) *Server {
 	s.mem.limit.Store(max(cfg.MaxMemory, 0))
 	s.startSentinel(cfg.SentinelMaster)
 	s.acl.OnChange(s.usersChanged)
-	go s.watchOutput()
+	go s.watchClients()
 	return s
 }
 

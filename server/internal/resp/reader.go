@@ -6,6 +6,7 @@ package resp
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"sync/atomic"
 
@@ -74,6 +75,12 @@ var ErrQueryTooBig error = queryTooBig{}
 type queryTooBig struct{}
 
 func (queryTooBig) Error() string { return "client exceeded the query buffer limit" }
+
+// ErrIdle, returned by a reader's source with nothing read, says that the
+// client is idle: a reader that holds no partial command then lets its
+// buffer go, as Redis frees an idle client's query buffer, and waits for
+// the client's next byte without one.
+var ErrIdle = errors.New("the client is idle")
 
 // Reader frames the commands a client sends, in RESP multibulk or inline form,
 // exactly as Redis's processMultibulkBuffer and processInlineBuffer do, and
@@ -290,6 +297,9 @@ func (r *Reader) Fill() error {
 	if r.err != nil {
 		return r.err
 	}
+	if r.buf == nil {
+		return r.fillIdle()
+	}
 	// Drop the bytes of finished commands; marks are relative to start, so
 	// they survive the move.
 	if r.start > 0 {
@@ -313,9 +323,20 @@ func (r *Reader) Fill() error {
 	}
 	r.publishQuery()
 	n, err := r.src.Read(r.buf[r.end:])
+	return r.filled(n, err)
+}
+
+// filled counts n bytes read, with err, and publishes the buffer's figures.
+func (r *Reader) filled(n int, err error) error {
 	r.end += n
 	r.Total.Add(int64(n))
 	r.Reads.Add(1)
+	if errors.Is(err, ErrIdle) {
+		if r.end == 0 {
+			r.buf = nil
+		}
+		err = nil
+	}
 	r.publishQuery()
 	if err != nil {
 		if n > 0 {
@@ -325,4 +346,16 @@ func (r *Reader) Fill() error {
 		return err
 	}
 	return nil
+}
+
+// fillIdle is Fill for a reader that let its buffer go (ErrIdle): it reads
+// one byte, then takes a buffer again for what follows.
+func (r *Reader) fillIdle() error {
+	first := make([]byte, 1)
+	n, err := r.src.Read(first)
+	if n > 0 {
+		r.buf = make([]byte, ReadBufSize)
+		r.buf[0] = first[0]
+	}
+	return r.filled(n, err)
 }
