@@ -122,9 +122,9 @@ func TestDiffInfoScriptCalls(t *testing.T) {
 		{"SET", "s", "str"},
 		{"CONFIG", "RESETSTAT"},
 		{"EVAL", "redis.call('set', KEYS[1], '1'); return redis.call('get', KEYS[1])", "1", "a"},
-		{"EVAL", "redis.pcall('incr', 's'); return 1", "0"}, // failed, swallowed
-		{"EVAL", "return redis.pcall('incr', 's')", "0"},    // failed, returned
-		{"EVAL", "redis.call('lpush', 's', 'x')", "0"},      // failed, raised
+		{"EVAL", "redis.pcall('incr', 's'); return 1", "0"},                                    // failed, swallowed
+		{"EVAL", "return redis.pcall('incr', 's')", "0"},                                       // failed, returned
+		{"EVAL", "redis.call('lpush', 's', 'x')", "0"},                                         // failed, raised
 		{"EVAL", "return redis.call('GEOADD', 's', '13.361389', '38.115556', 'Palermo')", "0"}, // WRONGTYPE, raised
 		{"FUNCTION", "LOAD", "#!lua name=stats\nredis.register_function('fw', function(keys) return redis.call('incr', keys[1]) end)\n" +
 			"redis.register_function{function_name='fr', callback=function(keys) return redis.call('get', keys[1]) end, flags={'no-writes'}}"},
