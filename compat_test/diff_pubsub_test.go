@@ -274,3 +274,47 @@ func TestGoRedisPubSub(t *testing.T) {
 		})
 	}
 }
+
+// Redis's unit/pubsubshard: after SUNSUBSCRIBE without arguments, or
+// UNSUBSCRIBE and PUNSUBSCRIBE without arguments (which leave shard
+// channels alone), SPUBLISH counts the subscribers that are left.
+func TestDiffShardSubscribersAfterUnsubscribeAll(t *testing.T) {
+	p := newPair(t)
+	for _, unsubscribe := range []string{"SUNSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE"} {
+		sub := p.another()
+		sub.Send("SSUBSCRIBE", "chan1", "chan2", "chan3")
+		for range 3 {
+			sub.Read()
+		}
+		sub.Send(unsubscribe)
+		if unsubscribe != "SUNSUBSCRIBE" {
+			sub.Read()
+		} else {
+			// One reply per channel, in the order of Redis's hash table:
+			// compare the channels as a set and the counts in order.
+			var want, got []string
+			for range 3 {
+				want, got = append(want, sub.redis.Read()), append(got, sub.ls.Read())
+			}
+			counts := func(replies []string) (channels, left []string) {
+				for _, r := range replies {
+					lines := strings.Split(r, "\r\n")
+					channels, left = append(channels, lines[4]), append(left, lines[5])
+				}
+				slices.Sort(channels)
+				return channels, left
+			}
+			wc, wl := counts(want)
+			gc, gl := counts(got)
+			if !slices.Equal(wc, gc) || !slices.Equal(wl, gl) {
+				t.Errorf("SUNSUBSCRIBE:\n redis-server: %q\n   lockserver: %q", want, got)
+			}
+		}
+		for _, ch := range []string{"chan1", "chan2", "chan3"} {
+			p.Do("SPUBLISH", ch, "hello")
+		}
+		p.Do("PUBSUB", "SHARDNUMSUB", "chan1", "chan2", "chan3")
+		sub.redis.conn.Close()
+		sub.ls.conn.Close()
+	}
+}
