@@ -70,9 +70,11 @@ type Options struct {
 	// Limits bound request sizes (bulk length, arguments, inline length).
 	Limits Limits
 	// ScriptBudget is how many steps a script may take (operations, and 16
-	// bytes of strings built or scanned); 0 means 2,000,000, about a second
-	// of one core at worst. A script that runs out stops with an error at
-	// the same step on every member.
+	// bytes of strings built or scanned); 0 means 12,000,000, about 3 s of
+	// one core at worst, below Redis's lua-time-limit of 5 s (a cluster whose
+	// members do not all run lockserver 0.2 keeps 0.1's 2,000,000). A script
+	// that runs out stops with an error at the same step on every member, so
+	// every member must have the same.
 	ScriptBudget int64
 	// Logger receives structured logs; nil discards them, go-redis's about a
 	// member's connections to its peers included (see the package doc).

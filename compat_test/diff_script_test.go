@@ -40,6 +40,16 @@ func TestDiffScriptLua51Gaps(t *testing.T)            { newPair(t).evalAll(diffL
 func TestDiffScriptOperandNames(t *testing.T)         { newPair(t).evalAll(diffOperandNames) }
 func TestDiffScriptTables(t *testing.T)               { newPair(t).evalAll(diffTables) }
 
+// A script that redis-server runs in a fraction of a second runs to its end
+// under the default budget too: a cmsgpack round trip of 200,000 values,
+// about 3 million steps (lockserver 0.1's default budget, 2 million, stopped
+// it, and Redis's own cmsgpack smoke test with it).
+func TestDiffScriptLargeWorkWithinTheDefaultBudget(t *testing.T) {
+	newPair(t).Do("EVAL", "local big, map = {}, {} for i = 1, 200000 do big[i] = i map[tostring(i)] = i end "+
+		"local packed = cmsgpack.pack({a = big, m = map, s = string.rep('x', 100000)}) "+
+		"local back = cmsgpack.unpack(packed) return {#back.a, back.m['199999'], #back.s, #packed}", "0")
+}
+
 // Redis -> Lua -> Redis through real commands, under RESP2 rules.
 func TestDiffScriptCommandReplies(t *testing.T) {
 	p := newPair(t)

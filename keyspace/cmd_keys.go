@@ -1,8 +1,11 @@
 package keyspace
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/lockserver/lockserver/keyspace/internal/glob"
 )
@@ -282,11 +285,11 @@ type hashed struct {
 
 // sortHashed orders elements by hash, then by name, the order SCAN walks.
 func sortHashed(elems []hashed) {
-	sort.Slice(elems, func(i, j int) bool {
-		if elems[i].h != elems[j].h {
-			return elems[i].h < elems[j].h
+	slices.SortFunc(elems, func(a, b hashed) int {
+		if c := cmp.Compare(a.h, b.h); c != 0 {
+			return c
 		}
-		return elems[i].key < elems[j].key
+		return strings.Compare(a.key, b.key)
 	})
 }
 

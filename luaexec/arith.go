@@ -255,9 +255,29 @@ func (v *vm) setIndex(L *lua.LState) int {
 	v.checkStoreKey(L, t, k)
 	v.chargeGap(L, t, k)
 	budget.ScanString(v, L, k)
-	v.Charge(L, 1) // a store may grow the table: memory as well as time
+	v.Charge(L, 1+newindexChain(t)) // a store may grow the table: memory as well as time
 	L.SetTable(t, k, val)
 	return 0
+}
+
+// newindexChain counts the __newindex tables a store into t may go through
+// (at most maxMetaChain), each a step.
+func newindexChain(t lua.LValue) int64 {
+	var n int64
+	for ; n < maxMetaChain; n++ {
+		tbl, ok := t.(*lua.LTable)
+		if !ok {
+			break
+		}
+		mt, ok := tbl.Metatable.(*lua.LTable)
+		if !ok {
+			break
+		}
+		if t, ok = mt.RawGetString("__newindex").(*lua.LTable); !ok {
+			break
+		}
+	}
+	return n
 }
 
 // setFields stores the fields of a table constructor whose keys are not

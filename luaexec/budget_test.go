@@ -1,6 +1,7 @@
 package luaexec
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -165,8 +166,9 @@ var worstInputs = []struct {
 	{"Format", "local s = redis.call('get', 'big') for i = 1, 1000 do string.format('%.5s', s) end", false},
 	{"Varargs", "local function f(...) for i = 1, 10000 do select('#', ...) end end local t = {} for i = 1, 7900 do t[i] = i end f(unpack(t))", false},
 	{"LongBody", "local x for i = 1, 100 do " + strings.Repeat("x = type(nil) ", 5000) + "end", false},
-	{"IndexChain", "local t = {} for i = 1, 99 do t = setmetatable({}, {__index = t}) end while true do local x = t.x end", false},
-	{"NewindexChain", "local t = {} for i = 1, 99 do t = setmetatable({}, {__newindex = t}) end local k = 'k' while true do t[k] = 1 end", false},
+	{"IndexChain", "local t = {} for i = 1, 15 do t = setmetatable({}, {__index = t}) end while true do local x = t.x end", false},
+	{"NewindexChain", "local t = {} for i = 1, 15 do t = setmetatable({}, {__newindex = t}) end local k = 'k' while true do t[k] = 1 end", false},
+	{"NewindexChainField", "local t = {} for i = 1, 15 do t = setmetatable({}, {__newindex = t}) end while true do t.k = 1 end", false},
 	{"Tostring", "for i = 1, 30000 do tostring({}) end", false},
 	{"Coroutines", "local co = coroutine.wrap(function() while true do coroutine.yield(1) end end) while true do co() end", false},
 	{"Loadstring", "local src = string.rep('x = 1 ', 5000) for i = 1, 20 do loadstring(src) end", false},
@@ -235,5 +237,23 @@ func TestScriptReplyIsBudgeted(t *testing.T) {
 	// 1000 references to one string are 1000 strings to write out.
 	if got := show(h.eval("local s = string.rep('x', 1000) local t = {} for i = 1, 1000 do t[i] = s end return t")); got != want {
 		t.Errorf("1000 references to 1000 bytes: %.100s", got)
+	}
+}
+
+// An access goes through at most maxMetaChain tables: a value 15 __index
+// tables up is found, one 16 up is an error, as one 100 up is in Lua 5.1.
+func TestMetatableChainIsBounded(t *testing.T) {
+	h := newHarness(t, Options{})
+	chain := func(op string, n int) string {
+		return fmt.Sprintf("local t = {x = 1} for i = 1, %d do t = setmetatable({}, {%s = t}) end ", n, op)
+	}
+	if got := show(h.eval(chain("__index", maxMetaChain-1) + "return t.x")); got != ":1" {
+		t.Errorf("through %d __index tables: %s", maxMetaChain-1, got)
+	}
+	if got := show(h.eval(chain("__index", maxMetaChain) + "return t.x")); !strings.Contains(got, "too many recursions in gettable") {
+		t.Errorf("through %d __index tables: %s", maxMetaChain, got)
+	}
+	if got := show(h.eval(chain("__newindex", maxMetaChain) + "t.y = 1 return 1")); !strings.Contains(got, "too many recursions in settable") {
+		t.Errorf("through %d __newindex tables: %s", maxMetaChain, got)
 	}
 }

@@ -34,13 +34,13 @@ type scriptCache struct {
 	mu       sync.RWMutex
 	bodies   map[string]string
 	max      int
-	budget   int64 // of compile work for one script
+	budget   func() int64 // of compile work for one script, now
 	compiled map[string]*compiled
 	epoch    atomic.Uint64 // the stamp of uses now; advanced under the write lock
 	ready    atomic.Pointer[map[string]*compiled]
 }
 
-func newScriptCache(max int, budget int64) *scriptCache {
+func newScriptCache(max int, budget func() int64) *scriptCache {
 	c := &scriptCache{bodies: make(map[string]string), max: max, budget: budget, compiled: make(map[string]*compiled)}
 	c.ready.Store(&map[string]*compiled{})
 	return c
@@ -132,7 +132,7 @@ func (c *scriptCache) get(sha, body string) (*compiled, string) {
 		return s, ""
 	}
 	c.mu.RUnlock()
-	s, msg := compileScript(sha, body, c.budget)
+	s, msg := compileScript(sha, body, c.budget())
 	if s == nil {
 		return nil, msg
 	}

@@ -59,8 +59,8 @@ func TestCompileManyConstants(t *testing.T) {
 
 // Compiling is charged like running: a token a step, 16 bytes of source a
 // step, lua51's functionWeight a function. EVAL refuses a body whose
-// compiling would pass the budget, and loadstring spends what compiling
-// takes, so that a script cannot compile its way past its budget.
+// compiling would pass the budget, and loadstring spends twice what
+// compiling takes, so that a script cannot compile its way past its budget.
 func TestCompileWorkIsBudgeted(t *testing.T) {
 	h := newHarness(t, Options{Budget: 10_000})
 	const prefix = "-ERR Error compiling script (new function): "
@@ -78,16 +78,17 @@ func TestCompileWorkIsBudgeted(t *testing.T) {
 			t.Errorf("%.30q...: %s", c.src, got)
 		}
 	}
-	// Each loadstring of 1,500 tokens and 3,000 bytes costs 1,687 steps, and
-	// its loop about ten more: 10,000 steps allow five, whatever the loop.
+	// Each loadstring of 1,500 tokens and 3,000 bytes is 1,687 units of
+	// compile work, charged twice (3,374 steps), and its loop about ten
+	// steps more: 10,000 steps allow two, whatever the loop.
 	loads := func(n int) string {
 		return "local n = 0 local src = string.rep('x = 1 ', 500) while true do loadstring(src) n = n + 1 if n == " + itoa(n) + " then return n end end"
 	}
-	if got := show(h.eval(loads(5))); got != ":5" {
-		t.Errorf("five loadstrings: %s", got)
+	if got := show(h.eval(loads(2))); got != ":2" {
+		t.Errorf("two loadstrings: %s", got)
 	}
-	if got := show(h.eval(loads(6))); got != budgetErr(loads(6), 10_000, 1) {
-		t.Errorf("six loadstrings: %s", got)
+	if got := show(h.eval(loads(3))); got != budgetErr(loads(3), 10_000, 1) {
+		t.Errorf("three loadstrings: %s", got)
 	}
 }
 

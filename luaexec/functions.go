@@ -258,7 +258,7 @@ func (e *Engine) newLibrary(code string) (*library, *keyspace.Reply) {
 	}
 	// The code runs from the end of the first line, so lines keep their
 	// numbers.
-	proto, pool, _, err := compileChunk(code[end:], libraryChunk, 1, 0, int(e.opts.Budget), nil)
+	proto, pool, _, err := compileChunk(code[end:], libraryChunk, 1, 0, int(e.budget()), nil)
 	if err != nil {
 		return fail("Error compiling function: " + err.Error())
 	}
@@ -283,7 +283,7 @@ func validFunctionName(name string) bool {
 // (vm.loadLibrary), and records them in it.
 func (e *Engine) registerLibrary(lib *library) *keyspace.Reply {
 	v := e.machine()
-	fns, serr := v.loadLibrary(lib, e.opts.Budget)
+	fns, serr := v.loadLibrary(lib, e.budget())
 	var r keyspace.Reply
 	switch {
 	case serr != nil:

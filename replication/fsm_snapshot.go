@@ -338,7 +338,7 @@ func readSnapshot(rd io.Reader, r *Raft) (*stateMachine, map[string]string, uint
 		if d.Err() == nil && (err != nil || pinned > 1) {
 			d.Fail(fmt.Errorf("cluster version %v, pinned %d", err, pinned))
 		}
-		sm.cluster = clusterVersion{version: v, pinned: pinned == 1}
+		sm.setCluster(clusterVersion{version: v, pinned: pinned == 1})
 		sm.setEpoch(d.Uvarint())
 	}
 	if err := d.Finish(); err != nil {

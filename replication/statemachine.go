@@ -32,8 +32,10 @@ type stateMachine struct {
 	seed          uint64 // the seed of the last applied entry
 	// expired counts the keys sweep reclaimed (INFO's expired_keys).
 	expired int64
-	// cluster is the cluster version the log has recorded (see version.go).
-	cluster clusterVersion
+	// cluster is the cluster version the log has recorded (see version.go),
+	// which a cluster member's (versioned) state machine goes by.
+	cluster   clusterVersion
+	versioned bool
 	// epoch counts the restores and recoveries the state went through
 	// (see backup.go); scripts see it as redis.LOCKSERVER_EPOCH.
 	epoch uint64
@@ -52,12 +54,32 @@ func newStateMachine(opts luaexec.Options, users *acl.Registry, versioned bool) 
 		users = acl.NewRegistry()
 	}
 	store := keyspace.New()
-	sm := &stateMachine{store: store, users: users}
+	sm := &stateMachine{store: store, users: users, versioned: versioned}
 	if versioned {
 		opts.Known = sm.knows
 	}
 	sm.lua = luaexec.New(store, opts)
+	sm.setCluster(clusterVersion{})
 	return sm
+}
+
+// budget01 is lockserver 0.1's default script budget, which 0.2 raised
+// (see luaexec's defaultBudget): a script between the two would be stopped
+// by a 0.1 member and run to its end by the others.
+const budget01 = 2_000_000
+
+// releaseBudget is the release that raised the default script budget.
+var releaseBudget = buildinfo.Release{Major: 0, Minor: 2}
+
+// setCluster sets the cluster version, and the default script budget of
+// its oldest release.
+func (sm *stateMachine) setCluster(v clusterVersion) {
+	sm.cluster = v
+	if sm.versioned && !v.allows(releaseBudget) {
+		sm.lua.SetDefaultBudget(budget01)
+	} else {
+		sm.lua.SetDefaultBudget(0)
+	}
 }
 
 // commandsAdded are the commands of the state machine (keyspace and
@@ -93,7 +115,7 @@ func (sm *stateMachine) setEpoch(epoch uint64) {
 // members run.
 func (sm *stateMachine) newCluster(build buildinfo.Release) {
 	sm.setEpoch(sm.epoch + 1)
-	sm.cluster = clusterVersion{version: build}
+	sm.setCluster(clusterVersion{version: build})
 }
 
 // lastTime returns the time of the last applied entry.

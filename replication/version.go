@@ -64,7 +64,7 @@ func (r *Raft) applyClusterVersion(index uint64, e *logcodec.LogEntry) {
 	}
 	sm := r.sm.Load()
 	lowered := v.Less(sm.cluster.get())
-	sm.cluster = clusterVersion{version: v, pinned: e.Pinned}
+	sm.setCluster(clusterVersion{version: v, pinned: e.Pinned})
 	r.log.Info("cluster version", "event", "cluster_version", "version", v.String(), "pinned", e.Pinned, "index", index)
 	if lowered && index > r.replayUntil {
 		// The latest snapshot must be of a form the older release reads.

@@ -372,6 +372,7 @@ func TestCommandsOfALaterReleaseWaitForTheClusterVersion(t *testing.T) {
 	c.waitClusterVersion(buildinfo.Oldest.String(), true)
 	script := "local r = redis.pcall('GEOADD', KEYS[1], '13.361389', '38.115556', 'Palermo') if type(r) == 'table' then return r['err'] end return r"
 	const library = "#!lua name=lib\nredis.register_function('f', function() return 'lib' end)"
+	const longScript = "local n = 0 for i = 1, 1000000 do n = n + 1 end return n"
 	for _, n := range c.nodes() {
 		if got := c.do(n, 0, "GEOADD", "Sicily", "13.361389", "38.115556", "Palermo"); !strings.HasPrefix(got.Str, "ERR unknown command 'GEOADD'") {
 			t.Errorf("GEOADD through %s at cluster version %s: %+v, want an unknown command", n.id, buildinfo.Oldest, got)
@@ -383,6 +384,11 @@ func TestCommandsOfALaterReleaseWaitForTheClusterVersion(t *testing.T) {
 			t.Errorf("FUNCTION LOAD through %s at cluster version %s: %+v, want an unknown command", n.id, buildinfo.Oldest, got)
 		}
 	}
+	// 0.1's default script budget too: a script of some 3 million steps is
+	// stopped, on every member alike.
+	if got := c.do(l, 0, "EVAL", longScript, "0"); !strings.Contains(got.Str, "execution budget of 2000000 steps") {
+		t.Errorf("a script of 3 million steps at cluster version %s: %.200s, want 0.1's budget error", buildinfo.Oldest, got.Str)
+	}
 	wantReply(t, "DOWNGRADE CANCEL", c.do(l, 0, "LOCKSERVER", "DOWNGRADE", "CANCEL"), keyspace.OK)
 	c.waitClusterVersion(buildinfo.Current.String(), false)
 	f := c.followers(c.leader())[0]
@@ -390,4 +396,5 @@ func TestCommandsOfALaterReleaseWaitForTheClusterVersion(t *testing.T) {
 	wantReply(t, "GEOADD from a script", c.idem(f, 0, "EVAL", script, "1", "Sicily2"), keyspace.Int(1))
 	wantReply(t, "FUNCTION LOAD once every member runs this release", c.idem(f, 0, "FUNCTION", "LOAD", "REPLACE", library), keyspace.Bulk("lib"))
 	wantReply(t, "FCALL", c.idem(f, 0, "FCALL", "f", "0"), keyspace.Bulk("lib"))
+	wantReply(t, "a script of 3 million steps under this release's budget", c.idem(f, 0, "EVAL", longScript, "0"), keyspace.Int(1_000_000))
 }
