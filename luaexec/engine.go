@@ -251,6 +251,13 @@ func (e *Engine) exec(c *keyspace.Call, apply bool) keyspace.Reply {
 		}
 		return keyspace.Array(replies...)
 	case planFcall:
+		if !apply {
+			// A function is found by name, and a FUNCTION LOAD applied since
+			// Prepare may have made a reader a writer: as a read, it runs dry.
+			dry := *c
+			dry.Dry = true
+			return e.run(&dry, &p)
+		}
 		return e.run(c, &p)
 	case planFuncLoad, planFuncDelete, planFuncFlush, planFuncRestore:
 		if !apply {

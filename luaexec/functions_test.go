@@ -82,3 +82,27 @@ func TestFunctionChangesOnlyApply(t *testing.T) {
 		}
 	}
 }
+
+// A function is called by name, and a library loaded again may have made a
+// function that read into one that writes, after Prepare classified the
+// call as a read: run as a read, it stops at its write, having changed
+// nothing, so that the engine sends it to the log.
+func TestFunctionReplacedByAWriterNeverWritesAsARead(t *testing.T) {
+	h := newHarness(t, Options{})
+	if r := h.do("FUNCTION", "LOAD", "#!lua name=l\nredis.register_function{function_name='f', callback=function(keys) return redis.call('GET', keys[1]) end, flags={'no-writes'}}"); r.IsError() {
+		t.Fatal(r.Str)
+	}
+	args := [][]byte{[]byte("FCALL"), []byte("f"), []byte("1"), []byte("k")}
+	if effect, r := h.e.Prepare(keyspace.Lookup(args[0]), args); r != nil || effect != keyspace.Reads {
+		t.Fatalf("Prepare(FCALL f) = %v, %v; want a read", effect, r)
+	}
+	if r := h.do("FUNCTION", "LOAD", "REPLACE", "#!lua name=l\nredis.register_function('f', function(keys) return redis.call('SET', keys[1], 'written') end)"); r.IsError() {
+		t.Fatal(r.Str)
+	}
+	if r := h.read("FCALL", "f", "1", "k"); !r.IsWouldWrite() {
+		t.Fatalf("the replaced function run as a read: %s, want it stopped at its write", show(r))
+	}
+	if got := show(h.read("GET", "k")); got != "nil" {
+		t.Fatalf("GET k = %s after the read: it wrote", got)
+	}
+}

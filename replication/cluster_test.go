@@ -359,6 +359,37 @@ func TestClusterScriptsThroughFollower(t *testing.T) {
 	})
 }
 
+// A function library loads through a follower in a pipeline that calls its
+// functions before the load is applied, as a script's SCRIPT LOAD and
+// EVALSHA do: the calls wait for the load in the log.
+func TestClusterFunctionsThroughFollower(t *testing.T) {
+	attempt.Run(t, func(t testing.TB) {
+		c := newTestCluster(t, 3)
+		c.waitClusterVersion(buildinfo.Current.String(), false) // FUNCTION is 0.2's
+		f := c.followers(c.leader())[0]
+		submit := func(cmd ...string) *Request {
+			req := &Request{Cmds: [][][]byte{words(cmd...)}}
+			f.eng.Submit(req)
+			return req
+		}
+		library := "#!lua name=pipelined\n" +
+			"redis.register_function('incr_by', function(keys, args) return redis.call('INCRBY', keys[1], args[1]) end)\n" +
+			"redis.register_function{function_name='read', callback=function(keys) return redis.call('GET', keys[1]) end, flags={'no-writes'}}"
+		reqs := []*Request{
+			submit("FUNCTION", "LOAD", library),
+			submit("FCALL", "incr_by", "1", "n", "5"),
+			submit("FCALL_RO", "read", "1", "n"),
+			submit("FCALL", "read", "1", "n"),
+			submit("FUNCTION", "DELETE", "pipelined"),
+			submit("FCALL", "read", "1", "n"),
+		}
+		want := []keyspace.Reply{keyspace.Bulk("pipelined"), keyspace.Int(5), keyspace.Bulk("5"), keyspace.Bulk("5"), keyspace.OK, keyspace.Error("ERR Function not found")}
+		for i, req := range reqs {
+			wantReply(t, fmt.Sprint("reply ", i), waitReply(req), want[i])
+		}
+	})
+}
+
 // Scripts draw math.random from their place in the log: every script its
 // own numbers, commands of one EXEC included, and every member the same ones,
 // so that what the scripts write is alike everywhere.

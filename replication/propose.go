@@ -3,7 +3,6 @@ package replication
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -192,15 +191,16 @@ func (r *Raft) readPlace(req *Request, forwarded bool) int {
 	return at
 }
 
-// prepare validates req and says what it may do. A NOSCRIPT while this node
-// has proposals in flight may only mean that the SCRIPT LOAD before it is not
-// applied yet: such a request goes to the log, where apply decides.
+// prepare validates req and says what it may do. A NOSCRIPT, or a function
+// not found, while this node has proposals in flight may only mean that the
+// SCRIPT LOAD or FUNCTION LOAD before it is not applied yet: such a request
+// goes to the log, where apply decides.
 func (r *Raft) prepare(req *Request) (effect keyspace.Effect, errReply *keyspace.Reply) {
 	r.localMu.Lock()
 	inflight := len(r.local) > 0
 	r.localMu.Unlock()
 	effect, errReply = r.sm.Load().prepare(req)
-	if errReply != nil && inflight && strings.HasPrefix(errReply.Str, "NOSCRIPT") {
+	if errReply != nil && inflight && luaexec.NotLoaded(*errReply) {
 		return keyspace.Writes, nil
 	}
 	return effect, errReply

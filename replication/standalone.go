@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -113,9 +112,10 @@ func (s *Standalone) Submit(req *Request) {
 		effect, errReply := s.sm.prepare(req)
 		q.write = effect != keyspace.Reads // with no log, a dry run would save nothing
 		if errReply != nil {
-			// A NOSCRIPT may only mean that a script queued before req, which
-			// loads it, has not run yet: the state machine answers in turn.
-			if !strings.HasPrefix(errReply.Str, "NOSCRIPT") {
+			// A NOSCRIPT, or a function not found, may only mean that a
+			// script or library queued before req, which loads it, has not
+			// run yet: the state machine answers in turn.
+			if !luaexec.NotLoaded(*errReply) {
 				req.resolve(*errReply)
 				return
 			}
@@ -232,7 +232,11 @@ func (s *Standalone) exec(q queued) (reply keyspace.Reply) {
 	case req.WatchKeys != nil:
 		return versionsReply(s.sm.versions(req.DB, req.WatchKeys))
 	case !q.write:
-		return s.sm.readAs(req.DB, req.Cmds, req.Multi, req.Watch, q.now, req.User)
+		// A function replaced since prepare may write now: it stops, having
+		// changed nothing, and applies (luaexec runs a read FCALL dry).
+		if reply = s.sm.readAs(req.DB, req.Cmds, req.Multi, req.Watch, q.now, req.User); !reply.IsWouldWrite() {
+			return reply
+		}
 	}
 	e := logcodec.Entry{Time: q.now, DB: req.DB, Cmds: req.Cmds, Multi: req.Multi, Watch: req.Watch, OOM: req.OverMemory, User: req.User}
 	s.applied++
