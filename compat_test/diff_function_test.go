@@ -240,3 +240,26 @@ func bulkOf(t *testing.T, raw string) string {
 	}
 	return strings.TrimSuffix(rest, "\r\n")
 }
+
+// A user's ACL rules hold for FCALL's keys and for the commands a function
+// calls, as for scripts.
+func TestDiffFunctionACL(t *testing.T) {
+	p := newPair(t)
+	p.Run([][]string{
+		{"FUNCTION", "LOAD", "#!lua name=acl\nredis.register_function('setk', function(keys, args) return redis.call('SET', keys[1], args[1]) end)\n" +
+			"redis.register_function('other', function() return redis.call('SET', 'other', '1') end)\n" +
+			"redis.register_function('del', function() return redis.pcall('DEL', 'k1') end)"},
+		{"ACL", "SETUSER", "fn", "on", "nopass", "+fcall", "+fcall_ro", "+set", "~k*"},
+	})
+	u := p.another()
+	u.Run([][]string{
+		{"AUTH", "fn", "any"},
+		{"FCALL", "setk", "1", "k1", "v"},
+		{"FCALL", "setk", "1", "x1", "v"},
+		{"FCALL", "other", "0"},
+		{"FCALL", "del", "0"},
+		{"FUNCTION", "LIST"},
+		{"FUNCTION", "DELETE", "acl"},
+	})
+	p.Run([][]string{{"GET", "k1"}, {"GET", "x1"}, {"GET", "other"}})
+}
