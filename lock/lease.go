@@ -40,17 +40,24 @@ func leaseEnd(sent time.Time, ttl time.Duration) time.Time {
 // newLease starts the holder's lease, renewed to ttl: the server set it to
 // first by a command sent at sent (first is ttl but for a lock handed over by
 // an unlock, whose lease is shorter until the new holder renews it). With
-// renew, a watchdog renews it every third of its ttl, at once when first is
-// shorter, until ctx is done or the lease is ended; without, it runs out at
-// its end unless extended. Either way Lost's channel closes once the holder
-// can no longer be sure.
+// renew, a watchdog renews it every third of its ttl, the first time a third
+// of the way through first, until ctx is done or the lease is ended; without,
+// it runs out at its end unless extended. Either way Lost's channel closes
+// once the holder can no longer be sure.
+//
+// A lock handed over is not renewed at once: the renewal would be a second
+// write, committed while the holder works, and on a cluster the holder's
+// unlock, the next hand-over, would wait for its commit (a Mutex hand-off's
+// p50 was two commits). A third of the short lease is still far ahead of
+// its end, and a holder that dies meanwhile leaves the lock held only for
+// the short lease.
 func newLease(ctx context.Context, sent time.Time, first, ttl time.Duration, renew func(ctx context.Context, ttl time.Duration) (bool, error)) *lease {
 	l := &lease{
 		lost: make(chan struct{}), stop: make(chan struct{}), changed: make(chan struct{}, 1), done: make(chan struct{}),
 		ttl: ttl, deadline: leaseEnd(sent, first), next: sent.Add(ttl / 3),
 	}
 	if first < ttl {
-		l.next = sent
+		l.next = sent.Add(first / 3)
 	}
 	go l.watch(ctx, renew)
 	return l

@@ -177,8 +177,9 @@ func (m *Mutex) lock(ctx context.Context, ttl time.Duration, watchdog, wait bool
 	}
 	var renew func(context.Context, time.Duration) (bool, error)
 	// A lock handed over by an unlock has the lease this holder leaves in
-	// its queue entry: with a watchdog, a short one that it renews at once,
-	// so that a waiter that died leaves the lock held only briefly.
+	// its queue entry: with a watchdog, a short one that it renews a third of
+	// the way through (see newLease), so that a waiter that died leaves the
+	// lock held only briefly.
 	handOverTTL := ttl
 	if watchdog {
 		renew = m.renew

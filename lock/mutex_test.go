@@ -155,7 +155,7 @@ func TestMutexCancelWhileWaiting(t *testing.T) {
 			go func() { done <- waiter.Lock(wctx) }()
 			waitQueued(t, ctx, tg.rdb, "cancel")
 			// A Lock waiter asks for a short lease on a lock handed to it,
-			// and renews it at once.
+			// which its watchdog renews.
 			if keys := tg.rdb.Keys(ctx, "lockserver_lock_waiter:{cancel}:*").Val(); len(keys) != 1 || !strings.HasPrefix(tg.rdb.Get(ctx, keys[0]).Val(), "5000 ") {
 				t.Fatalf("the waiter's queue entry: %v, want one asking for a 5000 ms hand-over lease", keys)
 			}
@@ -442,6 +442,42 @@ func TestMutexHandOverLease(t *testing.T) {
 		t.Fatalf("tokens %d then %d, want growing", a.Token(), c.Token())
 	}
 	if err := c.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A lock handed over to a Lock waiter has the short hand-over lease, which
+// its watchdog renews to the whole lease before it runs out (not at once:
+// that renewal would be a second commit in every hand-off).
+func TestMutexHandOverLeaseIsRenewed(t *testing.T) {
+	testenv.Long(t)
+	tg := nodeTarget(t)
+	ctx := testContext(t)
+	b := tg.backend(t)
+	holder, a := lock.NewMutex(b, "renewed", nil), lock.NewMutex(b, "renewed", nil)
+	if err := holder.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	locked := make(chan error, 1)
+	go func() { locked <- a.Lock(ctx) }()
+	waitQueued(t, ctx, tg.rdb, "renewed")
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-locked; err != nil {
+		t.Fatal(err)
+	}
+	// Past the 5 s hand-over lease: the watchdog has renewed it to 30 s.
+	time.Sleep(6 * time.Second)
+	select {
+	case <-a.Lost():
+		t.Fatal("the lock handed over was lost when its short lease ran out")
+	default:
+	}
+	if pttl := tg.rdb.PTTL(ctx, "renewed").Val(); pttl <= 5*time.Second {
+		t.Fatalf("PTTL of the lock handed over, 6 s later: %v, want it renewed past the 5 s hand-over lease", pttl)
+	}
+	if err := a.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 }
