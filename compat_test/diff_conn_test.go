@@ -665,14 +665,14 @@ func withoutAvgTTL(raw string) string {
 }
 
 // INFO memory counts the scripts cached by SCRIPT LOAD and EVAL, and none
-// after SCRIPT FLUSH.
+// after SCRIPT FLUSH, and the function libraries and their functions.
 func TestDiffInfoCachedScripts(t *testing.T) {
 	p := newPair(t)
 	cached := func() {
 		t.Helper()
-		field := regexp.MustCompile(`number_of_cached_scripts:\d+`)
-		want, got := field.FindString(p.redis.Do("INFO", "memory")), field.FindString(p.ls.Do("INFO", "memory"))
-		if got != want || want == "" {
+		field := regexp.MustCompile(`(number_of_cached_scripts|number_of_functions|number_of_libraries):\d+`)
+		want, got := field.FindAllString(p.redis.Do("INFO", "memory"), -1), field.FindAllString(p.ls.Do("INFO", "memory"), -1)
+		if !slices.Equal(got, want) || len(want) != 3 {
 			t.Errorf("INFO memory: redis-server %q, lockserver %q", want, got)
 		}
 	}
@@ -680,6 +680,13 @@ func TestDiffInfoCachedScripts(t *testing.T) {
 	p.Run([][]string{{"SCRIPT", "LOAD", "return 1"}, {"SCRIPT", "LOAD", "return 2"}, {"SCRIPT", "LOAD", "return 1"}, {"EVAL", "return 3", "0"}})
 	cached()
 	p.Do("SCRIPT", "FLUSH")
+	cached()
+	p.Run([][]string{
+		{"FUNCTION", "LOAD", "#!lua name=a\nredis.register_function('a1', function() return 1 end)\nredis.register_function('a2', function() return 1 end)"},
+		{"FUNCTION", "LOAD", "#!lua name=b\nredis.register_function('b1', function() return 1 end)"},
+	})
+	cached()
+	p.Do("FUNCTION", "DELETE", "a")
 	cached()
 }
 

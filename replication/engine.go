@@ -71,6 +71,9 @@ type Info struct {
 	// many scripts the budget stopped (see luaexec.Options.Budget).
 	Scripts        int
 	ScriptsStopped int64
+	// Libraries and Functions count the function libraries loaded and the
+	// functions they hold.
+	Libraries, Functions int
 }
 
 // Request is what a client connection asks of the engine: one command, the

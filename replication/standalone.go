@@ -253,6 +253,7 @@ func (s *Standalone) Info() Info {
 	s.sm.figures(&info)
 	s.unlock()
 	info.Scripts = s.sm.scripts()
+	info.Libraries, info.Functions = s.sm.lua.NumFunctions()
 	return info
 }
 

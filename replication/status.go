@@ -139,6 +139,7 @@ func (r *Raft) Info() Info {
 	r.sm.Load().figures(&info)
 	r.smMu.Unlock()
 	info.Scripts = r.sm.Load().scripts()
+	info.Libraries, info.Functions = r.sm.Load().lua.NumFunctions()
 	return info
 }
 

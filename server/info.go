@@ -128,6 +128,8 @@ func (s *Server) infoMemory(b *infoBuilder) {
 	b.line("used_memory_peak", s.mem.peak.Load())
 	b.line("used_memory_peak_human", humanBytes(s.mem.peak.Load()))
 	b.line("number_of_cached_scripts", b.engineInfo().Scripts)
+	b.line("number_of_functions", b.engineInfo().Functions)
+	b.line("number_of_libraries", b.engineInfo().Libraries)
 	b.line("maxmemory", limit)
 	b.line("maxmemory_human", humanBytes(limit))
 	b.line("maxmemory_policy", "noeviction")
