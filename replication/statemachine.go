@@ -1,6 +1,8 @@
 package replication
 
 import (
+	"sync/atomic"
+
 	"github.com/lockserver/lockserver/internal/acl"
 	"github.com/lockserver/lockserver/internal/buildinfo"
 	"github.com/lockserver/lockserver/keyspace"
@@ -36,6 +38,9 @@ type stateMachine struct {
 	// which a cluster member's (versioned) state machine goes by.
 	cluster   clusterVersion
 	versioned bool
+	// version is cluster's version, for knows, which Prepare calls beside
+	// apply (setCluster keeps it).
+	version atomic.Pointer[buildinfo.Release]
 	// epoch counts the restores and recoveries the state went through
 	// (see backup.go); scripts see it as redis.LOCKSERVER_EPOCH.
 	epoch uint64
@@ -75,6 +80,8 @@ var releaseBudget = buildinfo.Release{Major: 0, Minor: 2}
 // its oldest release.
 func (sm *stateMachine) setCluster(v clusterVersion) {
 	sm.cluster = v
+	version := v.get()
+	sm.version.Store(&version)
 	if sm.versioned && !v.allows(releaseBudget) {
 		sm.lua.SetDefaultBudget(budget01)
 	} else {
@@ -100,7 +107,7 @@ var commandsAdded = map[string]buildinfo.Release{
 // knows reports whether cmd exists under the cluster version applied so far.
 func (sm *stateMachine) knows(cmd *keyspace.Command) bool {
 	added, ok := commandsAdded[cmd.Name]
-	return !ok || sm.cluster.allows(added)
+	return !ok || !sm.version.Load().Less(added)
 }
 
 // setEpoch sets the state's epoch (see stateMachine.epoch).
