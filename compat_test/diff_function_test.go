@@ -263,3 +263,24 @@ func TestDiffFunctionACL(t *testing.T) {
 	})
 	p.Run([][]string{{"GET", "k1"}, {"GET", "x1"}, {"GET", "other"}})
 }
+
+// FUNCTION and FCALL inside MULTI run in order when EXEC does, a call of a
+// function loaded earlier in the same transaction included.
+func TestDiffFunctionInMulti(t *testing.T) {
+	p := newPair(t)
+	p.Run([][]string{
+		{"MULTI"},
+		{"FUNCTION", "LOAD", "#!lua name=tx\nredis.register_function('bump', function(keys) return redis.call('INCR', keys[1]) end)"},
+		{"FCALL", "bump", "1", "n"},
+		{"FCALL", "bump", "1", "n"},
+		{"FCALL_RO", "bump", "1", "n"},
+		{"FCALL", "nosuch", "0"},
+		{"EXEC"},
+		{"GET", "n"},
+		{"MULTI"},
+		{"FUNCTION", "DELETE", "tx"},
+		{"FCALL", "bump", "1", "n"},
+		{"EXEC"},
+		{"FUNCTION", "LIST"},
+	})
+}
