@@ -140,11 +140,18 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // after the backup, which the restored counters never saw. A damaged copy
 // of the backup is refused, with the offset of the damage. A member of the
 // old cluster, started where a restored member was, is refused by the link
-// check.
+// check. A function library loaded before the backup is callable after the
+// restore.
 func TestBackupRestore(t *testing.T) {
 	bin := clustertest.Binary(t)
 	c := startCluster(t, bin)
 	ctx := context.Background()
+	const library = "#!lua name=backedup\nredis.register_function('answer', function() return 42 end)"
+	// FUNCTION exists once the cluster version, recorded soon after the
+	// start, is this release's.
+	clustertest.Eventually(t, "FUNCTION LOAD", func() error {
+		return c.Leader(t).Client().FunctionLoadReplace(ctx, library).Err()
+	})
 	w := startLockWorkload(c)
 	waitFor(t, "locks before the backup", func() bool { return w.hotAcquisitions() >= 20 })
 
@@ -229,6 +236,13 @@ func TestBackupRestore(t *testing.T) {
 			return err
 		})
 	}
+	clustertest.Eventually(t, "FCALL of the library backed up", func() error {
+		n, err := rc.Leader(t).Client().FCall(ctx, "answer", nil).Int()
+		if err == nil && n != 42 {
+			return fmt.Errorf("FCALL answer = %d, want 42", n)
+		}
+		return err
+	})
 	b := lock.Redis(rc.Leader(t).Client())
 	for _, name := range []string{"hot", "new"} {
 		m := lock.NewMutex(b, name, nil)
