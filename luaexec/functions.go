@@ -116,23 +116,41 @@ func (e *Engine) Libraries() []string {
 // It fails if one does not load: the node that took the snapshot had loaded
 // it, and a node without it would answer its functions differently.
 func (e *Engine) LoadLibraries(codes []string) error {
-	libs := newLibraries()
-	for _, code := range codes {
-		lib, r := e.newLibrary(code)
-		if r == nil {
-			r = e.registerLibrary(lib)
-		}
-		if r == nil {
-			if name := libs.add(lib); name != "" {
-				r = &keyspace.Reply{Str: "ERR Function " + name + " already exists"}
-			}
-		}
-		if r != nil {
-			return keyspace.Error(r.Str).Err()
-		}
+	libs, r := e.loadAll(codes)
+	if r != nil {
+		return r.Err()
 	}
 	e.libs.Store(libs)
 	return nil
+}
+
+// loadAll loads the libraries of codes, as FUNCTION LOAD does each, into a
+// set of their own, or returns the error of the first that does not load,
+// or whose name or functions another of them has.
+func (e *Engine) loadAll(codes []string) (*libraries, *keyspace.Reply) {
+	libs := newLibraries()
+	for _, code := range codes {
+		lib, r := e.newLibrary(code)
+		if r != nil {
+			return nil, r
+		}
+		if libs.byName[lib.name] != nil {
+			r := errLibraryExists(lib.name)
+			return nil, &r
+		}
+		if r := e.registerLibrary(lib); r != nil {
+			return nil, r
+		}
+		if name := libs.add(lib); name != "" {
+			r := errFunctionExists(name)
+			return nil, &r
+		}
+	}
+	return libs, nil
+}
+
+func errFunctionExists(name string) keyspace.Reply {
+	return keyspace.Error("ERR Function " + name + " already exists")
 }
 
 // NotLoaded reports whether r refuses a script or a function because it is
@@ -324,7 +342,7 @@ func (e *Engine) load(lib *library, replace bool) keyspace.Reply {
 		return *r
 	}
 	if name := libs.add(lib); name != "" {
-		return keyspace.Error("ERR Function " + name + " already exists")
+		return errFunctionExists(name)
 	}
 	e.libs.Store(libs)
 	return keyspace.Bulk(lib.name)
@@ -389,23 +407,9 @@ func planFunctionRestore(_ *Engine, _ *keyspace.Command, args [][]byte) (plan, *
 // restore applies FUNCTION RESTORE: every library of the payload loads, or
 // none does.
 func (e *Engine) restore(codes []string, policy int) keyspace.Reply {
-	restored := newLibraries()
-	for _, code := range codes {
-		lib, r := e.newLibrary(code)
-		if r == nil && restored.byName[lib.name] != nil {
-			r = &keyspace.Reply{Str: "ERR Library '" + lib.name + "' already exists"}
-		}
-		if r == nil {
-			r = e.registerLibrary(lib)
-		}
-		if r == nil {
-			if name := restored.add(lib); name != "" {
-				r = &keyspace.Reply{Str: "ERR Function " + name + " already exists"}
-			}
-		}
-		if r != nil {
-			return keyspace.Error(r.Str)
-		}
+	restored, r := e.loadAll(codes)
+	if r != nil {
+		return *r
 	}
 	libs := e.libraries().clone()
 	if policy == restoreFlush {
@@ -421,7 +425,7 @@ func (e *Engine) restore(codes []string, policy int) keyspace.Reply {
 	}
 	for _, lib := range restored.sorted() {
 		if name := libs.add(lib); name != "" {
-			return keyspace.Error("ERR Function " + name + " already exists")
+			return errFunctionExists(name)
 		}
 	}
 	e.libs.Store(libs)
