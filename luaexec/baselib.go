@@ -372,6 +372,11 @@ func (v *vm) pcall(L *lua.LState) int {
 		L.Push(lua.LString("attempt to call a boolean value"))
 		return 2
 	}
+	if msg, ok := uncallable(L, L.Get(1)); ok {
+		L.Push(lua.LFalse)
+		L.Push(lua.LString(msg))
+		return 2
+	}
 	nargs := L.GetTop() - 1
 	// An error handler, even one that changes nothing, spares gopher-lua
 	// building a traceback for every caught error.
@@ -384,6 +389,19 @@ func (v *vm) pcall(L *lua.LState) int {
 	L.Push(lua.LFalse)
 	L.Push(errorObject(err))
 	return 2
+}
+
+// uncallable returns Lua 5.1's error for pcall or xpcall of fn when fn is a
+// table or a string that cannot be called, which Lua raises from inside
+// pcall, with no position (gopher-lua words it its own way, with one).
+func uncallable(L *lua.LState, fn lua.LValue) (string, bool) {
+	switch fn.(type) {
+	case *lua.LTable, lua.LString:
+		if L.GetMetaField(fn, "__call") == lua.LNil {
+			return "attempt to call a " + fn.Type().String() + " value", true
+		}
+	}
+	return "", false
 }
 
 // caught accounts for an error that pcall or xpcall caught: it re-raises a
@@ -429,6 +447,19 @@ func (v *vm) xpcall(L *lua.LState) int {
 			L.Push(lua.LString("error in error handling"))
 			return 1
 		})
+	}
+	if msg, ok := uncallable(L, L.Get(1)); ok {
+		// Lua 5.1 hands the error to the handler, as any other.
+		L.SetTop(0)
+		L.Push(herr)
+		L.Push(lua.LString(msg))
+		err := L.PCall(1, 1, nil)
+		v.caught(L, err)
+		if err != nil {
+			L.Push(lua.LString("error in error handling"))
+		}
+		L.Insert(lua.LFalse, 1)
+		return 2
 	}
 	err := L.PCall(0, lua.MultRet, herr)
 	v.caught(L, err)

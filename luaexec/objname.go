@@ -228,6 +228,56 @@ func argC(inst uint32) int   { return int(inst>>9) & 0x1ff }
 func argBx(inst uint32) int  { return int(inst & 0x3ffff) }
 func argSbx(inst uint32) int { return argBx(inst) - 0x3ffff>>1 }
 
+// nonFunction ends gopher-lua's error for calling a value that is neither a
+// function nor has a __call (a table, a string), which no metamethod of
+// ours words as Lua 5.1 does.
+const nonFunction = "attempt to call a non-function object"
+
+// callError rewrites gopher-lua's error for a call of a table or a string,
+// raised with obj, into Lua 5.1's, with the value's type and its name where
+// the code tells: the error handlers call it where the error was raised,
+// while the failing frame is still there. Any other obj is returned as it
+// is, and so is the error when the call that failed is not the Lua
+// function's own (pcall of a table).
+func (v *vm) callError(L *lua.LState, obj lua.LValue) lua.LValue {
+	s, ok := obj.(lua.LString)
+	if !ok {
+		return obj
+	}
+	where, ok := strings.CutSuffix(string(s), nonFunction)
+	if !ok {
+		return obj
+	}
+	for level := 1; level <= 10; level++ {
+		dbg, ok := L.GetStack(level)
+		if !ok {
+			return obj
+		}
+		fn, _ := L.GetInfo("f", dbg, lua.LNil)
+		f, ok := fn.(*lua.LFunction)
+		if !ok || f.IsG {
+			continue
+		}
+		pc := framePC(dbg)
+		if pc < 0 || pc >= len(f.Proto.Code) {
+			return obj
+		}
+		inst := f.Proto.Code[pc]
+		if code := opCode(inst); code != lua.OP_CALL && code != lua.OP_TAILCALL {
+			return obj
+		}
+		_, val := L.GetLocal(dbg, argA(inst)+1)
+		if _, callable := val.(*lua.LFunction); callable || val == lua.LNil {
+			return obj // not the value this instruction called
+		}
+		if kind, name := objName(f.Proto, pc, argA(inst), 0); kind != "" {
+			return lua.LString(fmt.Sprintf("%sattempt to call %s '%s' (a %s value)", where, kind, name, val.Type().String()))
+		}
+		return lua.LString(fmt.Sprintf("%sattempt to call a %s value", where, val.Type().String()))
+	}
+	return obj
+}
+
 // typeOpMessage is Lua 5.1's message for op on a value of the wrong type,
 // naming the operand where the code tells.
 func (v *vm) typeOpMessage(L *lua.LState, op string, val lua.LValue) string {

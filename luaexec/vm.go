@@ -184,7 +184,10 @@ func newVM(e *Engine) *vm {
 
 	v.setTypeMetatables()
 	budget.Attach(L, v)
-	v.identity = L.NewFunction(func(L *lua.LState) int { return 1 })
+	v.identity = L.NewFunction(func(L *lua.LState) int {
+		L.Push(v.callError(L, L.Get(1)))
+		return 1
+	})
 	v.handler = L.NewFunction(func(L *lua.LState) int {
 		v.errInfo = v.errorInfo(L, L.Get(1))
 		return 0
@@ -398,7 +401,7 @@ func (v *vm) errorInfo(L *lua.LState, obj lua.LValue) *scriptError {
 			info.msg = "ERR Error object raised by the script has no 'err' string field"
 		}
 	} else {
-		info.msg = "ERR " + v.tostring(L, obj)
+		info.msg = "ERR " + v.tostring(L, v.callError(L, obj))
 	}
 	for level := 1; level <= 10; level++ {
 		dbg, ok := L.GetStack(level)
