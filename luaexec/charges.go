@@ -1,8 +1,6 @@
 package luaexec
 
 import (
-	"fmt"
-
 	"github.com/lockserver/lockserver/luaexec/internal/budget"
 	"github.com/lockserver/lockserver/luaexec/internal/lua51"
 	"github.com/lockserver/lockserver/luaexec/internal/lualib"
@@ -59,7 +57,7 @@ func (v *vm) lessThan(L *lua.LState, a, b lua.LValue, event string) bool {
 		}
 		return x <= y
 	case aNum || a.Type() != b.Type():
-		v.raiseHere(L, fmt.Sprintf("attempt to compare %s with %s", a.Type().String(), b.Type().String()))
+		v.raiseHere(L, lualib.OrderError(a, b))
 	}
 	if s, ok := a.(lua.LString); ok {
 		t := b.(lua.LString)
@@ -77,7 +75,7 @@ func (v *vm) lessThan(L *lua.LState, a, b lua.LValue, event string) bool {
 		}
 		a, b = b, a
 	}
-	v.raiseHere(L, fmt.Sprintf("attempt to compare %s with %s", a.Type().String(), b.Type().String()))
+	v.raiseHere(L, lualib.OrderError(a, b))
 	return false
 }
 

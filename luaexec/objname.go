@@ -3,6 +3,7 @@ package luaexec
 import (
 	"fmt"
 	"reflect"
+	"regexp"
 	"strings"
 
 	"github.com/lockserver/lockserver/luaexec/internal/lua51"
@@ -233,15 +234,28 @@ func argSbx(inst uint32) int { return argBx(inst) - 0x3ffff>>1 }
 // ours words as Lua 5.1 does.
 const nonFunction = "attempt to call a non-function object"
 
-// callError rewrites gopher-lua's error for a call of a table or a string,
-// raised with obj, into Lua 5.1's, with the value's type and its name where
-// the code tells: the error handlers call it where the error was raised,
-// while the failing frame is still there. Any other obj is returned as it
-// is, and so is the error when the call that failed is not the Lua
-// function's own (pcall of a table).
+// gopherCompare matches gopher-lua's error for comparing two values that
+// are neither both numbers nor both strings, where no metamethod of ours
+// runs (a comparison the compiler made directly, of two nils).
+var gopherCompare = regexp.MustCompile(`attempt to compare (\w+) with (\w+)$`)
+
+// callError rewrites gopher-lua's errors that Lua 5.1 words otherwise,
+// raised with obj: a call of a table or a string, with the value's type and
+// its name where the code tells, and a comparison of two values of one
+// type (orderError). The error handlers call it where the error was
+// raised, while the failing frame is still there. Any other obj is returned
+// as it is, and so is a call's error when the call that failed is not the
+// Lua function's own (pcall of a table).
 func (v *vm) callError(L *lua.LState, obj lua.LValue) lua.LValue {
 	s, ok := obj.(lua.LString)
 	if !ok {
+		return obj
+	}
+	if m := gopherCompare.FindStringSubmatchIndex(string(s)); m != nil {
+		t1, t2 := string(s)[m[2]:m[3]], string(s)[m[4]:m[5]]
+		if len(t1) > 2 && len(t2) > 2 && t1[2] == t2[2] {
+			return lua.LString(string(s)[:m[0]] + "attempt to compare two " + t1 + " values")
+		}
 		return obj
 	}
 	where, ok := strings.CutSuffix(string(s), nonFunction)

@@ -1,7 +1,6 @@
 package lualib
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/lockserver/lockserver/luaexec/internal/budget"
@@ -294,9 +293,19 @@ func lessThan(L *lua.LState, a, b lua.LValue) bool {
 			L.Pop(1)
 			return res
 		}
-		L.Error(lua.LString(fmt.Sprintf("attempt to compare two %s values", a.Type().String())), 0)
 	}
 	// Raised from inside a library function, the error has no position.
-	L.Error(lua.LString(fmt.Sprintf("attempt to compare %s with %s", a.Type().String(), b.Type().String())), 0)
+	L.Error(lua.LString(OrderError(a, b)), 0)
 	return false
+}
+
+// OrderError is Lua 5.1's luaG_ordererror: "two <type> values" when the
+// types' names share their third letter (the same type, or a string and a
+// thread), else "<type> with <type>".
+func OrderError(a, b lua.LValue) string {
+	t1, t2 := a.Type().String(), b.Type().String()
+	if t1[2] == t2[2] {
+		return "attempt to compare two " + t1 + " values"
+	}
+	return "attempt to compare " + t1 + " with " + t2
 }
