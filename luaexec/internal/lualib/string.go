@@ -152,12 +152,25 @@ func (l *Libs) strChar(L *lua.LState) int {
 
 // strDump cannot produce Lua 5.1 bytecode: gopher-lua compiles to its own.
 func strDump(L *lua.LState) int {
-	if _, ok := L.Get(1).(*lua.LFunction); !ok {
+	fn, ok := L.Get(1).(*lua.LFunction)
+	if !ok {
 		TypeError(L, 1, "function")
 	}
-	RaiseError(L, "unable to dump given function")
-	return 0
+	if fn.IsG {
+		RaiseError(L, "unable to dump given function") // as Lua says of a C function
+	}
+	L.Push(lua.LString(chunkHeader))
+	return 1
 }
+
+// chunkHeader is the header of a Lua 5.1 binary chunk as redis-server on a
+// 64-bit little-endian machine writes it (lundump.h: signature, version
+// 5.1, format 0, little-endian, 4-byte int, 8-byte size_t, 4-byte
+// instruction, 8-byte floating lua_Number). string.dump returns it without
+// the function's code: there is no Lua 5.1 bytecode here to give, and Redis
+// 7's loadstring refuses any binary chunk, so a script can do nothing more
+// with a dump than it can on Redis.
+const chunkHeader = "\x1bLua\x51\x00\x01\x04\x08\x04\x08\x00"
 
 // specials are the characters that make find use patterns.
 const specials = "^$*+?.([%-"
