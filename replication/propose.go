@@ -96,8 +96,11 @@ func (r *Raft) submit(req *Request, forwarded bool) {
 	}
 	rd := &readOp{req: req, term: r.leadTerm.Load(), dry: effect == keyspace.MayWrite}
 	rd.left.Store(2)
-	if at > 0 {
-		r.localMu.Lock()
+	// The place again, and the read placed there, under one hold of
+	// localMu: the FSM may have applied proposals since readPlace, and
+	// removed them from r.local (never added any: proposeMu is held).
+	r.localMu.Lock()
+	if at = r.readPlaceLocked(req, forwarded); at > 0 {
 		r.local[at-1].reads = append(r.local[at-1].reads, rd)
 		r.localMu.Unlock()
 		req.unordered = rd.dry
@@ -105,6 +108,7 @@ func (r *Raft) submit(req *Request, forwarded bool) {
 		r.verifier.push(rd)
 		return
 	}
+	r.localMu.Unlock()
 	r.proposeMu.Unlock()
 	// Nothing this node sent the log is unapplied: the state machine holds
 	// every write acknowledged before this request arrived.
@@ -184,6 +188,11 @@ func (o *dryOdds) saw(write bool) {
 func (r *Raft) readPlace(req *Request, forwarded bool) int {
 	r.localMu.Lock()
 	defer r.localMu.Unlock()
+	return r.readPlaceLocked(req, forwarded)
+}
+
+// readPlaceLocked is readPlace with localMu held too.
+func (r *Raft) readPlaceLocked(req *Request, forwarded bool) int {
 	at := len(r.local)
 	if req.Alone && !forwarded && r.ownDone.Load() > r.barrier {
 		at -= len(r.pendingProps)
