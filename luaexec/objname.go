@@ -97,9 +97,22 @@ func framePC(dbg *lua.Debug) int {
 	return int(pc.Int()) - 1
 }
 
+// Bounds of the search for a name, which runs for every error a script
+// raises or catches, and which the budget does not charge: a function
+// with more locals than maxNamedLocals names nothing, and the instruction
+// that set a register is looked for among the nameWindow before pc. (Lua
+// 5.1 looks at them all; a name is found within a few instructions.)
+const (
+	maxNamedLocals = 1024
+	nameWindow     = 64
+)
+
 // objName names what register reg holds at instruction pc of f, as Lua
 // 5.1's getobjname does; depth bounds its following of MOVEs.
 func objName(p *lua.FunctionProto, pc, reg, depth int) (kind, name string) {
+	if len(p.DbgLocals) > maxNamedLocals {
+		return "", ""
+	}
 	if name, ok := localName(p, reg, pc); ok {
 		return "local", name
 	}
@@ -171,11 +184,12 @@ func constantName(p *lua.FunctionProto, rk int) string {
 }
 
 // lastSet returns the last instruction before lastpc that sets register reg,
-// running through p's code as Lua 5.1's symbexec does: forward jumps that
-// land before lastpc are taken, so that the branch not taken is skipped.
+// among the nameWindow before it, running through p's code as Lua 5.1's
+// symbexec does: forward jumps that land before lastpc are taken, so that
+// the branch not taken is skipped.
 func lastSet(p *lua.FunctionProto, lastpc, reg int) (int, bool) {
 	last := -1
-	for pc := 0; pc < lastpc; pc++ {
+	for pc := max(0, lastpc-nameWindow); pc < lastpc; pc++ {
 		inst := p.Code[pc]
 		a := argA(inst)
 		switch opCode(inst) {
@@ -251,10 +265,13 @@ func (v *vm) callError(L *lua.LState, obj lua.LValue) lua.LValue {
 	if !ok {
 		return obj
 	}
-	if m := gopherCompare.FindStringSubmatchIndex(string(s)); m != nil {
-		t1, t2 := string(s)[m[2]:m[3]], string(s)[m[4]:m[5]]
+	// Only the message's end is looked at: a script may raise and catch a
+	// long string again and again, and this costs its budget nothing.
+	tail := len(s) - min(len(s), 64)
+	if m := gopherCompare.FindStringSubmatchIndex(string(s[tail:])); m != nil {
+		t1, t2 := string(s[tail+m[2]:tail+m[3]]), string(s[tail+m[4]:tail+m[5]])
 		if len(t1) > 2 && len(t2) > 2 && t1[2] == t2[2] {
-			return lua.LString(string(s)[:m[0]] + "attempt to compare two " + t1 + " values")
+			return lua.LString(string(s[:tail+m[0]]) + "attempt to compare two " + t1 + " values")
 		}
 		return obj
 	}
