@@ -70,9 +70,10 @@ type Options struct {
 	// Limits bound request sizes (bulk length, arguments, inline length).
 	Limits Limits
 	// ScriptBudget is how many steps a script may take (operations, and 16
-	// bytes of strings built or scanned); 0 means 12,000,000, about 3 s of
-	// one core at worst, below Redis's lua-time-limit of 5 s (a cluster whose
-	// members do not all run lockserver 0.2 keeps 0.1's 2,000,000). A script
+	// bytes of strings built or scanned); 0 means 12,000,000, which stops
+	// the costliest runaway scripts within Redis's lua-time-limit (5 s; see
+	// bench/RESULTS.md), and a cluster whose members do not all run
+	// lockserver 0.2 keeps 0.1's 2,000,000. A script
 	// that runs out stops with an error at the same step on every member, so
 	// every member must have the same.
 	ScriptBudget int64

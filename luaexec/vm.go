@@ -43,8 +43,8 @@ const (
 // maxMetaChain bounds the __index and __newindex tables one access may go
 // through (Lua 5.1's MAXTAGLOOP is 100). gopher-lua follows them inside one
 // instruction, which the budget charges as one: a script looping over an
-// access through 99 of them took 10-20 ns a table, about 1 µs a step
-// against 0.3 µs for the costliest other steps (BenchmarkWorstInputs). A
+// access through 99 of them took several times as long a step as the
+// costliest other steps (BenchmarkWorstInputs; bench/RESULTS.md). A
 // chain longer than this fails with "too many recursions in gettable"
 // (Lua's "loop in gettable"). gopher-lua reads the bound from a variable of
 // its package, so it holds for every Lua state of the process.

@@ -78,7 +78,7 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 		}
 		return nil
 	})
-	fs.Var(natural[int64]{&o.ScriptBudget}, "script-budget", "steps a script may take: operations, or 16 bytes built or scanned; the same on every member (0: the default, 12000000, about 3 s of one core at worst)")
+	fs.Var(natural[int64]{&o.ScriptBudget}, "script-budget", "steps a script may take: operations, or 16 bytes built or scanned; the same on every member (0: the default, 12000000)")
 	fs.StringVar(&o.SentinelMaster, "sentinel-master", "", "master `name` the SENTINEL commands answer to, for clients configured for Redis Sentinel (empty: mymaster)")
 	version := fs.Bool("version", false, "print the release this binary is, and exit")
 	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn, error")
