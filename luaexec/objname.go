@@ -279,34 +279,26 @@ func (v *vm) callError(L *lua.LState, obj lua.LValue) lua.LValue {
 	if !ok {
 		return obj
 	}
-	for level := 1; level <= 10; level++ {
-		dbg, ok := L.GetStack(level)
-		if !ok {
-			return obj
-		}
-		fn, _ := L.GetInfo("f", dbg, lua.LNil)
-		f, ok := fn.(*lua.LFunction)
-		if !ok || f.IsG {
-			continue
-		}
-		pc := framePC(dbg)
-		if pc < 0 || pc >= len(f.Proto.Code) {
-			return obj
-		}
-		inst := f.Proto.Code[pc]
-		if code := opCode(inst); code != lua.OP_CALL && code != lua.OP_TAILCALL {
-			return obj
-		}
-		_, val := L.GetLocal(dbg, argA(inst)+1)
-		if _, callable := val.(*lua.LFunction); callable || val == lua.LNil {
-			return obj // not the value this instruction called
-		}
-		if kind, name := objName(f.Proto, pc, argA(inst), 0); kind != "" {
-			return lua.LString(fmt.Sprintf("%sattempt to call %s '%s' (a %s value)", where, kind, name, val.Type().String()))
-		}
-		return lua.LString(fmt.Sprintf("%sattempt to call a %s value", where, val.Type().String()))
+	dbg, f := luaFrame(L)
+	if dbg == nil {
+		return obj
 	}
-	return obj
+	pc := framePC(dbg)
+	if pc < 0 || pc >= len(f.Proto.Code) {
+		return obj
+	}
+	inst := f.Proto.Code[pc]
+	if code := opCode(inst); code != lua.OP_CALL && code != lua.OP_TAILCALL {
+		return obj
+	}
+	_, val := L.GetLocal(dbg, argA(inst)+1)
+	if _, callable := val.(*lua.LFunction); callable || val == lua.LNil {
+		return obj // not the value this instruction called
+	}
+	if kind, name := objName(f.Proto, pc, argA(inst), 0); kind != "" {
+		return lua.LString(fmt.Sprintf("%sattempt to call %s '%s' (a %s value)", where, kind, name, val.Type().String()))
+	}
+	return lua.LString(fmt.Sprintf("%sattempt to call a %s value", where, val.Type().String()))
 }
 
 // typeOpMessage is Lua 5.1's message for op on a value of the wrong type,

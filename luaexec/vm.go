@@ -403,23 +403,32 @@ func (v *vm) errorInfo(L *lua.LState, obj lua.LValue) *scriptError {
 	} else {
 		info.msg = "ERR " + v.tostring(L, v.callError(L, obj))
 	}
-	for level := 1; level <= 10; level++ {
-		dbg, ok := L.GetStack(level)
-		if !ok {
-			break
-		}
-		fn, _ := L.GetInfo("Slf", dbg, lua.LNil)
-		if f, ok := fn.(*lua.LFunction); ok && f.IsG {
-			continue
-		}
+	if dbg, _ := luaFrame(L); dbg != nil {
 		info.source = "@" + dbg.Source
 		if raw, ok := v.sources[dbg.Source]; ok {
 			info.source = raw // a chunk from loadstring: Lua names it by its text
 		}
 		info.line = dbg.CurrentLine
-		break
 	}
 	return info
+}
+
+// luaFrame returns, from an error handler, the frame of the Lua function
+// that raised the error or called the Go function that did (the innermost
+// of the ten above that is not a Go function), with its source and line;
+// nil when there is none.
+func luaFrame(L *lua.LState) (*lua.Debug, *lua.LFunction) {
+	for level := 1; level <= 10; level++ {
+		dbg, ok := L.GetStack(level)
+		if !ok {
+			return nil, nil
+		}
+		fn, _ := L.GetInfo("Slf", dbg, lua.LNil)
+		if f, ok := fn.(*lua.LFunction); ok && !f.IsG {
+			return dbg, f
+		}
+	}
+	return nil, nil
 }
 
 // overflowInfo describes an error whose handler could not run (a stack
